@@ -1,0 +1,4 @@
+//! The pending inbox: held calls.
+pub mod cursor;
+pub mod index;
+pub mod record;

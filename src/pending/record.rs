@@ -1,0 +1,110 @@
+//! `PendingApprovalRecord`: one held call, as stored in the `approval_pending`
+//! state scope and as shown by the inbox. Self-describing: every id is inside
+//! the value.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Which prompt a console renders for a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordKind {
+    /// "May this call run?"
+    #[default]
+    Function,
+    /// "Allow access to this folder?" (from the grant watch).
+    FolderAccess,
+}
+
+/// What a folder-access prompt asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct GrantRequest {
+    /// The directory to grant (absolute).
+    pub dir: String,
+    /// The path the call tried to reach, as given.
+    pub offending_path: String,
+    /// The jail error code (`S215`, `S220`, `C215`, `C218`).
+    pub error_code: String,
+}
+
+/// One held call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PendingRecord {
+    /// The session the call belongs to.
+    pub session_id: String,
+    /// The turn that waits for the call.
+    pub turn_id: String,
+    /// The call's id.
+    pub function_call_id: String,
+    /// The function the call targets.
+    pub function_id: String,
+    /// `function` or `folder_access`; a stored record without it reads as `function`.
+    #[serde(default)]
+    pub kind: RecordKind,
+    /// The call's arguments, redacted.
+    pub arguments_excerpt: Value,
+    /// When the call was held (ms since the epoch).
+    pub pending_at: u64,
+    /// Nesting depth of the calling session (0 = top level).
+    #[serde(default)]
+    pub depth: u64,
+    /// The session's title, from the session manager.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_title: Option<String>,
+    /// The session's description, from the session manager.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_description: Option<String>,
+    /// The session's metadata (tenancy filters match against it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_metadata: Option<Map<String, Value>>,
+    /// What a folder-access prompt asks for (folder_access only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant_request: Option<GrantRequest>,
+    /// The assistant's text before the call, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assistant_excerpt: Option<String>,
+}
+
+/// `(session_id, function_call_id)`: the identity of a record.
+pub type RecordKey = (String, String);
+
+/// `(pending_at, session_id, function_call_id)`: the inbox order.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SortKey {
+    /// When the call was held.
+    pub pending_at: u64,
+    /// The session id.
+    pub session_id: String,
+    /// The call id.
+    pub function_call_id: String,
+}
+
+impl PendingRecord {
+    /// The record's identity.
+    pub fn key(&self) -> RecordKey {
+        (self.session_id.clone(), self.function_call_id.clone())
+    }
+
+    /// The record's place in the inbox order.
+    pub fn sort_key(&self) -> SortKey {
+        SortKey {
+            pending_at: self.pending_at,
+            session_id: self.session_id.clone(),
+            function_call_id: self.function_call_id.clone(),
+        }
+    }
+
+    /// Subset equality of `filter` against `session_metadata`: every key of the
+    /// filter is present and equal. `{}` matches every record; a non-empty filter
+    /// fails a record without metadata.
+    pub fn metadata_matches(&self, filter: &Map<String, Value>) -> bool {
+        if filter.is_empty() {
+            return true;
+        }
+        match &self.session_metadata {
+            None => false,
+            Some(meta) => filter.iter().all(|(k, v)| meta.get(k) == Some(v)),
+        }
+    }
+}

@@ -1,0 +1,2 @@
+//! Per-session approval settings.
+pub mod model;
