@@ -8,13 +8,22 @@
 //!   [`redact`], [`settings::model`], [`pending::record`], [`pending::index`],
 //!   [`pending::cursor`] — have no SDK types in their signatures;
 //! * the shell — [`functions`] (one file per `approval::*` function),
-//!   [`triggers`], [`boot`], [`client`] — talks to the engine.
+//!   [`boot`], [`client`] — talks to the engine.
 
+pub mod boot;
+pub mod client;
+pub mod config;
+pub mod error;
+pub mod functions;
+pub mod manifest;
+pub mod pending;
 pub mod policy;
 pub mod redact;
 pub mod settings;
-pub mod pending;
+pub mod shutdown;
 pub mod time;
+pub mod unbind;
+pub mod worker;
 
 #[cfg(feature = "testkit")]
 pub mod testkit;

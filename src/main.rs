@@ -1,1 +1,122 @@
-fn main() {}
+//! `approval-gate`: the worker binary.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use approval_gate::boot::{self, BootOptions};
+use approval_gate::{config, manifest, shutdown, unbind};
+
+/// Human-in-the-loop approval gate for iii function calls.
+#[derive(Debug, Parser)]
+#[command(name = "approval-gate", version, about, long_about = None)]
+struct Cli {
+    /// Engine WebSocket URL.
+    #[arg(
+        long,
+        env = "III_URL",
+        default_value = "ws://127.0.0.1:49134",
+        global = true
+    )]
+    url: String,
+    /// YAML seed for the configuration entry, used only when nothing is stored yet.
+    #[arg(long, value_name = "FILE.yaml")]
+    config: Option<PathBuf>,
+    /// Seconds to wait for the engine at start-up before giving up.
+    #[arg(long, default_value_t = 30, value_name = "SECS", global = true)]
+    connect_timeout: u64,
+    /// Log output format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Pretty, global = true)]
+    log_format: LogFormat,
+    /// Print the registry manifest as JSON and exit without connecting.
+    #[arg(long)]
+    manifest: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Pretty,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Remove the gate's durable hook bindings from the engine (the only way
+    /// to uninstall the gate without denying every call), then exit.
+    Unbind,
+}
+
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Pretty => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn otel_enabled() -> bool {
+    !matches!(
+        std::env::var("OTEL_ENABLED")
+            .map(|v| v.to_ascii_lowercase())
+            .as_deref(),
+        Ok("false" | "0" | "no" | "off")
+    )
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.manifest {
+        println!("{}", manifest::manifest_json());
+        return ExitCode::SUCCESS;
+    }
+    init_logs(cli.log_format);
+    let timeout = Duration::from_secs(cli.connect_timeout);
+
+    if let Some(Command::Unbind) = cli.command {
+        return match unbind::run(&cli.url, otel_enabled(), timeout).await {
+            Ok(removed) => {
+                println!("removed {removed} durable binding(s)");
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("approval-gate unbind: {err}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+
+    let seed = match cli.config.as_deref().map(config::load_seed).transpose() {
+        Ok(seed) => seed,
+        Err(err) => {
+            eprintln!("approval-gate: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let options = BootOptions {
+        url: cli.url,
+        seed,
+        connect_timeout: timeout,
+        otel: otel_enabled(),
+    };
+    let running = match boot::boot(options).await {
+        Ok(running) => running,
+        Err(err) => {
+            tracing::error!(error = %err, "boot failed");
+            eprintln!("approval-gate: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    shutdown::signal().await;
+    tracing::info!("shutting down: finishing handlers in flight");
+    running.shutdown(Duration::from_secs(10)).await;
+    ExitCode::SUCCESS
+}

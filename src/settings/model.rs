@@ -70,3 +70,98 @@ pub struct ApprovalSettings {
     #[serde(default)]
     pub mode_set_at: u64,
 }
+
+impl ApprovalSettings {
+    /// `set-mode`: sets the mode and stamps `mode_set_at`.
+    pub fn set_mode(&mut self, mode: Mode, now: u64) {
+        self.mode = mode;
+        self.mode_set_at = now;
+    }
+
+    /// `add-always-allow`: idempotent on the exact `function_id` (an existing
+    /// entry keeps its `granted_at`).
+    pub fn add_always_allow(&mut self, function_id: &str, now: u64) {
+        add_entry(&mut self.always_allow, function_id, now);
+    }
+
+    /// `approve-always`: idempotent on the exact `function_id`.
+    pub fn approve_always(&mut self, function_id: &str, now: u64) {
+        add_entry(&mut self.approved_always, function_id, now);
+    }
+
+    /// `remove-always-allow`: removes the exact entry; absent is a no-op.
+    pub fn remove_always_allow(&mut self, function_id: &str) {
+        self.always_allow.retain(|e| e.function_id != function_id);
+    }
+}
+
+fn add_entry(list: &mut Vec<Entry>, function_id: &str, now: u64) {
+    if list.iter().any(|e| e.function_id == function_id) {
+        return;
+    }
+    list.push(Entry {
+        function_id: function_id.to_string(),
+        granted_at: now,
+        granted_by: GrantedBy::UserClick,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn empty() -> ApprovalSettings {
+        ApprovalSettings {
+            mode: Mode::Manual,
+            always_allow: vec![],
+            approved_always: vec![],
+            mode_set_at: 0,
+        }
+    }
+
+    #[test]
+    fn set_mode_stamps() {
+        let mut s = empty();
+        s.set_mode(Mode::Full, 42);
+        assert_eq!(s.mode, Mode::Full);
+        assert_eq!(s.mode_set_at, 42);
+    }
+
+    #[test]
+    fn grants_are_idempotent_and_keep_granted_at() {
+        let mut s = empty();
+        s.approve_always("a::b", 1);
+        s.approve_always("a::b", 2);
+        assert_eq!(s.approved_always.len(), 1);
+        assert_eq!(s.approved_always[0].granted_at, 1);
+        assert_eq!(s.approved_always[0].granted_by, GrantedBy::UserClick);
+        s.add_always_allow("x::*", 3);
+        s.add_always_allow("x::*", 4);
+        assert_eq!(s.always_allow.len(), 1);
+        assert_eq!(s.always_allow[0].granted_at, 3);
+    }
+
+    #[test]
+    fn remove_is_exact_and_absent_is_noop() {
+        let mut s = empty();
+        s.add_always_allow("x::*", 3);
+        s.add_always_allow("x::y", 3);
+        s.remove_always_allow("nope");
+        assert_eq!(s.always_allow.len(), 2);
+        s.remove_always_allow("x::*");
+        assert_eq!(s.always_allow.len(), 1);
+        assert_eq!(s.always_allow[0].function_id, "x::y");
+    }
+
+    #[test]
+    fn wire_shape() {
+        let mut s = empty();
+        s.approve_always("a::b", 5);
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"mode": "manual", "always_allow": [], "approved_always": [
+                {"function_id": "a::b", "granted_at": 5, "granted_by": "user_click"}], "mode_set_at": 0})
+        );
+    }
+}

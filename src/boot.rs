@@ -1,0 +1,276 @@
+//! Boot order (contract §10): connect → configuration (fatal) → trigger types
+//! → functions → bindings → one "ready" line naming what was registered and
+//! which bindings are parked.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use iii_sdk::protocol::RegisterTriggerInput;
+use iii_sdk::runtime::WorkerMetadata;
+use iii_sdk::{register_worker, IIIClient, InitOptions};
+use serde_json::{json, Value};
+
+use crate::client::{CallError, Sibling};
+use crate::config::{schema, ApprovalConfig, ConfigCell, Snapshot, CONFIG_ID};
+use crate::functions::{self, FUNCTION_IDS};
+use crate::settings::store::SETTINGS_SCOPE;
+use crate::worker::Worker;
+
+/// The worker's registered name (notification workers find the gate by it).
+pub const WORKER_NAME: &str = "approval-gate";
+/// What the worker does, as shown by `engine::workers::list`.
+pub const DESCRIPTION: &str =
+    "Human-in-the-loop approval gate: decides whether each agent function call runs, is denied, or waits for a human";
+
+/// How to start.
+#[derive(Debug, Clone)]
+pub struct BootOptions {
+    /// Engine WebSocket URL.
+    pub url: String,
+    /// The `--config` seed (used only when nothing is stored).
+    pub seed: Option<Value>,
+    /// How long to wait for the engine at start-up.
+    pub connect_timeout: Duration,
+    /// Whether the SDK opens its OpenTelemetry connection.
+    pub otel: bool,
+}
+
+/// Why boot stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum BootError {
+    /// The engine did not answer in time.
+    #[error("cannot reach the iii engine at {url} within {secs} s (is it running? set --url or III_URL; --connect-timeout sets the wait)")]
+    Unreachable {
+        /// The URL tried.
+        url: String,
+        /// The wait, in seconds.
+        secs: u64,
+    },
+    /// The engine refused the worker.
+    #[error("the engine refused the worker: {0}")]
+    Rejected(String),
+    /// The configuration entry could not be registered or read.
+    #[error("configuration entry {CONFIG_ID}: {0}")]
+    Configuration(String),
+}
+
+/// A running worker.
+pub struct Running {
+    /// The SDK client.
+    pub iii: IIIClient,
+    /// The shared state.
+    pub worker: Arc<Worker>,
+}
+
+impl Running {
+    /// Graceful stop: wait (bounded) for handlers in flight, then disconnect.
+    pub async fn shutdown(self, drain: Duration) {
+        let deadline = tokio::time::Instant::now() + drain;
+        while self.worker.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.iii.shutdown_async().await;
+    }
+}
+
+/// Connects an SDK client named `approval-gate` (or `III_WORKER_NAME`) and
+/// waits for the engine's handshake.
+pub async fn connect(url: &str, otel: bool, timeout: Duration) -> Result<IIIClient, BootError> {
+    let metadata = WorkerMetadata {
+        name: WORKER_NAME.to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        description: Some(DESCRIPTION.to_string()),
+        ..WorkerMetadata::default()
+    };
+    let otel_config = iii_helpers::observability::OtelConfig {
+        enabled: Some(otel),
+        ..Default::default()
+    };
+    let iii = register_worker(
+        url,
+        InitOptions {
+            metadata: Some(metadata),
+            otel: Some(otel_config),
+            ..InitOptions::default()
+        },
+    );
+    match iii.wait_until_registered(timeout).await {
+        Ok(()) => Ok(iii),
+        Err(iii_sdk::Error::Timeout) | Err(iii_sdk::Error::NotConnected) => {
+            iii.shutdown_async().await;
+            Err(BootError::Unreachable {
+                url: url.to_string(),
+                secs: timeout.as_secs(),
+            })
+        }
+        Err(other) => {
+            iii.shutdown_async().await;
+            Err(BootError::Rejected(other.to_string()))
+        }
+    }
+}
+
+/// Seeds, backfills and fetches the configuration entry (contract §9).
+pub async fn bootstrap_config(
+    sibling: &Sibling,
+    seed: Option<Value>,
+) -> Result<Snapshot, BootError> {
+    let fatal = |what: &str, e: CallError| BootError::Configuration(format!("{what} failed: {e}"));
+    let schema = schema();
+    let name = "Approval gate";
+    let description =
+        "Policy for the approval gate: default mode, rules, folder-access re-ask limit.";
+    let stored = match sibling.configuration_get(CONFIG_ID, true).await {
+        Ok(Value::Null) => None,
+        Ok(value) => Some(value),
+        Err(e) if e.code == "NOT_FOUND" => None,
+        Err(e) => return Err(fatal("configuration::get", e)),
+    };
+    match stored {
+        None => {
+            let initial = seed.unwrap_or_else(ApprovalConfig::defaults_json);
+            sibling
+                .configuration_register(CONFIG_ID, name, description, &schema, Some(&initial))
+                .await
+                .map_err(|e| fatal("configuration::register", e))?;
+            tracing::info!("configuration entry seeded");
+        }
+        Some(value) => {
+            sibling
+                .configuration_register(CONFIG_ID, name, description, &schema, None)
+                .await
+                .map_err(|e| fatal("configuration::register", e))?;
+            if let Value::Object(map) = &value {
+                if !map.contains_key("rules") {
+                    let mut merged = map.clone();
+                    merged.insert("rules".into(), json!(crate::policy::default_rules()));
+                    sibling
+                        .configuration_set(CONFIG_ID, &Value::Object(merged))
+                        .await
+                        .map_err(|e| fatal("configuration::set (rules backfill)", e))?;
+                    tracing::info!("configuration entry had no rules; default rules added");
+                }
+            }
+        }
+    }
+    let value = sibling
+        .configuration_get(CONFIG_ID, false)
+        .await
+        .map_err(|e| fatal("configuration::get", e))?;
+    let config = ApprovalConfig::from_value(&value)
+        .map_err(|e| BootError::Configuration(format!("stored value is invalid: {e}")))?;
+    let snapshot = Snapshot::compile(config);
+    for err in &snapshot.rule_errors {
+        tracing::error!(error = %err, "rule does not compile; the rule set falls back to empty (every call reaching the rules holds)");
+    }
+    Ok(snapshot)
+}
+
+/// Boots the worker: connect, configuration, functions, bindings, ready.
+pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
+    let iii = connect(&options.url, options.otel, options.connect_timeout).await?;
+    let sibling = Sibling::new(iii.clone());
+    let snapshot = match bootstrap_config(&sibling, options.seed.clone()).await {
+        Ok(snapshot) => snapshot,
+        Err(err) => {
+            iii.shutdown_async().await;
+            return Err(err);
+        }
+    };
+    let worker = Worker::new(sibling.clone(), Arc::new(ConfigCell::new(snapshot)));
+    match worker.settings.load().await {
+        Ok(n) => tracing::debug!(sessions = n, "settings view loaded"),
+        Err(err) => {
+            tracing::warn!(error = %err, "settings view not loaded; sessions use defaults until they are written")
+        }
+    }
+
+    functions::register_all(&worker);
+    let parked = bind_all(&worker).await;
+
+    if let Err(err) = wait_until_live(&sibling, FUNCTION_IDS, Duration::from_secs(15)).await {
+        iii.shutdown_async().await;
+        return Err(err);
+    }
+    if let Some(err) = iii.fatal_error() {
+        iii.shutdown_async().await;
+        return Err(BootError::Rejected(err.to_string()));
+    }
+    tracing::info!(
+        url = %options.url,
+        functions = FUNCTION_IDS.len(),
+        parked = ?parked,
+        "approval-gate ready"
+    );
+    Ok(Running { iii, worker })
+}
+
+/// The ordinary (non-durable) bindings of the worker: `(type, function, config)`.
+fn plain_bindings() -> Vec<(&'static str, &'static str, Value)> {
+    vec![
+        (
+            "configuration",
+            "approval::on-config-change",
+            json!({"configuration_id": CONFIG_ID, "event_types": ["configuration:updated"]}),
+        ),
+        (
+            "state",
+            "approval::on-settings-change",
+            json!({"scope": SETTINGS_SCOPE}),
+        ),
+    ]
+}
+
+/// Makes the start-up bindings; returns the trigger types that were absent
+/// (their bindings are parked by the engine until a provider appears).
+async fn bind_all(worker: &Arc<Worker>) -> Vec<String> {
+    let present = worker.sibling.trigger_type_ids().await.unwrap_or_default();
+    let mut parked = Vec::new();
+    for (trigger_type, function_id, config) in plain_bindings() {
+        if !present.iter().any(|t| t == trigger_type) {
+            tracing::warn!(
+                trigger_type,
+                function_id,
+                "trigger_type_not_found: binding parked until a provider registers the type"
+            );
+            parked.push(trigger_type.to_string());
+        }
+        #[allow(deprecated)] // 0.26 removed register_trigger; the engine still speaks it.
+        let bound = worker
+            .sibling
+            .iii()
+            .register_trigger(RegisterTriggerInput::new(trigger_type, function_id, config));
+        if let Err(err) = bound {
+            tracing::warn!(trigger_type, function_id, error = %err, "binding failed");
+        }
+    }
+    parked
+}
+
+/// Polls `engine::functions::list` until every id is live.
+async fn wait_until_live(
+    sibling: &Sibling,
+    ids: &[&str],
+    timeout: Duration,
+) -> Result<(), BootError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let live = sibling.function_ids("approval::").await.unwrap_or_default();
+        let missing: Vec<&str> = ids
+            .iter()
+            .copied()
+            .filter(|id| !live.iter().any(|l| l == id))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(BootError::Rejected(format!(
+                "functions not live after {} s: {}",
+                timeout.as_secs(),
+                missing.join(", ")
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

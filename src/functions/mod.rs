@@ -1,0 +1,87 @@
+//! One file per `approval::*` function: its request/response types, its
+//! handler and its tests. [`register_all`] reads like the contract's function
+//! table.
+//!
+//! Every handler takes its input as raw JSON and parses it itself, so a bad
+//! shape is the contract's `approval/invalid_payload` (not the SDK's generic
+//! serialization error); the typed schema is still published through the
+//! SDK's request-format override.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use iii_sdk::RegisterFunction;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::ApprovalError;
+use crate::worker::Worker;
+
+pub mod config_change;
+pub mod settings;
+
+/// Registers every function of the worker.
+pub fn register_all(worker: &Arc<Worker>) {
+    settings::register(worker);
+    config_change::register(worker);
+}
+
+/// The ids [`register_all`] registers, in the contract's order.
+pub const FUNCTION_IDS: &[&str] = &[
+    "approval::set-mode",
+    "approval::add-always-allow",
+    "approval::remove-always-allow",
+    "approval::approve-always",
+    "approval::get-settings",
+    "approval::clear-settings",
+    "approval::on-config-change",
+    "approval::on-settings-change",
+];
+
+/// The draft-07 JSON schema of `T`.
+pub fn schema_of<T: JsonSchema>() -> Value {
+    let schema = schemars::gen::SchemaSettings::draft07()
+        .into_generator()
+        .into_root_schema_for::<T>();
+    serde_json::to_value(schema).unwrap_or(Value::Null)
+}
+
+/// Parses a request, mapping any shape error to `approval/invalid_payload`.
+pub fn parse<T: DeserializeOwned>(input: Value) -> Result<T, ApprovalError> {
+    serde_json::from_value(input).map_err(|e| ApprovalError::InvalidPayload(e.to_string()))
+}
+
+/// Registers a typed handler `Req → Resp` that parses its own input.
+///
+/// The handler gets the shared worker state; the call counts as in flight
+/// (graceful shutdown waits for it) until it returns.
+pub fn register_typed<Req, Resp, F, Fut>(
+    worker: &Arc<Worker>,
+    id: &str,
+    description: &str,
+    handler: F,
+) where
+    Req: DeserializeOwned + JsonSchema + Send + 'static,
+    Resp: Serialize + JsonSchema + Send + 'static,
+    F: Fn(Arc<Worker>, Req) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Resp, ApprovalError>> + Send + 'static,
+{
+    let handler = Arc::new(handler);
+    let w = worker.clone();
+    let registration = RegisterFunction::new_async(move |input: Value| {
+        let handler = handler.clone();
+        let worker = w.clone();
+        async move {
+            let _running = worker.enter();
+            let request = parse::<Req>(input)?;
+            let response = handler(worker.clone(), request).await?;
+            serde_json::to_value(response).map_err(|e| iii_sdk::Error::Serde(e.to_string()))
+        }
+    })
+    .description(description)
+    .request_format(schema_of::<Req>())
+    .response_format(schema_of::<Resp>());
+    worker.sibling.iii().register_function(id, registration);
+}

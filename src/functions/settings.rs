@@ -1,0 +1,161 @@
+//! The per-session settings RPCs of the decision plane (contract §1, §2):
+//! `set-mode`, `add-always-allow`, `remove-always-allow`, `approve-always`,
+//! `get-settings`, `clear-settings`. Human / console only.
+//!
+//! Reads never write; the first mutation of a session materialises its record
+//! from the current defaults (lazy seeding); mutations read strictly and are
+//! serialized per session.
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::register_typed;
+use crate::error::{validate_function_id, validate_id, ApprovalError};
+use crate::settings::model::{ApprovalSettings, Mode};
+use crate::settings::store::{event_key, SettingsSource};
+use crate::worker::Worker;
+
+/// `{session_id}`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SessionRequest {
+    /// The session (non-empty, no `/`).
+    pub session_id: String,
+}
+
+/// `{session_id, mode}`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SetModeRequest {
+    /// The session (non-empty, no `/`).
+    pub session_id: String,
+    /// The new mode.
+    pub mode: Mode,
+}
+
+/// `{session_id, function_id}`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EntryRequest {
+    /// The session (non-empty, no `/`).
+    pub session_id: String,
+    /// A function id or glob (non-empty).
+    pub function_id: String,
+}
+
+/// `{settings}`: the record after the change.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SettingsResponse {
+    /// The session's settings as stored.
+    pub settings: ApprovalSettings,
+}
+
+/// `{settings, source}`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct GetSettingsResponse {
+    /// The stored settings, or the defaults a session with nothing stored gets.
+    pub settings: ApprovalSettings,
+    /// `stored` or `defaults`.
+    pub source: SettingsSource,
+}
+
+/// `{cleared}`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ClearResponse {
+    /// Whether a stored record existed.
+    pub cleared: bool,
+}
+
+/// `{ok: true}`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Ack {
+    /// Always true.
+    pub ok: bool,
+}
+
+fn validated(session_id: &str, function_id: Option<&str>) -> Result<(), ApprovalError> {
+    validate_id("session_id", session_id)?;
+    if let Some(fid) = function_id {
+        validate_function_id(fid)?;
+    }
+    Ok(())
+}
+
+/// Registers the settings RPCs and the view's change hook.
+pub fn register(worker: &Arc<Worker>) {
+    register_typed(
+        worker,
+        "approval::set-mode",
+        "Set a session's approval mode (manual, auto, full). Human/console only.",
+        |w, r: SetModeRequest| async move {
+            validated(&r.session_id, None)?;
+            let settings = w
+                .settings
+                .mutate(&r.session_id, |s, now| s.set_mode(r.mode, now))
+                .await?;
+            tracing::info!(session_id = %r.session_id, mode = r.mode.as_str(), "mode set");
+            Ok(SettingsResponse { settings })
+        },
+    );
+
+    register_typed(worker, "approval::add-always-allow", "Add a function id or glob to a session's always-allow list (honoured in auto mode). Human/console only.", |w, r: EntryRequest| async move {
+            validated(&r.session_id, Some(&r.function_id))?;
+            let settings = w.settings.mutate(&r.session_id, |s, now| s.add_always_allow(&r.function_id, now)).await?;
+            tracing::info!(session_id = %r.session_id, function_id = %r.function_id, "always-allow added");
+            Ok(SettingsResponse { settings })
+    });
+
+    register_typed(
+        worker,
+        "approval::remove-always-allow",
+        "Remove a function id or glob from a session's always-allow list. Human/console only.",
+        |w, r: EntryRequest| async move {
+            validated(&r.session_id, Some(&r.function_id))?;
+            let settings = w
+                .settings
+                .mutate(&r.session_id, |s, _| s.remove_always_allow(&r.function_id))
+                .await?;
+            tracing::info!(session_id = %r.session_id, function_id = %r.function_id, "always-allow removed");
+            Ok(SettingsResponse { settings })
+        },
+    );
+
+    register_typed(worker, "approval::approve-always", "Remember a human decision: the function id or glob is allowed in every mode for the session. Human/console only.", |w, r: EntryRequest| async move {
+            validated(&r.session_id, Some(&r.function_id))?;
+            let settings = w.settings.mutate(&r.session_id, |s, now| s.approve_always(&r.function_id, now)).await?;
+            tracing::info!(session_id = %r.session_id, function_id = %r.function_id, "approved always");
+            Ok(SettingsResponse { settings })
+    });
+
+    register_typed(
+        worker,
+        "approval::get-settings",
+        "A session's settings: the stored record, or the defaults it would get. Never writes.",
+        |w, r: SessionRequest| async move {
+            validated(&r.session_id, None)?;
+            let (settings, source) = w.settings.get(&r.session_id).await?;
+            Ok(GetSettingsResponse { settings, source })
+        },
+    );
+
+    register_typed(
+        worker,
+        "approval::clear-settings",
+        "Delete a session's stored settings; it falls back to the defaults.",
+        |w, r: SessionRequest| async move {
+            validated(&r.session_id, None)?;
+            let cleared = w.settings.clear(&r.session_id).await?;
+            tracing::info!(session_id = %r.session_id, cleared, "settings cleared");
+            Ok(ClearResponse { cleared })
+        },
+    );
+
+    register_typed(worker, "approval::on-settings-change", "Internal (state trigger on approval_settings): keeps the in-memory settings view in step with writes made elsewhere.", |w, event: Value| async move {
+            if let Some(session_id) = event_key(&event) {
+                if validate_id("session_id", session_id).is_ok() {
+                    w.settings.refresh(session_id).await;
+                }
+            }
+            Ok(Ack { ok: true })
+    });
+}
