@@ -49,6 +49,9 @@ pub enum BootError {
     /// The engine refused the worker.
     #[error("the engine refused the worker: {0}")]
     Rejected(String),
+    /// The pending store could not be read.
+    #[error("the pending store (state scope approval_pending) cannot be read: {0}")]
+    State(String),
     /// The configuration entry could not be registered or read.
     #[error("configuration entry {CONFIG_ID}: {0}")]
     Configuration(String),
@@ -184,7 +187,15 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
             tracing::warn!(error = %err, "settings view not loaded; sessions use defaults until they are written")
         }
     }
+    let held = match load_pending(&worker).await {
+        Ok(n) => n,
+        Err(err) => {
+            iii.shutdown_async().await;
+            return Err(err);
+        }
+    };
 
+    worker.subscriptions.register(&iii);
     functions::register_all(&worker);
     let parked = bind_all(&worker).await;
 
@@ -199,15 +210,99 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
     tracing::info!(
         url = %options.url,
         functions = FUNCTION_IDS.len(),
+        held,
         parked = ?parked,
         "approval-gate ready"
     );
+    tokio::spawn(rebind_on_reconnect(worker.clone()));
     Ok(Running { iii, worker })
+}
+
+/// The gate's hook type.
+pub const PRE_TRIGGER: &str = "harness::hook::pre-trigger";
+/// The gate's function.
+pub const GATE_FUNCTION: &str = "approval::gate";
+
+/// The gate's binding config (contract §8): every call, fail closed.
+pub fn gate_binding_config() -> Value {
+    json!({"timeout_ms": 5000, "on_error": "fail_closed"})
+}
+
+/// Rebuilds the pending index from state. Retried briefly; a store that
+/// cannot be read aborts boot (an empty inbox would hide held calls).
+async fn load_pending(worker: &Worker) -> Result<usize, BootError> {
+    let mut last = None;
+    for attempt in 0..5u64 {
+        match worker.pending.load().await {
+            Ok(n) => return Ok(n),
+            Err(err) => {
+                tracing::warn!(attempt, error = %err, "pending records not loaded; retrying");
+                last = Some(err);
+                tokio::time::sleep(Duration::from_millis(500 * (attempt + 1))).await;
+            }
+        }
+    }
+    Err(BootError::State(last.map(|e| e.to_string()).unwrap_or_default()))
+}
+
+/// Makes sure exactly one durable binding of the gate exists with the
+/// contract's config: reuses a matching one, removes the others.
+pub async fn ensure_gate_binding(sibling: &Sibling) -> Result<String, CallError> {
+    let desired = gate_binding_config();
+    let mut keep: Option<String> = None;
+    for trigger in sibling.registered_triggers().await? {
+        let is_gate = trigger.get("function_id").and_then(Value::as_str) == Some(GATE_FUNCTION)
+            && trigger.get("trigger_type").and_then(Value::as_str) == Some(PRE_TRIGGER);
+        if !is_gate {
+            continue;
+        }
+        let id = trigger.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+        if keep.is_none() && trigger.get("config") == Some(&desired) {
+            keep = Some(id);
+        } else if !id.is_empty() {
+            tracing::info!(id, "removing a stale or duplicate durable gate binding");
+            sibling.unregister_durable_trigger(&id).await?;
+        }
+    }
+    match keep {
+        Some(id) => Ok(id),
+        None => sibling.register_durable_trigger(PRE_TRIGGER, GATE_FUNCTION, &desired).await,
+    }
+}
+
+/// After the SDK reconnects (an engine restart), the durable gate binding is
+/// checked again: an engine that lost it must not run calls ungated.
+async fn rebind_on_reconnect(worker: Arc<Worker>) {
+    use iii_sdk::runtime::IIIConnectionState;
+    let mut was_connected = true;
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let connected = worker.sibling.iii().get_connection_state() == IIIConnectionState::Connected;
+        if connected && !was_connected {
+            // Give the replay a moment, then check.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            match ensure_gate_binding(&worker.sibling).await {
+                Ok(id) => tracing::info!(id, "reconnected; durable gate binding checked"),
+                Err(err) => tracing::warn!(error = %err, "reconnected; durable gate binding not checked"),
+            }
+        }
+        if !connected && worker.sibling.iii().fatal_error().is_some() {
+            return;
+        }
+        was_connected = connected;
+    }
 }
 
 /// The ordinary (non-durable) bindings of the worker: `(type, function, config)`.
 fn plain_bindings() -> Vec<(&'static str, &'static str, Value)> {
     vec![
+        (
+            "harness::hook::post-trigger",
+            "approval::grant-watch",
+            json!({"functions": ["shell::*", "coder::*"], "timeout_ms": 5000, "on_error": "fail_open"}),
+        ),
+        ("harness::turn-completed", "approval::on-turn-completed", json!({})),
+        ("session::deleted", "approval::on-session-deleted", json!({})),
         (
             "configuration",
             "approval::on-config-change",
@@ -226,6 +321,14 @@ fn plain_bindings() -> Vec<(&'static str, &'static str, Value)> {
 async fn bind_all(worker: &Arc<Worker>) -> Vec<String> {
     let present = worker.sibling.trigger_type_ids().await.unwrap_or_default();
     let mut parked = Vec::new();
+    if !present.iter().any(|t| t == PRE_TRIGGER) {
+        tracing::warn!(trigger_type = PRE_TRIGGER, function_id = GATE_FUNCTION, "trigger_type_not_found: durable gate binding parked until the harness registers the type");
+        parked.push(PRE_TRIGGER.to_string());
+    }
+    match ensure_gate_binding(&worker.sibling).await {
+        Ok(id) => tracing::debug!(id, "durable gate binding in place"),
+        Err(err) => tracing::error!(error = %err, "durable gate binding failed: calls are not gated until it is made"),
+    }
     for (trigger_type, function_id, config) in plain_bindings() {
         if !present.iter().any(|t| t == trigger_type) {
             tracing::warn!(

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use crate::client::Sibling;
 use crate::config::ConfigCell;
+use crate::pending::store::PendingStore;
 use crate::settings::store::SettingsStore;
+use crate::subscriptions::Subscriptions;
 
 /// Shared state of the running worker.
 pub struct Worker {
@@ -16,6 +18,14 @@ pub struct Worker {
     pub config: Arc<ConfigCell>,
     /// Per-session settings and their in-memory view.
     pub settings: SettingsStore,
+    /// Held calls: state plus the in-memory index.
+    pub pending: PendingStore,
+    /// Bindings of the pending-created / pending-resolved trigger types.
+    pub subscriptions: Arc<Subscriptions>,
+    /// Serializes read-merge-writes of the denied-dirs lists.
+    pub grant_lock: tokio::sync::Mutex<()>,
+    /// Serializes read-merge-writes of the shell's configuration.
+    pub shell_config_lock: tokio::sync::Mutex<()>,
     /// Serializes configuration reloads so the last one to finish read the
     /// newest value.
     pub reload_lock: tokio::sync::Mutex<()>,
@@ -27,6 +37,10 @@ impl Worker {
     pub fn new(sibling: Sibling, config: Arc<ConfigCell>) -> Arc<Worker> {
         Arc::new(Worker {
             settings: SettingsStore::new(sibling.clone(), config.clone()),
+            pending: PendingStore::new(sibling.clone()),
+            subscriptions: Arc::new(Subscriptions::default()),
+            grant_lock: tokio::sync::Mutex::new(()),
+            shell_config_lock: tokio::sync::Mutex::new(()),
             sibling,
             config,
             reload_lock: tokio::sync::Mutex::new(()),

@@ -20,22 +20,43 @@ use crate::error::ApprovalError;
 use crate::worker::Worker;
 
 pub mod config_change;
+pub mod evaluate;
+pub mod folder;
+pub mod gate;
+pub mod grant_watch;
+pub mod inbox;
+pub mod lifecycle;
+pub mod resolve;
 pub mod settings;
 
 /// Registers every function of the worker.
 pub fn register_all(worker: &Arc<Worker>) {
+    gate::register(worker);
+    grant_watch::register(worker);
+    resolve::register(worker);
+    inbox::register(worker);
     settings::register(worker);
+    evaluate::register(worker);
+    lifecycle::register(worker);
     config_change::register(worker);
 }
 
 /// The ids [`register_all`] registers, in the contract's order.
 pub const FUNCTION_IDS: &[&str] = &[
+    "approval::gate",
+    "approval::grant-watch",
+    "approval::resolve",
+    "approval::list-pending",
+    "approval::get-pending",
     "approval::set-mode",
     "approval::add-always-allow",
     "approval::remove-always-allow",
     "approval::approve-always",
     "approval::get-settings",
     "approval::clear-settings",
+    "approval::evaluate",
+    "approval::on-session-deleted",
+    "approval::on-turn-completed",
     "approval::on-config-change",
     "approval::on-settings-change",
 ];

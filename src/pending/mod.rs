@@ -2,3 +2,4 @@
 pub mod cursor;
 pub mod index;
 pub mod record;
+pub mod store;

@@ -1,0 +1,92 @@
+//! `approval::evaluate` — the gate's ladder, read-only (contract §1): the
+//! verdict, the matched rule, and the rule-compile errors. Never writes,
+//! never holds.
+//!
+//! # Format
+//!
+//! In: `{ session_id, function_id, arguments? }`
+//! Out: `{ verdict: "allow"|"deny"|"needs_approval", rule_id?, reason, rule_errors? }`
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::register_typed;
+use crate::error::{validate_function_id, validate_id, ApprovalError};
+use crate::policy::{decide, Call, Verdict};
+use crate::worker::Worker;
+
+/// `approval::evaluate` request.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct EvaluateRequest {
+    /// The session whose settings apply.
+    pub session_id: String,
+    /// The function to evaluate.
+    pub function_id: String,
+    /// The call's arguments.
+    #[serde(default)]
+    pub arguments: Option<Value>,
+}
+
+/// The verdict on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WireVerdict {
+    /// The gate would continue.
+    Allow,
+    /// The gate would deny.
+    Deny,
+    /// The gate would hold for a human.
+    NeedsApproval,
+}
+
+/// `approval::evaluate` response.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct EvaluateResponse {
+    /// What the gate would answer.
+    pub verdict: WireVerdict,
+    /// The rule that decided, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<String>,
+    /// Why.
+    pub reason: String,
+    /// Rules that do not compile (the rule set is then empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rule_errors: Vec<String>,
+}
+
+/// Evaluates a call without side effects.
+pub fn evaluate(worker: &Worker, request: &EvaluateRequest) -> Result<EvaluateResponse, ApprovalError> {
+    validate_id("session_id", &request.session_id)?;
+    validate_function_id(&request.function_id)?;
+    let snapshot = worker.config.load();
+    let cached = worker.settings.cached(&request.session_id);
+    let settings = cached.as_ref().map(|s| &s.compiled).unwrap_or(&snapshot.defaults);
+    let decision = decide(
+        settings,
+        &snapshot.rules,
+        &Call { function_id: &request.function_id, arguments: request.arguments.as_ref() },
+    );
+    Ok(EvaluateResponse {
+        verdict: match decision.verdict {
+            Verdict::Allow => WireVerdict::Allow,
+            Verdict::Deny => WireVerdict::Deny,
+            Verdict::Hold => WireVerdict::NeedsApproval,
+        },
+        rule_id: decision.rule_id().map(str::to_string),
+        reason: decision.reason(&request.function_id),
+        rule_errors: snapshot.rule_errors.iter().map(|e| e.to_string()).collect(),
+    })
+}
+
+/// Registers `approval::evaluate`.
+pub fn register(worker: &Arc<Worker>) {
+    register_typed(
+        worker,
+        "approval::evaluate",
+        "Run the gate's ladder for a call without writing or holding: verdict, matched rule, reason, rule-compile errors.",
+        |w, r: EvaluateRequest| async move { evaluate(&w, &r) },
+    );
+}

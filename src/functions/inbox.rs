@@ -1,0 +1,134 @@
+//! The pending inbox reads (contract §4): `approval::list-pending` and
+//! `approval::get-pending`. Served from the in-memory index; never touch state.
+//!
+//! # Format
+//!
+//! `list-pending`: `{ session_id?, metadata?, limit? (default 50, clamped 1..500), cursor? }`
+//! → `{ pending: Record[], next_cursor? }`, ordered by `(pending_at, session_id, function_call_id)`.
+//! `get-pending`: `{ session_id, function_call_id }` → `{ pending: Record }` or `null`.
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::register_typed;
+use crate::error::{validate_id, ApprovalError};
+use crate::pending::cursor;
+use crate::pending::index::ListQuery;
+use crate::pending::record::PendingRecord;
+use crate::worker::Worker;
+
+/// Default page size.
+pub const DEFAULT_LIMIT: u64 = 50;
+/// Largest page size.
+pub const MAX_LIMIT: u64 = 500;
+
+/// `approval::list-pending` request.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct ListPendingRequest {
+    /// Only this session's held calls.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Subset equality against each record's `session_metadata` (`{}` matches all).
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+    /// Page size (default 50, clamped to 1..500).
+    #[serde(default)]
+    pub limit: Option<i64>,
+    /// The `next_cursor` of the previous page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// `approval::list-pending` response.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ListPendingResponse {
+    /// Held calls, oldest first.
+    pub pending: Vec<PendingRecord>,
+    /// Present only when more items remain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// `approval::get-pending` request.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct GetPendingRequest {
+    /// The session.
+    pub session_id: String,
+    /// The call.
+    pub function_call_id: String,
+}
+
+/// `approval::get-pending` response (the whole reply is `null` when the call is not held).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct GetPendingResponse {
+    /// The held call.
+    pub pending: PendingRecord,
+}
+
+/// Clamps a requested page size.
+pub fn clamp_limit(limit: Option<i64>) -> usize {
+    match limit {
+        None => DEFAULT_LIMIT as usize,
+        Some(n) => n.clamp(1, MAX_LIMIT as i64) as usize,
+    }
+}
+
+/// Lists held calls.
+pub fn list_pending(worker: &Worker, request: &ListPendingRequest) -> Result<ListPendingResponse, ApprovalError> {
+    if let Some(sid) = &request.session_id {
+        validate_id("session_id", sid)?;
+    }
+    let after = match &request.cursor {
+        None => None,
+        Some(c) => Some(cursor::decode(c).map_err(|_| ApprovalError::InvalidPayload("invalid cursor".into()))?),
+    };
+    let page = worker.pending.list(&ListQuery {
+        session_id: request.session_id.as_deref(),
+        metadata: request.metadata.as_ref(),
+        after: after.as_ref(),
+        limit: clamp_limit(request.limit),
+    });
+    Ok(ListPendingResponse {
+        pending: page.items.iter().map(|r| (**r).clone()).collect(),
+        next_cursor: page.next.as_ref().map(cursor::encode),
+    })
+}
+
+/// Registers the inbox reads.
+pub fn register(worker: &Arc<Worker>) {
+    register_typed(
+        worker,
+        "approval::list-pending",
+        "List held calls (redacted), oldest first, with session and metadata filters and an opaque cursor.",
+        |w, r: ListPendingRequest| async move { list_pending(&w, &r) },
+    );
+    register_typed(
+        worker,
+        "approval::get-pending",
+        "One held call by session and call id, or null.",
+        |w, r: GetPendingRequest| async move {
+            validate_id("session_id", &r.session_id)?;
+            validate_id("function_call_id", &r.function_call_id)?;
+            Ok(w.pending
+                .get(&r.session_id, &r.function_call_id)
+                .map(|p| GetPendingResponse { pending: (*p).clone() }))
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_is_clamped() {
+        assert_eq!(clamp_limit(None), 50);
+        assert_eq!(clamp_limit(Some(0)), 1);
+        assert_eq!(clamp_limit(Some(-5)), 1);
+        assert_eq!(clamp_limit(Some(10_000)), 500);
+        assert_eq!(clamp_limit(Some(7)), 7);
+    }
+}

@@ -1,0 +1,2 @@
+//! Folder-access grants: recognising a jail rejection's `grant_hint=` ([`hint`]).
+pub mod hint;

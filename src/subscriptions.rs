@@ -1,0 +1,283 @@
+//! The trigger types the worker provides (contract §7):
+//! `approval::pending-created` and `approval::pending-resolved`, their
+//! bindings (kept in memory, keyed by binding id; the engine re-sends them on
+//! reconnect, so registration is idempotent) and the fan-out.
+//!
+//! # Format
+//!
+//! Binding config (both types): `{ "session_id"?: string, "metadata"?: object }`;
+//! null or `{}` matches every record; unknown keys are rejected.
+//!
+//! `pending-resolved` payload:
+//! `{ session_id, turn_id, function_call_id, function_id, outcome: "allow"|"deny"|"aborted", reason?, session_metadata?, resolved_at }`
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use dashmap::DashMap;
+use iii_sdk::trigger::{TriggerConfig, TriggerHandler};
+use iii_sdk::{IIIClient, RegisterTriggerType};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::client::Sibling;
+use crate::pending::record::PendingRecord;
+
+/// `approval::pending-created`.
+pub const PENDING_CREATED: &str = "approval::pending-created";
+/// `approval::pending-resolved`.
+pub const PENDING_RESOLVED: &str = "approval::pending-resolved";
+
+/// A binding's filter.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BindingFilter {
+    /// Only this session's records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Subset equality against the record's `session_metadata`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+impl BindingFilter {
+    /// Parses a binding config; null means match all.
+    pub fn parse(config: &Value) -> Result<BindingFilter, String> {
+        if config.is_null() {
+            return Ok(BindingFilter::default());
+        }
+        BindingFilter::deserialize(config).map_err(|e| format!("invalid binding config: {e}"))
+    }
+
+    /// Whether a record (its session id and metadata) passes the filter.
+    pub fn matches(&self, session_id: &str, metadata: Option<&Map<String, Value>>) -> bool {
+        if let Some(sid) = &self.session_id {
+            if sid != session_id {
+                return false;
+            }
+        }
+        match &self.metadata {
+            None => true,
+            Some(filter) if filter.is_empty() => true,
+            Some(filter) => match metadata {
+                None => false,
+                Some(meta) => filter.iter().all(|(k, v)| meta.get(k) == Some(v)),
+            },
+        }
+    }
+}
+
+/// Why a held call left the inbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// A human allowed it.
+    Allow,
+    /// A human denied it.
+    Deny,
+    /// Its turn or session ended first.
+    Aborted,
+}
+
+/// `approval::pending-created` payload: the record plus `status: "pending"`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PendingCreated {
+    /// The record.
+    #[serde(flatten)]
+    pub record: PendingRecord,
+    /// Always `pending`.
+    pub status: String,
+}
+
+/// `approval::pending-resolved` payload.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PendingResolved {
+    /// The session.
+    pub session_id: String,
+    /// The turn.
+    pub turn_id: String,
+    /// The call.
+    pub function_call_id: String,
+    /// The function.
+    pub function_id: String,
+    /// allow, deny or aborted.
+    pub outcome: Outcome,
+    /// The operator's reason (deny only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The record's session metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_metadata: Option<Map<String, Value>>,
+    /// When it left the inbox (ms since the epoch).
+    pub resolved_at: u64,
+}
+
+impl PendingResolved {
+    /// The event for a record that left the inbox.
+    pub fn of(record: &PendingRecord, outcome: Outcome, reason: Option<String>) -> PendingResolved {
+        PendingResolved {
+            session_id: record.session_id.clone(),
+            turn_id: record.turn_id.clone(),
+            function_call_id: record.function_call_id.clone(),
+            function_id: record.function_id.clone(),
+            outcome,
+            reason,
+            session_metadata: record.session_metadata.clone(),
+            resolved_at: crate::time::now_ms(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Binding {
+    trigger_type: String,
+    function_id: String,
+    filter: BindingFilter,
+    metadata: Option<Value>,
+    namespace: Option<String>,
+}
+
+/// The live bindings of both types.
+#[derive(Default)]
+pub struct Subscriptions {
+    bindings: DashMap<String, Binding>,
+}
+
+struct TypeHandler {
+    trigger_type: &'static str,
+    subs: Arc<Subscriptions>,
+}
+
+#[async_trait]
+impl TriggerHandler for TypeHandler {
+    async fn register_trigger(&self, config: TriggerConfig) -> Result<(), iii_sdk::Error> {
+        let filter = BindingFilter::parse(&config.config).map_err(iii_sdk::Error::Handler)?;
+        self.subs.bindings.insert(
+            config.id,
+            Binding {
+                trigger_type: self.trigger_type.to_string(),
+                function_id: config.function_id,
+                filter,
+                metadata: config.metadata,
+                namespace: config.namespace,
+            },
+        );
+        Ok(())
+    }
+
+    async fn unregister_trigger(&self, config: TriggerConfig) -> Result<(), iii_sdk::Error> {
+        self.subs.bindings.remove(&config.id);
+        Ok(())
+    }
+}
+
+impl Subscriptions {
+    /// Registers both trigger types with the engine.
+    pub fn register(self: &Arc<Self>, iii: &IIIClient) {
+        // Providing trigger types is deprecated in the 0.25 SDK (0.26 removed
+        // it) but it is what the engine and every consumer speak today.
+        #[allow(deprecated)]
+        {
+            iii.register_trigger_type(
+                RegisterTriggerType::new(
+                    PENDING_CREATED,
+                    "A call was held and its inbox record written. Payload: the redacted record plus status: pending. Config: {session_id?, metadata?}.",
+                    TypeHandler { trigger_type: PENDING_CREATED, subs: self.clone() },
+                )
+                .trigger_request_format::<BindingFilter>()
+                .call_request_format::<PendingCreated>(),
+            );
+            iii.register_trigger_type(
+                RegisterTriggerType::new(
+                    PENDING_RESOLVED,
+                    "A held call left the inbox (exactly once per record): ids, outcome allow|deny|aborted, the operator's reason on deny. Config: {session_id?, metadata?}.",
+                    TypeHandler { trigger_type: PENDING_RESOLVED, subs: self.clone() },
+                )
+                .trigger_request_format::<BindingFilter>()
+                .call_request_format::<PendingResolved>(),
+            );
+        }
+    }
+
+    /// How many bindings are live.
+    pub fn len(&self) -> usize {
+        self.bindings.len()
+    }
+
+    /// Whether no binding is live.
+    pub fn is_empty(&self) -> bool {
+        self.bindings.is_empty()
+    }
+
+    fn targets(&self, trigger_type: &str, session_id: &str, metadata: Option<&Map<String, Value>>) -> Vec<Binding> {
+        self.bindings
+            .iter()
+            .filter(|b| b.trigger_type == trigger_type && b.filter.matches(session_id, metadata))
+            .map(|b| b.value().clone())
+            .collect()
+    }
+
+    /// Announces a new record, off the hot path: the caller's answer goes
+    /// out first.
+    pub fn emit_created(&self, sibling: &Sibling, record: &PendingRecord) {
+        let targets = self.targets(PENDING_CREATED, &record.session_id, record.session_metadata.as_ref());
+        let payload = PendingCreated { record: record.clone(), status: "pending".into() };
+        fan_out(sibling, targets, serde_json::to_value(payload).unwrap_or(Value::Null));
+    }
+
+    /// Announces a record that left the inbox.
+    pub fn emit_resolved(&self, sibling: &Sibling, event: PendingResolved) {
+        let targets = self.targets(PENDING_RESOLVED, &event.session_id, event.session_metadata.as_ref());
+        fan_out(sibling, targets, serde_json::to_value(event).unwrap_or(Value::Null));
+    }
+}
+
+fn fan_out(sibling: &Sibling, targets: Vec<Binding>, payload: Value) {
+    if targets.is_empty() {
+        return;
+    }
+    let sibling = sibling.clone();
+    tokio::spawn(async move {
+        // Let the handler's answer leave before the notifications do.
+        tokio::task::yield_now().await;
+        for b in targets {
+            if let Err(err) = sibling
+                .fire(&b.function_id, payload.clone(), b.namespace.as_deref(), b.metadata.as_ref())
+                .await
+            {
+                tracing::warn!(function_id = %b.function_id, error = %err, "notification not delivered");
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn filter_parse() {
+        assert_eq!(BindingFilter::parse(&Value::Null).unwrap(), BindingFilter::default());
+        assert_eq!(BindingFilter::parse(&json!({})).unwrap(), BindingFilter::default());
+        assert!(BindingFilter::parse(&json!({"session": "x"})).unwrap_err().starts_with("invalid binding config"));
+        assert!(BindingFilter::parse(&json!({"metadata": 3})).is_err());
+    }
+
+    #[test]
+    fn filter_matches() {
+        let meta = json!({"owner": "u_1", "team": "a"});
+        let meta = meta.as_object();
+        let f = BindingFilter::parse(&json!({"metadata": {"owner": "u_1"}})).unwrap();
+        assert!(f.matches("s", meta));
+        assert!(!f.matches("s", None));
+        let f = BindingFilter::parse(&json!({"metadata": {"owner": "u_2"}})).unwrap();
+        assert!(!f.matches("s", meta));
+        let f = BindingFilter::parse(&json!({"session_id": "s_1"})).unwrap();
+        assert!(f.matches("s_1", None));
+        assert!(!f.matches("s_2", None));
+        let f = BindingFilter::parse(&json!({"metadata": {}})).unwrap();
+        assert!(f.matches("s_2", None));
+    }
+}
