@@ -1,0 +1,134 @@
+//! Starting the worker under test: in-process (the library's `boot`) or as
+//! the real binary (for logs, SIGKILL and exit-code checks).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::boot::{boot, BootOptions, Running};
+
+/// Boots the worker in-process against `url` (OTel off).
+pub async fn start_in_process(url: &str) -> Running {
+    start_in_process_with(url, None).await
+}
+
+/// Boots the worker in-process with a configuration seed.
+pub async fn start_in_process_with(url: &str, seed: Option<serde_json::Value>) -> Running {
+    boot(BootOptions {
+        url: url.to_string(),
+        seed,
+        connect_timeout: Duration::from_secs(15),
+        otel: false,
+    })
+    .await
+    .unwrap_or_else(|e| panic!("worker did not boot: {e}"))
+}
+
+/// The worker binary running as a child process; its stderr is collected.
+pub struct WorkerProcess {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl WorkerProcess {
+    /// Spawns `bin --url <url> <args>` with OTel off and waits for the ready
+    /// line (panics with the collected output after `timeout`).
+    pub fn spawn(bin: &Path, url: &str, args: &[&str], timeout: Duration) -> WorkerProcess {
+        let process = Self::spawn_raw(bin, url, args);
+        if !process.wait_for_line("approval-gate ready", timeout) {
+            let out = process.output();
+            panic!("worker not ready within {timeout:?}:\n{out}");
+        }
+        process
+    }
+
+    /// Spawns without waiting for readiness.
+    pub fn spawn_raw(bin: &Path, url: &str, args: &[&str]) -> WorkerProcess {
+        let mut child = Command::new(bin)
+            .arg("--url")
+            .arg(url)
+            .args(args)
+            .env("OTEL_ENABLED", "false")
+            .env("RUST_LOG", std::env::var("AG_TEST_LOG").unwrap_or_else(|_| "info".into()))
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        for stream in [
+            child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+            child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let sink = lines.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    if let Ok(mut l) = sink.lock() {
+                        l.push(line);
+                    }
+                }
+            });
+        }
+        WorkerProcess { child, lines }
+    }
+
+    /// The output so far.
+    pub fn output(&self) -> String {
+        self.lines.lock().map(|l| l.join("\n")).unwrap_or_default()
+    }
+
+    /// Waits until a line containing `needle` appears.
+    pub fn wait_for_line(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.output().contains(needle) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL: no cleanup at all.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then wait for the exit code (SIGKILL after `timeout`).
+    pub fn terminate(&mut self, timeout: Duration) -> Option<i32> {
+        let _ = Command::new("kill").arg("-TERM").arg(self.pid().to_string()).status();
+        self.wait(timeout)
+    }
+
+    /// Waits for the exit code (SIGKILL after `timeout`).
+    pub fn wait(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.kill();
+        None
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.kill();
+        }
+    }
+}
