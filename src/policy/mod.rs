@@ -28,4 +28,6 @@ pub use rules::{
 };
 
 #[cfg(test)]
+mod perf;
+#[cfg(test)]
 mod reference;
