@@ -1,1 +1,33 @@
-//! TODO
+//! The policy: the configuration's rules compiled once, and the pure decision
+//! ladder the gate, `approval::evaluate` and the benches all run.
+//!
+//! Three stages, kept apart: the wire types ([`RuleSpec`]) are parsed by
+//! serde; [`CompiledRules::compile`] validates and compiles them once per
+//! configuration change (every error, with its index); [`decide`] evaluates
+//! one call against a [`CompiledSettings`] snapshot — no I/O, no locks, no
+//! allocation once warm. [`Decision::reason`] and [`DenialEnvelope`] turn a
+//! decision into what the model and the console see.
+
+mod args;
+mod decide;
+mod envelope;
+mod glob;
+mod reasons;
+mod rules;
+
+pub use decide::{
+    decide, is_human_only, Basis, Call, CompiledSettings, ConstraintOp, Decision,
+    MatchedConstraint, Verdict, HUMAN_ONLY_RULE,
+};
+pub use envelope::{
+    DenialEnvelope, DeniedBy, OwnedMatchedConstraint, DENIED, ENVELOPE_SCHEMA_VERSION,
+};
+pub use rules::{
+    default_rules, ArgConstraint, CompiledRules, RuleAction, RuleError, RuleObject, RuleSpec,
+    DEFAULT_RULES,
+};
+
+#[cfg(test)]
+mod perf;
+#[cfg(test)]
+mod reference;

@@ -1,0 +1,319 @@
+//! Argument constraints of object rules, compiled once.
+//!
+//! # Format
+//!
+//! ```json
+//! { "command": { "matches": "^git " },      // top-level argument, unanchored regex
+//!   "/options/force": { "equals": true } }  // JSON Pointer (RFC 6901) into the arguments
+//! ```
+//!
+//! `equals` is serde_json equality: type-strict (`1` ≠ `"1"`, and an integer
+//! is never equal to a float, so `1` ≠ `1.0`), object key order irrelevant,
+//! arrays element-wise. A missing field reads as `null`, so
+//! `{"equals": null}` holds for a missing field. `matches` holds only for a
+//! string value; a missing or non-string field never matches.
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use super::decide::{ConstraintOp, MatchedConstraint};
+
+/// A missing field, for `equals`.
+static NULL: Value = Value::Null;
+
+/// Where a constraint looks in the arguments object.
+#[derive(Debug, Clone)]
+enum FieldPath {
+    /// A top-level argument name.
+    Key(Box<str>),
+    /// The unescaped tokens of a JSON Pointer (at least one).
+    Pointer(Box<[PointerToken]>),
+}
+
+/// One reference token of a JSON Pointer.
+#[derive(Debug, Clone)]
+struct PointerToken {
+    /// The token as an object key (`~0` / `~1` already unescaped).
+    key: Box<str>,
+    /// The token as an array index, when it is one (`0` or no leading zero).
+    index: Option<usize>,
+}
+
+/// What a constraint tests.
+#[derive(Debug, Clone)]
+enum Test {
+    Equals,
+    Matches(Regex),
+}
+
+/// One compiled `args` entry.
+#[derive(Debug, Clone)]
+pub(crate) struct CompiledConstraint {
+    /// The key as written in the rule (shown in deny reasons).
+    field: Box<str>,
+    path: FieldPath,
+    test: Test,
+    /// For `equals` the expected value; for `matches` the regex source as a
+    /// JSON string (what deny reasons and envelopes show).
+    value: Value,
+}
+
+impl CompiledConstraint {
+    /// Compiles an `equals` constraint on `field`.
+    pub(crate) fn equals(field: &str, expected: &Value) -> Result<CompiledConstraint, String> {
+        Ok(CompiledConstraint {
+            field: field.into(),
+            path: parse_field(field)?,
+            test: Test::Equals,
+            value: expected.clone(),
+        })
+    }
+
+    /// Compiles a `matches` constraint on `field`.
+    pub(crate) fn matches(field: &str, pattern: &str) -> Result<CompiledConstraint, String> {
+        let path = parse_field(field)?;
+        let regex = Regex::new(pattern)
+            .map_err(|e| format!("args {field:?}: invalid regex {pattern:?}: {e}"))?;
+        Ok(CompiledConstraint {
+            field: field.into(),
+            path,
+            test: Test::Matches(regex),
+            value: Value::String(pattern.to_owned()),
+        })
+    }
+
+    /// Whether the constraint holds for the arguments object.
+    pub(crate) fn holds(&self, args: &Map<String, Value>) -> bool {
+        let found = self.lookup(args);
+        match &self.test {
+            Test::Equals => found.unwrap_or(&NULL) == &self.value,
+            Test::Matches(regex) => matches!(found, Some(Value::String(s)) if regex.is_match(s)),
+        }
+    }
+
+    /// The constraint as reported in decisions.
+    pub(crate) fn matched(&self) -> MatchedConstraint<'_> {
+        MatchedConstraint {
+            field: &self.field,
+            operator: match self.test {
+                Test::Equals => ConstraintOp::Equals,
+                Test::Matches(_) => ConstraintOp::Matches,
+            },
+            value: &self.value,
+        }
+    }
+
+    fn lookup<'v>(&self, args: &'v Map<String, Value>) -> Option<&'v Value> {
+        match &self.path {
+            FieldPath::Key(key) => args.get(&**key),
+            FieldPath::Pointer(tokens) => {
+                let (first, rest) = tokens.split_first()?;
+                let mut current = args.get(&*first.key)?;
+                for token in rest {
+                    current = match current {
+                        Value::Object(map) => map.get(&*token.key)?,
+                        Value::Array(items) => items.get(token.index?)?,
+                        _ => return None,
+                    };
+                }
+                Some(current)
+            }
+        }
+    }
+}
+
+/// A key starting with `/` is a JSON Pointer; anything else a top-level name.
+fn parse_field(field: &str) -> Result<FieldPath, String> {
+    let Some(pointer) = field.strip_prefix('/') else {
+        return Ok(FieldPath::Key(field.into()));
+    };
+    let tokens = pointer
+        .split('/')
+        .map(|raw| {
+            let key = unescape_token(raw).ok_or_else(|| {
+                format!("args {field:?}: invalid JSON pointer: `~` must be followed by `0` or `1`")
+            })?;
+            let index = array_index(&key);
+            Ok(PointerToken {
+                key: key.into(),
+                index,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(FieldPath::Pointer(tokens.into()))
+}
+
+/// RFC 6901 unescaping: `~1` → `/`, `~0` → `~`; any other `~` is invalid.
+fn unescape_token(raw: &str) -> Option<String> {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c == '~' {
+            match chars.next() {
+                Some('0') => out.push('~'),
+                Some('1') => out.push('/'),
+                _ => return None,
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Some(out)
+}
+
+/// RFC 6901 array index: `0`, or digits without a leading zero.
+fn array_index(token: &str) -> Option<usize> {
+    let digits = !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit());
+    if !digits || (token.len() > 1 && token.starts_with('0')) {
+        return None;
+    }
+    token.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn obj(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => panic!("not an object"),
+        }
+    }
+
+    fn eq(field: &str, expected: Value) -> CompiledConstraint {
+        CompiledConstraint::equals(field, &expected).expect("compiles")
+    }
+
+    fn re(field: &str, pattern: &str) -> CompiledConstraint {
+        CompiledConstraint::matches(field, pattern).expect("compiles")
+    }
+
+    #[test]
+    fn equals_is_type_strict() {
+        let args = obj(json!({"n": 1, "f": 1.0, "s": "1", "b": true, "z": null, "neg": -1}));
+        assert!(eq("n", json!(1)).holds(&args));
+        assert!(!eq("n", json!(1.0)).holds(&args));
+        assert!(!eq("n", json!("1")).holds(&args));
+        assert!(!eq("n", json!(true)).holds(&args));
+        assert!(eq("f", json!(1.0)).holds(&args));
+        assert!(!eq("f", json!(1)).holds(&args));
+        assert!(eq("s", json!("1")).holds(&args));
+        assert!(!eq("s", json!(1)).holds(&args));
+        assert!(eq("b", json!(true)).holds(&args));
+        assert!(!eq("b", json!(1)).holds(&args));
+        assert!(eq("neg", json!(-1)).holds(&args));
+        assert!(!eq("neg", json!(1)).holds(&args));
+        assert!(eq("z", Value::Null).holds(&args));
+    }
+
+    #[test]
+    fn equals_compares_containers_structurally() {
+        let args = obj(json!({"o": {"a": 1, "b": [1, 2]}, "arr": [1, 2]}));
+        assert!(eq("o", json!({"b": [1, 2], "a": 1})).holds(&args));
+        assert!(!eq("o", json!({"a": 1})).holds(&args));
+        assert!(eq("arr", json!([1, 2])).holds(&args));
+        assert!(!eq("arr", json!([2, 1])).holds(&args));
+    }
+
+    #[test]
+    fn missing_fields_read_as_null() {
+        let args = obj(json!({"present": 0}));
+        assert!(eq("absent", Value::Null).holds(&args));
+        assert!(!eq("absent", json!(0)).holds(&args));
+        assert!(!eq("present", Value::Null).holds(&args));
+        assert!(eq("/a/b", Value::Null).holds(&args));
+        assert!(!re("absent", "").holds(&args));
+    }
+
+    #[test]
+    fn matches_is_unanchored_and_strings_only() {
+        let args = obj(json!({"cmd": "git push --force", "n": 12, "b": true, "o": {"x": "git"}}));
+        assert!(re("cmd", "push").holds(&args));
+        assert!(re("cmd", "^git").holds(&args));
+        assert!(!re("cmd", "^push").holds(&args));
+        assert!(re("cmd", "--force$").holds(&args));
+        assert!(re("cmd", "").holds(&args));
+        assert!(!re("n", "12").holds(&args));
+        assert!(!re("n", "").holds(&args));
+        assert!(!re("b", "true").holds(&args));
+        assert!(!re("o", "git").holds(&args));
+        assert!(re("/o/x", "^git$").holds(&args));
+    }
+
+    #[test]
+    fn pointers_walk_objects_and_arrays() {
+        let args = obj(json!({
+            "a": {"b": {"c": 5}},
+            "list": [10, {"k": "v"}],
+            "x/y": 1, "t~u": 2, "": {"": 3}, "01": 4
+        }));
+        assert!(eq("/a/b/c", json!(5)).holds(&args));
+        assert!(eq("/a/b", json!({"c": 5})).holds(&args));
+        assert!(eq("/list/0", json!(10)).holds(&args));
+        assert!(eq("/list/1/k", json!("v")).holds(&args));
+        assert!(eq("/list/2", Value::Null).holds(&args));
+        assert!(eq("/list/-", Value::Null).holds(&args));
+        assert!(!eq("/list/-", json!(10)).holds(&args));
+        // Leading zeros are not array indices.
+        assert!(!eq("/list/00", json!(10)).holds(&args));
+        assert!(eq("/x~1y", json!(1)).holds(&args));
+        assert!(eq("/t~0u", json!(2)).holds(&args));
+        assert!(eq("//", json!(3)).holds(&args));
+        assert!(eq("/", json!({"": 3})).holds(&args));
+        // A digit token still names an object key.
+        assert!(eq("/01", json!(4)).holds(&args));
+        // Walking through a scalar finds nothing.
+        assert!(eq("/a/b/c/d", Value::Null).holds(&args));
+        assert!(!eq("/a/b/c/d", json!(5)).holds(&args));
+    }
+
+    #[test]
+    fn a_key_without_slash_is_a_top_level_name() {
+        let args = obj(json!({"a/b": 1, "a": {"b": 2}}));
+        assert!(eq("a/b", json!(1)).holds(&args));
+        assert!(eq("/a/b", json!(2)).holds(&args));
+    }
+
+    #[test]
+    fn bad_pointers_and_regexes_are_errors() {
+        for bad in ["/a~", "/a~2", "/~x/b", "/ok/~"] {
+            let err = CompiledConstraint::equals(bad, &Value::Null).expect_err(bad);
+            assert!(err.contains("invalid JSON pointer"), "{err}");
+            assert!(err.contains(bad), "{err}");
+        }
+        let err = CompiledConstraint::matches("cmd", "(").expect_err("bad regex");
+        assert!(err.contains("invalid regex"), "{err}");
+        assert!(err.contains("\"cmd\""), "{err}");
+        // A top-level key may contain `~` freely.
+        assert!(CompiledConstraint::equals("a~", &Value::Null).is_ok());
+    }
+
+    #[test]
+    fn matched_reports_field_operator_and_value() {
+        let c = eq("/a/b", json!({"k": [1]}));
+        let m = c.matched();
+        assert_eq!(m.field, "/a/b");
+        assert_eq!(m.operator, ConstraintOp::Equals);
+        assert_eq!(m.value, &json!({"k": [1]}));
+        let c = re("cmd", "^rm ");
+        let m = c.matched();
+        assert_eq!(m.field, "cmd");
+        assert_eq!(m.operator, ConstraintOp::Matches);
+        assert_eq!(m.value, &json!("^rm "));
+    }
+
+    #[test]
+    fn array_index_follows_rfc_6901() {
+        assert_eq!(array_index("0"), Some(0));
+        assert_eq!(array_index("17"), Some(17));
+        assert_eq!(array_index("01"), None);
+        assert_eq!(array_index(""), None);
+        assert_eq!(array_index("-"), None);
+        assert_eq!(array_index("1a"), None);
+        assert_eq!(array_index("+1"), None);
+        assert_eq!(array_index("99999999999999999999999999"), None);
+    }
+}

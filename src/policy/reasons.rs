@@ -1,0 +1,234 @@
+//! The texts that explain a decision. Deny reasons are written for the model,
+//! so it can adapt (contract §2, verbatim):
+//!
+//! ```text
+//! Permission denied: <fid> matched rule <rule_id> on <field> <equals|matches> <json value>. Try different arguments or use a different function.
+//! Permission denied: <fid> matched rule <rule_id>. This function is blocked by policy; try a different function.
+//! ```
+//!
+//! Allow and hold texts are short notes for logs and `approval::evaluate`.
+
+use super::decide::{Basis, Decision, MatchedConstraint, Verdict, HUMAN_ONLY_RULE};
+
+impl Decision<'_> {
+    /// The rule behind the decision: `human_only_function` for a human-only
+    /// target, the matching rule's id for a rule decision, else `None`.
+    pub fn rule_id(&self) -> Option<&str> {
+        match self.basis {
+            Basis::HumanOnly => Some(HUMAN_ONLY_RULE),
+            Basis::Rule { rule_id, .. } => Some(rule_id),
+            _ => None,
+        }
+    }
+
+    /// The decision as text, for a call to `function_id`.
+    pub fn reason(&self, function_id: &str) -> String {
+        match (self.verdict, self.basis) {
+            (_, Basis::HumanOnly) => deny_text(function_id, HUMAN_ONLY_RULE, None),
+            (
+                Verdict::Deny,
+                Basis::Rule {
+                    rule_id,
+                    constraint,
+                    ..
+                },
+            ) => deny_text(function_id, rule_id, constraint.as_ref()),
+            (
+                _,
+                Basis::Rule {
+                    rule_id,
+                    constraint,
+                    ..
+                },
+            ) => match constraint {
+                Some(c) => format!("allowed: matched rule {rule_id} on {}", constraint_text(&c)),
+                None => format!("allowed: matched rule {rule_id}"),
+            },
+            (_, Basis::ModeFull) => "allowed: session mode is full".to_owned(),
+            (_, Basis::ApprovedAlways { entry }) => {
+                format!("allowed: approved_always entry {entry}")
+            }
+            (_, Basis::AlwaysAllow { entry }) => {
+                format!("allowed: always_allow entry {entry} (session mode is auto)")
+            }
+            (_, Basis::NoMatch) => "held: no rule matched".to_owned(),
+        }
+    }
+}
+
+/// A deny reason, per contract §2.
+pub(crate) fn deny_text(
+    function_id: &str,
+    rule_id: &str,
+    constraint: Option<&MatchedConstraint<'_>>,
+) -> String {
+    match constraint {
+        Some(c) => format!(
+            "Permission denied: {function_id} matched rule {rule_id} on {}. \
+             Try different arguments or use a different function.",
+            constraint_text(c)
+        ),
+        None => format!(
+            "Permission denied: {function_id} matched rule {rule_id}. \
+             This function is blocked by policy; try a different function."
+        ),
+    }
+}
+
+/// `<field> <equals|matches> <json value>`, the value as compact JSON.
+fn constraint_text(c: &MatchedConstraint<'_>) -> String {
+    format!("{} {} {}", c.field, c.operator.as_str(), c.value)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::policy::{decide, Call, CompiledRules, CompiledSettings, RuleSpec};
+    use crate::settings::model::{ApprovalSettings, Entry, GrantedBy, Mode};
+
+    fn settings(mode: Mode, always_allow: &[&str], approved_always: &[&str]) -> CompiledSettings {
+        let entries = |ids: &[&str]| {
+            ids.iter()
+                .map(|id| Entry {
+                    function_id: (*id).to_owned(),
+                    granted_at: 0,
+                    granted_by: GrantedBy::Seed,
+                })
+                .collect()
+        };
+        CompiledSettings::new(&ApprovalSettings {
+            mode,
+            always_allow: entries(always_allow),
+            approved_always: entries(approved_always),
+            mode_set_at: 0,
+        })
+    }
+
+    fn rules(v: serde_json::Value) -> CompiledRules {
+        let specs: Vec<RuleSpec> = serde_json::from_value(v).expect("specs");
+        CompiledRules::compile(&specs).expect("compiles")
+    }
+
+    fn reason_of(
+        s: &CompiledSettings,
+        r: &CompiledRules,
+        fid: &str,
+        args: Option<&serde_json::Value>,
+    ) -> String {
+        decide(
+            s,
+            r,
+            &Call {
+                function_id: fid,
+                arguments: args,
+            },
+        )
+        .reason(fid)
+    }
+
+    #[test]
+    fn deny_without_constraint_is_verbatim() {
+        let r = rules(json!(["!shell::*"]));
+        let s = settings(Mode::Manual, &[], &[]);
+        assert_eq!(
+            reason_of(&s, &r, "shell::exec", None),
+            "Permission denied: shell::exec matched rule !shell::*. \
+             This function is blocked by policy; try a different function."
+        );
+    }
+
+    #[test]
+    fn human_only_uses_the_blocked_text() {
+        let s = settings(Mode::Full, &[], &[]);
+        assert_eq!(
+            reason_of(&s, &CompiledRules::empty(), "approval::resolve", None),
+            "Permission denied: approval::resolve matched rule human_only_function. \
+             This function is blocked by policy; try a different function."
+        );
+    }
+
+    #[test]
+    fn deny_with_constraint_is_verbatim() {
+        let r = rules(json!([
+            {"function": "shell::exec", "action": "deny", "rule_id": "no-force-push",
+             "args": {"command": {"matches": "push .*--force"}, "z": {"equals": null}}},
+            {"function": "fs::write", "action": "deny", "rule_id": "etc",
+             "args": {"/target/dir": {"equals": {"root": "/etc", "n": [1, 2.5]}}}}
+        ]));
+        let s = settings(Mode::Manual, &[], &[]);
+        let args = json!({"command": "git push origin --force"});
+        assert_eq!(
+            reason_of(&s, &r, "shell::exec", Some(&args)),
+            "Permission denied: shell::exec matched rule no-force-push on command matches \"push .*--force\". \
+             Try different arguments or use a different function."
+        );
+        let args = json!({"target": {"dir": {"n": [1, 2.5], "root": "/etc"}}});
+        assert_eq!(
+            reason_of(&s, &r, "fs::write", Some(&args)),
+            "Permission denied: fs::write matched rule etc on /target/dir equals {\"n\":[1,2.5],\"root\":\"/etc\"}. \
+             Try different arguments or use a different function."
+        );
+    }
+
+    #[test]
+    fn allow_and_hold_texts() {
+        let r = rules(json!([
+            "state::get",
+            {"function": "shell::exec", "action": "allow", "args": {"cmd": {"equals": "ls"}}}
+        ]));
+        let manual = settings(Mode::Manual, &[], &["coder::*"]);
+        assert_eq!(
+            reason_of(&manual, &r, "state::get", None),
+            "allowed: matched rule state::get"
+        );
+        let args = json!({"cmd": "ls"});
+        assert_eq!(
+            reason_of(&manual, &r, "shell::exec", Some(&args)),
+            "allowed: matched rule shell::exec on cmd equals \"ls\""
+        );
+        assert_eq!(
+            reason_of(&manual, &r, "coder::run", None),
+            "allowed: approved_always entry coder::*"
+        );
+        assert_eq!(
+            reason_of(&manual, &r, "x::y", None),
+            "held: no rule matched"
+        );
+        let auto = settings(Mode::Auto, &["x::*"], &[]);
+        assert_eq!(
+            reason_of(&auto, &r, "x::y", None),
+            "allowed: always_allow entry x::* (session mode is auto)"
+        );
+        let full = settings(Mode::Full, &[], &[]);
+        assert_eq!(
+            reason_of(&full, &r, "x::y", None),
+            "allowed: session mode is full"
+        );
+    }
+
+    #[test]
+    fn rule_ids_by_basis() {
+        let r = rules(json!(["!a", {"function": "b", "action": "allow", "rule_id": "rb"}]));
+        let s = settings(Mode::Auto, &["c"], &["d"]);
+        let id = |fid: &str| {
+            decide(
+                &s,
+                &r,
+                &Call {
+                    function_id: fid,
+                    arguments: None,
+                },
+            )
+            .rule_id()
+            .map(str::to_owned)
+        };
+        assert_eq!(id("approval::x").as_deref(), Some(HUMAN_ONLY_RULE));
+        assert_eq!(id("a").as_deref(), Some("!a"));
+        assert_eq!(id("b").as_deref(), Some("rb"));
+        assert_eq!(id("c"), None);
+        assert_eq!(id("d"), None);
+        assert_eq!(id("e"), None);
+    }
+}

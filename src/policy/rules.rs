@@ -1,0 +1,626 @@
+//! The configuration's `rules` array: its wire types and their compilation
+//! into [`CompiledRules`], once per configuration change.
+//!
+//! # Format
+//!
+//! ```json
+//! [ "!approval::*",                                  // shorthand deny
+//!   "state::get",                                    // shorthand allow
+//!   { "function": "shell::exec", "action": "deny", "rule_id": "no-force-push",
+//!     "modes": ["auto"], "args": { "command": { "matches": "push .*--force" } } } ]
+//! ```
+//!
+//! Rule ids: a shorthand's `rule_id` is the string exactly as written, `!`
+//! included (`"!approval::*"`), so the allow and deny forms of one glob stay
+//! distinguishable and an operator can search the configuration for it. An
+//! object rule without `rule_id` gets the id its shorthand would have: the
+//! `function` glob, prefixed with `!` for `deny`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::args::CompiledConstraint;
+use super::glob::{Pattern, PatternTable};
+use crate::settings::model::Mode;
+
+/// The default rule set: deny this worker's own surface; everything else that
+/// is not short-cut by the session's settings holds.
+pub const DEFAULT_RULES: &[&str] = &["!approval::*"];
+
+/// The default `rules`: `["!approval::*"]`.
+pub fn default_rules() -> Vec<RuleSpec> {
+    DEFAULT_RULES
+        .iter()
+        .map(|r| RuleSpec::Shorthand((*r).to_owned()))
+        .collect()
+}
+
+/// One item of the configuration's `rules` array: a string shorthand
+/// (`"<glob>"` allows, `"!<glob>"` denies) or a rule object.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RuleSpec {
+    /// `"<glob>"` allows, `"!<glob>"` denies; the rule id is the string as written.
+    Shorthand(String),
+    /// A rule with an explicit action and optional id, modes and argument constraints.
+    Object(RuleObject),
+}
+
+impl<'de> Deserialize<'de> for RuleSpec {
+    /// Untagged, but an object reports its own error (`unknown field`,
+    /// `missing field`) instead of serde's generic "did not match any variant".
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<RuleSpec, D::Error> {
+        struct SpecVisitor;
+
+        impl<'de> Visitor<'de> for SpecVisitor {
+            type Value = RuleSpec;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a glob string (\"!<glob>\" to deny) or a rule object")
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RuleSpec, E> {
+                Ok(RuleSpec::Shorthand(v.to_owned()))
+            }
+
+            fn visit_string<E: de::Error>(self, v: String) -> Result<RuleSpec, E> {
+                Ok(RuleSpec::Shorthand(v))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RuleSpec, A::Error> {
+                RuleObject::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(RuleSpec::Object)
+            }
+        }
+
+        deserializer.deserialize_any(SpecVisitor)
+    }
+}
+
+/// A rule object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RuleObject {
+    /// The function id or glob the rule applies to (`*` spans `::`).
+    pub function: String,
+    /// What a match does.
+    pub action: RuleAction,
+    /// Shown in deny reasons and envelopes; defaults to the shorthand form
+    /// (`"<function>"` for allow, `"!<function>"` for deny).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<String>,
+    /// The session modes the rule applies in; absent = every mode, `[]` = never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modes: Option<Vec<Mode>>,
+    /// Argument constraints, all of which must hold. A key is a top-level
+    /// argument name, or a JSON Pointer when it starts with `/`. A rule with
+    /// `args` never matches a call whose arguments are absent or not an object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<BTreeMap<String, ArgConstraint>>,
+}
+
+/// What a matching rule does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleAction {
+    /// The call runs.
+    Allow,
+    /// The call is denied with a reason.
+    Deny,
+}
+
+impl RuleAction {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleAction::Allow => "allow",
+            RuleAction::Deny => "deny",
+        }
+    }
+}
+
+/// One argument constraint: `{"equals": <json>}` or `{"matches": "<regex>"}`,
+/// exactly one key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ArgConstraint {
+    /// Type-strict JSON equality; a missing field is `null`.
+    Equals(serde_json::Value),
+    /// An unanchored regex (Rust `regex` syntax) tested against string values only.
+    Matches(String),
+}
+
+/// A rule that does not compile, with its position in the `rules` array.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema, thiserror::Error)]
+#[error("rule {index}: {message}")]
+pub struct RuleError {
+    /// The rule's index in the `rules` array (0-based).
+    pub index: usize,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+/// The set of session modes a rule applies in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ModeSet(u8);
+
+impl ModeSet {
+    const ALL: ModeSet = ModeSet(0b111);
+
+    fn bit(mode: Mode) -> u8 {
+        match mode {
+            Mode::Manual => 0b001,
+            Mode::Auto => 0b010,
+            Mode::Full => 0b100,
+        }
+    }
+
+    fn of(modes: Option<&[Mode]>) -> ModeSet {
+        match modes {
+            None => ModeSet::ALL,
+            Some(list) => ModeSet(list.iter().fold(0, |acc, &m| acc | ModeSet::bit(m))),
+        }
+    }
+
+    pub(crate) fn contains(self, mode: Mode) -> bool {
+        self.0 & ModeSet::bit(mode) != 0
+    }
+}
+
+/// One compiled rule.
+#[derive(Debug, Clone)]
+pub(crate) struct CompiledRule {
+    pub(crate) function: Box<str>,
+    pub(crate) rule_id: Box<str>,
+    pub(crate) action: RuleAction,
+    pub(crate) modes: ModeSet,
+    /// Whether `modes` was given and lists `auto` (for seeding).
+    explicit_auto: bool,
+    /// `None`: no `args`; `Some`: every constraint must hold (in key order).
+    pub(crate) args: Option<Box<[CompiledConstraint]>>,
+}
+
+impl CompiledRule {
+    /// Whether the rule applies to a call in `mode` with these arguments
+    /// (its function pattern already matched).
+    pub(crate) fn applies(&self, mode: Mode, args: Option<&serde_json::Value>) -> bool {
+        if !self.modes.contains(mode) {
+            return false;
+        }
+        match &self.args {
+            None => true,
+            Some(constraints) => match args {
+                Some(serde_json::Value::Object(obj)) => constraints.iter().all(|c| c.holds(obj)),
+                _ => false,
+            },
+        }
+    }
+}
+
+/// The configuration's rules, compiled: exact ids in a hash map, globs in one
+/// `GlobSet`, so matching a call costs about the same at 1 rule as at 1,000.
+/// Immutable once built; share it in an `Arc` and swap the whole value on a
+/// configuration change.
+#[derive(Debug, Clone, Default)]
+pub struct CompiledRules {
+    pub(crate) rules: Vec<CompiledRule>,
+    pub(crate) table: PatternTable,
+}
+
+impl CompiledRules {
+    /// Compiles `specs`, or returns every error found, each with its index.
+    ///
+    /// Errors: an empty or whitespace-padded `function` glob, a bare `"!"`,
+    /// a doubled `"!!"`, an invalid glob, an empty `rule_id`, an invalid
+    /// regex, an invalid JSON Pointer key.
+    pub fn compile(specs: &[RuleSpec]) -> Result<CompiledRules, Vec<RuleError>> {
+        let mut errors = Vec::new();
+        let mut rules = Vec::with_capacity(specs.len());
+        let mut patterns = Vec::with_capacity(specs.len());
+        for (index, spec) in specs.iter().enumerate() {
+            match compile_one(spec) {
+                Ok((rule, pattern)) => {
+                    patterns.push((pattern, slot(index)));
+                    rules.push(rule);
+                }
+                Err(message) => errors.push(RuleError { index, message }),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        match PatternTable::build(patterns) {
+            Ok(table) => Ok(CompiledRules { rules, table }),
+            Err(err) => {
+                if err.culprits.is_empty() {
+                    let index = specs.len().saturating_sub(1);
+                    Err(vec![RuleError {
+                        index,
+                        message: format!(
+                            "the globs are too large to compile together: {}",
+                            err.message
+                        ),
+                    }])
+                } else {
+                    Err(err
+                        .culprits
+                        .into_iter()
+                        .map(|(slot, message)| RuleError {
+                            index: slot as usize,
+                            message: format!("invalid glob: {message}"),
+                        })
+                        .collect())
+                }
+            }
+        }
+    }
+
+    /// No rules: every call that reaches the rules holds.
+    pub fn empty() -> CompiledRules {
+        CompiledRules::default()
+    }
+
+    /// Number of rules.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Whether there are no rules.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The rule ids, in rule order.
+    pub fn rule_ids(&self) -> impl Iterator<Item = &str> {
+        self.rules.iter().map(|r| &*r.rule_id)
+    }
+
+    /// Function globs to seed a fresh session's `always_allow` with: those of
+    /// the `allow` rules whose `modes` explicitly list `auto`, in rule order,
+    /// without duplicates.
+    ///
+    /// Rules with `args` are left out: an allow-list entry is a bare function
+    /// id, so seeding one would allow every argument the rule's constraints
+    /// exclude. Rules without `modes` are left out because they already allow
+    /// in every mode.
+    pub fn auto_seed_globs(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for rule in &self.rules {
+            let seeds =
+                rule.action == RuleAction::Allow && rule.explicit_auto && rule.args.is_none();
+            if seeds && !out.iter().any(|g| **g == *rule.function) {
+                out.push(rule.function.to_string());
+            }
+        }
+        out
+    }
+}
+
+/// A slot number for the pattern table (rule sets beyond `u32::MAX` entries
+/// are not representable in a configuration value anyway).
+fn slot(index: usize) -> u32 {
+    u32::try_from(index).unwrap_or(u32::MAX)
+}
+
+fn compile_one(spec: &RuleSpec) -> Result<(CompiledRule, Pattern), String> {
+    match spec {
+        RuleSpec::Shorthand(text) => {
+            let (action, function) = match text.strip_prefix('!') {
+                Some(rest) => (RuleAction::Deny, rest),
+                None => (RuleAction::Allow, text.as_str()),
+            };
+            if action == RuleAction::Deny && function.is_empty() {
+                return Err("`!` must be followed by a function glob".to_owned());
+            }
+            if function.starts_with('!') {
+                return Err(format!("{text:?}: only one leading `!` is allowed"));
+            }
+            let pattern = function_pattern(function)?;
+            let rule = CompiledRule {
+                function: function.into(),
+                rule_id: text.as_str().into(),
+                action,
+                modes: ModeSet::ALL,
+                explicit_auto: false,
+                args: None,
+            };
+            Ok((rule, pattern))
+        }
+        RuleSpec::Object(obj) => {
+            let pattern = function_pattern(&obj.function)?;
+            let rule_id = match &obj.rule_id {
+                Some(id) if id.trim().is_empty() => {
+                    return Err("`rule_id` must not be empty".to_owned());
+                }
+                Some(id) => id.as_str().into(),
+                None => match obj.action {
+                    RuleAction::Allow => obj.function.as_str().into(),
+                    RuleAction::Deny => format!("!{}", obj.function).into(),
+                },
+            };
+            let args = match &obj.args {
+                None => None,
+                Some(map) => Some(
+                    map.iter()
+                        .map(|(field, c)| match c {
+                            ArgConstraint::Equals(v) => CompiledConstraint::equals(field, v),
+                            ArgConstraint::Matches(re) => CompiledConstraint::matches(field, re),
+                        })
+                        .collect::<Result<Vec<_>, String>>()?
+                        .into_boxed_slice(),
+                ),
+            };
+            let rule = CompiledRule {
+                function: obj.function.as_str().into(),
+                rule_id,
+                action: obj.action,
+                modes: ModeSet::of(obj.modes.as_deref()),
+                explicit_auto: obj.modes.as_ref().is_some_and(|m| m.contains(&Mode::Auto)),
+                args,
+            };
+            Ok((rule, pattern))
+        }
+    }
+}
+
+fn function_pattern(function: &str) -> Result<Pattern, String> {
+    if function.trim().is_empty() {
+        return Err("the function glob must not be empty".to_owned());
+    }
+    if function.trim() != function {
+        return Err(format!(
+            "the function glob {function:?} must not start or end with whitespace"
+        ));
+    }
+    Pattern::parse(function).map_err(|e| format!("invalid glob: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn specs(v: serde_json::Value) -> Vec<RuleSpec> {
+        serde_json::from_value(v).expect("rule specs parse")
+    }
+
+    fn compile(v: serde_json::Value) -> CompiledRules {
+        CompiledRules::compile(&specs(v)).expect("rules compile")
+    }
+
+    fn errors(v: serde_json::Value) -> Vec<RuleError> {
+        CompiledRules::compile(&specs(v)).expect_err("rules must not compile")
+    }
+
+    #[test]
+    fn default_rules_deny_the_approval_surface() {
+        assert_eq!(
+            default_rules(),
+            vec![RuleSpec::Shorthand("!approval::*".into())]
+        );
+        let rules = CompiledRules::compile(&default_rules()).expect("compiles");
+        assert_eq!(rules.len(), 1);
+        assert_eq!(rules.rules[0].action, RuleAction::Deny);
+        assert_eq!(&*rules.rules[0].rule_id, "!approval::*");
+        assert_eq!(&*rules.rules[0].function, "approval::*");
+    }
+
+    #[test]
+    fn specs_deserialize_from_strings_and_objects() {
+        let parsed = specs(json!([
+            "a::b",
+            {"function": "c::*", "action": "deny", "rule_id": "r", "modes": ["auto", "manual"],
+             "args": {"k": {"equals": 1}, "/p": {"matches": "x"}}}
+        ]));
+        assert_eq!(parsed[0], RuleSpec::Shorthand("a::b".into()));
+        let RuleSpec::Object(obj) = &parsed[1] else {
+            panic!("expected an object rule");
+        };
+        assert_eq!(obj.function, "c::*");
+        assert_eq!(obj.action, RuleAction::Deny);
+        assert_eq!(obj.rule_id.as_deref(), Some("r"));
+        assert_eq!(obj.modes, Some(vec![Mode::Auto, Mode::Manual]));
+        let args = obj.args.as_ref().expect("args");
+        assert_eq!(args["k"], ArgConstraint::Equals(json!(1)));
+        assert_eq!(args["/p"], ArgConstraint::Matches("x".into()));
+        // Round trip through the wire form.
+        let back = serde_json::to_value(&parsed).expect("serializes");
+        assert_eq!(
+            back,
+            json!(["a::b", {"function": "c::*", "action": "deny", "rule_id": "r",
+                "modes": ["auto", "manual"], "args": {"/p": {"matches": "x"}, "k": {"equals": 1}}}])
+        );
+    }
+
+    #[test]
+    fn object_errors_are_specific() {
+        let unknown = serde_json::from_value::<RuleSpec>(
+            json!({"function": "a", "action": "allow", "mode": []}),
+        )
+        .expect_err("unknown field");
+        assert!(
+            unknown.to_string().contains("unknown field `mode`"),
+            "{unknown}"
+        );
+        let missing =
+            serde_json::from_value::<RuleSpec>(json!({"function": "a"})).expect_err("missing");
+        assert!(
+            missing.to_string().contains("missing field `action`"),
+            "{missing}"
+        );
+        let action = serde_json::from_value::<RuleSpec>(json!({"function": "a", "action": "hold"}))
+            .expect_err("bad action");
+        assert!(
+            action.to_string().contains("unknown variant `hold`"),
+            "{action}"
+        );
+        let mode = serde_json::from_value::<RuleSpec>(
+            json!({"function": "a", "action": "allow", "modes": ["yolo"]}),
+        )
+        .expect_err("bad mode");
+        assert!(mode.to_string().contains("yolo"), "{mode}");
+        let number = serde_json::from_value::<RuleSpec>(json!(3)).expect_err("number");
+        assert!(number.to_string().contains("a glob string"), "{number}");
+    }
+
+    #[test]
+    fn arg_constraints_need_exactly_one_known_key() {
+        let ok: ArgConstraint =
+            serde_json::from_value(json!({"equals": null})).expect("null equals");
+        assert_eq!(ok, ArgConstraint::Equals(serde_json::Value::Null));
+        for bad in [
+            json!({"equals": 1, "matches": "x"}),
+            json!({}),
+            json!({"contains": "x"}),
+            json!({"matches": 3}),
+            json!("equals"),
+        ] {
+            assert!(
+                serde_json::from_value::<ArgConstraint>(bad.clone()).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn shorthand_ids_and_actions() {
+        let rules = compile(json!(["state::get", "!shell::*"]));
+        assert_eq!(rules.rules[0].action, RuleAction::Allow);
+        assert_eq!(&*rules.rules[0].rule_id, "state::get");
+        assert_eq!(rules.rules[1].action, RuleAction::Deny);
+        assert_eq!(&*rules.rules[1].rule_id, "!shell::*");
+        assert_eq!(&*rules.rules[1].function, "shell::*");
+        assert_eq!(
+            rules.rule_ids().collect::<Vec<_>>(),
+            vec!["state::get", "!shell::*"]
+        );
+    }
+
+    #[test]
+    fn object_ids_default_to_the_shorthand_form() {
+        let rules = compile(json!([
+            {"function": "a::*", "action": "allow"},
+            {"function": "b::*", "action": "deny"},
+            {"function": "c", "action": "deny", "rule_id": "custom"}
+        ]));
+        let ids: Vec<_> = rules.rule_ids().collect();
+        assert_eq!(ids, vec!["a::*", "!b::*", "custom"]);
+    }
+
+    #[test]
+    fn modes_absent_means_every_mode_and_empty_means_never() {
+        let rules = compile(json!([
+            {"function": "a", "action": "allow"},
+            {"function": "a", "action": "allow", "modes": []},
+            {"function": "a", "action": "allow", "modes": ["auto"]},
+            {"function": "a", "action": "allow", "modes": ["manual", "full"]},
+            {"function": "a", "action": "allow", "modes": ["auto", "auto"]}
+        ]));
+        let table: Vec<[bool; 3]> = rules
+            .rules
+            .iter()
+            .map(|r| [Mode::Manual, Mode::Auto, Mode::Full].map(|m| r.modes.contains(m)))
+            .collect();
+        assert_eq!(
+            table,
+            vec![
+                [true, true, true],
+                [false, false, false],
+                [false, true, false],
+                [true, false, true],
+                [false, true, false]
+            ]
+        );
+    }
+
+    #[test]
+    fn every_compile_error_is_reported_with_its_index() {
+        let errs = errors(json!([
+            "ok::*",
+            "",
+            "!",
+            "!!x",
+            "a[",
+            {"function": "", "action": "allow"},
+            {"function": "x", "action": "deny", "args": {"k": {"matches": "("}}},
+            {"function": "x", "action": "deny", "args": {"/a~2": {"equals": 1}}},
+            {"function": "{a,b", "action": "allow"},
+            "  ",
+            " shell::*",
+            {"function": "x", "action": "deny", "rule_id": ""},
+            "fine"
+        ]));
+        let indices: Vec<usize> = errs.iter().map(|e| e.index).collect();
+        assert_eq!(indices, vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+        let text = |i: usize| {
+            errs.iter()
+                .find(|e| e.index == i)
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert_eq!(text(1), "rule 1: the function glob must not be empty");
+        assert_eq!(text(2), "rule 2: `!` must be followed by a function glob");
+        assert!(text(3).contains("only one leading `!`"), "{}", text(3));
+        assert!(text(4).starts_with("rule 4: invalid glob"), "{}", text(4));
+        assert_eq!(text(5), "rule 5: the function glob must not be empty");
+        assert!(
+            text(6).starts_with("rule 6: args \"k\": invalid regex"),
+            "{}",
+            text(6)
+        );
+        assert!(text(7).contains("invalid JSON pointer"), "{}", text(7));
+        assert!(text(8).starts_with("rule 8: invalid glob"), "{}", text(8));
+        assert_eq!(text(9), "rule 9: the function glob must not be empty");
+        assert!(text(10).contains("whitespace"), "{}", text(10));
+        assert_eq!(text(11), "rule 11: `rule_id` must not be empty");
+    }
+
+    #[test]
+    fn an_empty_rule_set_compiles() {
+        let rules = CompiledRules::compile(&[]).expect("compiles");
+        assert!(rules.is_empty());
+        assert_eq!(rules.len(), 0);
+        assert!(CompiledRules::empty().is_empty());
+    }
+
+    #[test]
+    fn auto_seed_globs_take_explicit_auto_allow_rules_without_args() {
+        let rules = compile(json!([
+            "!approval::*",
+            "always::allowed",
+            {"function": "state::get", "action": "allow", "modes": ["auto"]},
+            {"function": "state::*", "action": "allow", "modes": ["manual", "auto"]},
+            {"function": "manual::only", "action": "allow", "modes": ["manual"]},
+            {"function": "denied::*", "action": "deny", "modes": ["auto"]},
+            {"function": "shell::exec", "action": "allow", "modes": ["auto"], "args": {"cmd": {"equals": "ls"}}},
+            {"function": "state::get", "action": "allow", "modes": ["auto"], "rule_id": "dup"},
+            {"function": "never", "action": "allow", "modes": []}
+        ]));
+        assert_eq!(
+            rules.auto_seed_globs(),
+            vec!["state::get".to_owned(), "state::*".to_owned()]
+        );
+        assert!(CompiledRules::empty().auto_seed_globs().is_empty());
+    }
+
+    #[test]
+    fn compiled_rules_are_shareable_across_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<CompiledRules>();
+    }
+
+    #[test]
+    fn schema_accepts_strings_or_strict_objects() {
+        let schema = serde_json::to_value(schemars::schema_for!(RuleSpec)).expect("schema");
+        let text = schema.to_string();
+        assert!(text.contains("anyOf"), "{text}");
+        assert!(text.contains("\"additionalProperties\":false"), "{text}");
+        assert!(text.contains("\"equals\""), "{text}");
+        assert!(text.contains("\"matches\""), "{text}");
+    }
+}
