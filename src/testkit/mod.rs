@@ -6,3 +6,4 @@ pub mod engine;
 pub mod fixture;
 pub mod harness;
 pub mod session;
+pub mod targets;
