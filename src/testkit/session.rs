@@ -122,6 +122,10 @@ impl SessionDouble {
         peer::shutdown(&self.iii).await;
     }
 
+    pub fn client(&self) -> &IIIClient {
+        &self.iii
+    }
+
     /// Makes `session::get` answer `{session_id, meta}` for this session.
     pub fn put(&self, session_id: &str, meta: Value) {
         self.put_response(

@@ -154,6 +154,12 @@ impl TargetWorker {
         peer::shutdown(&self.iii).await;
     }
 
+    /// The worker's SDK client: tests bind its functions to trigger types
+    /// (hooks, event receivers) and call other functions through it.
+    pub fn client(&self) -> &IIIClient {
+        &self.iii
+    }
+
     /// Every later run of `id` fails with `{code, message}` until
     /// [`succeed`](Self::succeed).
     pub fn fail(&self, id: &str, code: &str, message: &str) {
