@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use approval_gate::testkit::fixture::{call, EngineFixture};
 use approval_gate::testkit::harness::{
     CallSpec, CallState, HarnessDouble, HarnessOptions, HookPoint, ResolveTiming,
 };
@@ -13,7 +14,7 @@ use approval_gate::testkit::session::SessionDouble;
 use approval_gate::testkit::targets::{
     Behaviour, Echo, Reply, TargetCall, TargetError, TargetWorker,
 };
-use iii_sdk::protocol::{RegisterTriggerInput, TriggerRequest};
+use iii_sdk::protocol::RegisterTriggerInput;
 use iii_sdk::{Error, IIIClient};
 use serde_json::{json, Value};
 
@@ -21,82 +22,29 @@ const PRE: &str = "harness::hook::pre-trigger";
 const POST: &str = "harness::hook::post-trigger";
 const WAIT: Duration = Duration::from_secs(5);
 
-mod support {
-    //! Starting an engine for one test.
-    use std::net::TcpListener;
-    use std::process::Stdio;
-    use std::time::Duration;
-
-    pub struct Engine {
-        pub url: String,
-        _child: tokio::process::Child,
-        _dir: tempfile::TempDir,
-    }
-
-    fn free_port() -> u16 {
-        TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free loopback port")
-    }
-
-    /// A real engine from `III_ENGINE_BIN`, or `None` (the test then skips).
-    pub async fn engine() -> Option<Engine> {
-        let Ok(bin) = std::env::var("III_ENGINE_BIN") else {
-            eprintln!("skipped: III_ENGINE_BIN is not set");
-            return None;
+/// Runs `scenario` on the test engine, then on a real engine when one is
+/// available. Every run is bounded: a double that hangs fails the test.
+async fn on_each_engine<F, Fut>(test: &str, scenario: F)
+where
+    F: Fn(EngineFixture) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let engines = [Some(EngineFixture::start_test().await), None];
+    for (i, engine) in engines.into_iter().enumerate() {
+        let engine = match engine {
+            Some(engine) => engine,
+            None if i == 1 => match EngineFixture::start_real(test).await {
+                Some(engine) => engine,
+                None => return,
+            },
+            None => return,
         };
-        let dir = tempfile::tempdir().expect("temp dir");
-        let port = free_port();
-        let config = format!(
-            "workers:\n  - name: iii-worker-manager\n    config: {{ host: 127.0.0.1, port: {port} }}\n  - name: iii-state\n    config: {{ adapter: {{ name: kv, config: {{ store_method: in_memory }} }} }}\n"
-        );
-        std::fs::write(dir.path().join("config.yaml"), config).expect("engine config");
-        let child = tokio::process::Command::new(bin)
-            .args(["--config", "config.yaml", "--no-update-check"])
-            .current_dir(dir.path())
-            .env("III_TELEMETRY_ENABLED", "false")
-            .env("OTEL_ENABLED", "false")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("engine starts");
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        let kind = engine.kind();
+        eprintln!("{test}: on the {kind:?} engine");
+        tokio::time::timeout(Duration::from_secs(60), scenario(engine))
             .await
-            .is_err()
-        {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "engine never listened on {port}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Some(Engine {
-            url: format!("ws://127.0.0.1:{port}"),
-            _child: child,
-            _dir: dir,
-        })
+            .unwrap_or_else(|_| panic!("{test} on the {kind:?} engine did not finish within 60 s"));
     }
-}
-
-/// Every scenario is bounded: a double that hangs fails the test.
-async fn bounded<F: std::future::Future<Output = ()>>(scenario: F) {
-    tokio::time::timeout(Duration::from_secs(60), scenario)
-        .await
-        .expect("scenario finished within 60 s");
-}
-
-async fn call(client: &IIIClient, function_id: &str, payload: Value) -> Result<Value, Error> {
-    client
-        .trigger(TriggerRequest {
-            function_id: function_id.to_string(),
-            payload,
-            action: None,
-            timeout_ms: Some(10_000),
-        })
-        .await
 }
 
 fn code(err: &Error) -> String {
@@ -156,25 +104,29 @@ fn echo() -> Arc<dyn Behaviour> {
 }
 
 struct World {
-    _engine: support::Engine,
+    _engine: EngineFixture,
     h: HarnessDouble,
     t: TargetWorker,
 }
 
 /// An engine, a harness double and a target worker hosting `targets` (the
 /// functions a turn calls and the hooks a test binds).
-async fn world(options: HarnessOptions, targets: Vec<(&str, Arc<dyn Behaviour>)>) -> Option<World> {
-    let engine = support::engine().await?;
-    let h = HarnessDouble::start(&engine.url, options).await;
+async fn world(
+    engine: EngineFixture,
+    options: HarnessOptions,
+    targets: Vec<(&str, Arc<dyn Behaviour>)>,
+) -> World {
+    let url = engine.url();
+    let h = HarnessDouble::start(&url, options).await;
     let mut all: Vec<(String, Arc<dyn Behaviour>)> =
         vec![("demo::echo".into(), echo()), ("shell::run".into(), echo())];
     all.extend(targets.into_iter().map(|(id, b)| (id.to_string(), b)));
-    let t = TargetWorker::start_with(&engine.url, all).await;
-    Some(World {
+    let t = TargetWorker::start_with(&url, all).await;
+    World {
         _engine: engine,
         h,
         t,
-    })
+    }
 }
 
 fn spec(call_id: &str, function_id: &str, arguments: Value) -> CallSpec {
@@ -191,194 +143,199 @@ fn hooks_called(h: &HarnessDouble, point: HookPoint) -> Vec<String> {
 
 #[tokio::test]
 async fn a_binding_with_an_unknown_key_is_rejected() {
-    bounded(async {
-        let Some(w) = world(
-            HarnessOptions::default(),
-            vec![
-                ("t::bad", reply(Value::Null)),
-                ("t::good", reply(Value::Null)),
-            ],
-        )
-        .await
-        else {
-            return;
-        };
-        bind(w.t.client(), PRE, "t::bad", json!({"timeout": 5000}));
-        bind(w.t.client(), PRE, "t::bad", json!({"priority": "first"}));
-        hook(
-            &w.h,
-            &w.t,
-            PRE,
-            "t::good",
-            json!({"timeout_ms": 5000, "on_error": "fail_closed"}),
-        )
-        .await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let bound: Vec<_> =
-            w.h.bindings(PRE)
-                .into_iter()
-                .map(|b| b.function_id)
-                .collect();
-        assert_eq!(bound, vec!["t::good"]);
-        w.h.call(spec("c1", "demo::echo", json!({}))).await;
-        assert_eq!(hooks_called(&w.h, HookPoint::PreTrigger), vec!["t::good"]);
-    })
+    on_each_engine(
+        "a_binding_with_an_unknown_key_is_rejected",
+        |engine| async move {
+            let w = world(
+                engine,
+                HarnessOptions::default(),
+                vec![
+                    ("t::bad", reply(Value::Null)),
+                    ("t::good", reply(Value::Null)),
+                ],
+            )
+            .await;
+            bind(w.t.client(), PRE, "t::bad", json!({"timeout": 5000}));
+            bind(w.t.client(), PRE, "t::bad", json!({"priority": "first"}));
+            hook(
+                &w.h,
+                &w.t,
+                PRE,
+                "t::good",
+                json!({"timeout_ms": 5000, "on_error": "fail_closed"}),
+            )
+            .await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let bound: Vec<_> =
+                w.h.bindings(PRE)
+                    .into_iter()
+                    .map(|b| b.function_id)
+                    .collect();
+            assert_eq!(bound, vec!["t::good"]);
+            w.h.call(spec("c1", "demo::echo", json!({}))).await;
+            assert_eq!(hooks_called(&w.h, HookPoint::PreTrigger), vec!["t::good"]);
+        },
+    )
     .await;
 }
 
 #[tokio::test]
 async fn the_chain_runs_by_priority_then_function_id_and_skips_unmatched_globs() {
-    bounded(async {
-        let hooks = ["t::a", "t::b", "t::c", "t::z"].map(|id| (id, reply(Value::Null)));
-        let Some(w) = world(HarnessOptions::default(), hooks.to_vec()).await else {
-            return;
-        };
-        hook(&w.h, &w.t, PRE, "t::b", json!({})).await;
-        hook(&w.h, &w.t, PRE, "t::a", json!({"priority": 0})).await;
-        hook(
-            &w.h,
-            &w.t,
-            PRE,
-            "t::c",
-            json!({"priority": -5, "functions": ["demo::*"]}),
-        )
-        .await;
-        hook(
-            &w.h,
-            &w.t,
-            PRE,
-            "t::z",
-            json!({"priority": -9, "functions": ["shell::*"]}),
-        )
-        .await;
-        let state = w.h.call(spec("c1", "demo::echo", json!({"x": 1}))).await;
-        assert!(matches!(state, CallState::Completed { .. }), "{state:?}");
-        assert_eq!(
-            hooks_called(&w.h, HookPoint::PreTrigger),
-            vec!["t::c", "t::a", "t::b"]
-        );
-        assert_eq!(w.h.target_runs("demo::echo"), 1);
-        assert_eq!(w.t.runs("demo::echo"), 1);
+    on_each_engine(
+        "the_chain_runs_by_priority_then_function_id_and_skips_unmatched_globs",
+        |engine| async move {
+            let hooks = ["t::a", "t::b", "t::c", "t::z"].map(|id| (id, reply(Value::Null)));
+            let w = world(engine, HarnessOptions::default(), hooks.to_vec()).await;
+            hook(&w.h, &w.t, PRE, "t::b", json!({})).await;
+            hook(&w.h, &w.t, PRE, "t::a", json!({"priority": 0})).await;
+            hook(
+                &w.h,
+                &w.t,
+                PRE,
+                "t::c",
+                json!({"priority": -5, "functions": ["demo::*"]}),
+            )
+            .await;
+            hook(
+                &w.h,
+                &w.t,
+                PRE,
+                "t::z",
+                json!({"priority": -9, "functions": ["shell::*"]}),
+            )
+            .await;
+            let state = w.h.call(spec("c1", "demo::echo", json!({"x": 1}))).await;
+            assert!(matches!(state, CallState::Completed { .. }), "{state:?}");
+            assert_eq!(
+                hooks_called(&w.h, HookPoint::PreTrigger),
+                vec!["t::c", "t::a", "t::b"]
+            );
+            assert_eq!(w.h.target_runs("demo::echo"), 1);
+            assert_eq!(w.t.runs("demo::echo"), 1);
 
-        let first = w.h.hook_calls()[0].input.clone();
-        assert_eq!(first["point"], "pre_trigger");
-        assert_eq!(first["session_id"], "s1");
-        assert_eq!(first["turn_id"], "t1");
-        assert_eq!(
-            first["call"],
-            json!({"id": "c1", "function_id": "demo::echo", "arguments": {"x": 1}})
-        );
-        assert!(first.get("metadata").is_none());
-    })
+            let first = w.h.hook_calls()[0].input.clone();
+            assert_eq!(first["point"], "pre_trigger");
+            assert_eq!(first["session_id"], "s1");
+            assert_eq!(first["turn_id"], "t1");
+            assert_eq!(
+                first["call"],
+                json!({"id": "c1", "function_id": "demo::echo", "arguments": {"x": 1}})
+            );
+            assert!(first.get("metadata").is_none());
+        },
+    )
     .await;
 }
 
 #[tokio::test]
 async fn rewritten_arguments_reach_the_next_hook_and_the_target() {
-    bounded(async {
-        let Some(w) = world(
-            HarnessOptions::default(),
-            vec![
-                (
-                    "t::rewrite",
-                    reply(json!({"decision": "continue", "arguments": {"cmd": "ls -la"}})),
-                ),
-                ("t::next", reply(json!({"decision": "continue"}))),
-            ],
-        )
-        .await
-        else {
-            return;
-        };
-        hook(&w.h, &w.t, PRE, "t::rewrite", json!({"priority": 1})).await;
-        hook(&w.h, &w.t, PRE, "t::next", json!({"priority": 2})).await;
-        let call = spec("c1", "shell::run", json!({"cmd": "ls"})).with_working_dir("/w/s1");
-        let state = w.h.call(call).await;
-        assert!(matches!(state, CallState::Completed { .. }), "{state:?}");
-        let inputs = w.h.hook_calls();
-        assert_eq!(inputs[0].input["call"]["arguments"], json!({"cmd": "ls"}));
-        assert_eq!(
-            inputs[1].input["call"]["arguments"],
-            json!({"cmd": "ls -la"})
-        );
-        assert_eq!(inputs[1].input["metadata"], json!({"working_dir": "/w/s1"}));
-        assert_eq!(w.t.payloads("shell::run"), vec![json!({"cmd": "ls -la"})]);
-        let meta = w.t.calls("shell::run")[0]
-            .metadata
-            .clone()
-            .expect("target metadata");
-        assert_eq!(meta["working_dir"], "/w/s1");
-        assert_eq!(meta["function_call_id"], "c1");
-        assert_eq!(meta["extra_roots"], json!([]));
-    })
+    on_each_engine(
+        "rewritten_arguments_reach_the_next_hook_and_the_target",
+        |engine| async move {
+            let w = world(
+                engine,
+                HarnessOptions::default(),
+                vec![
+                    (
+                        "t::rewrite",
+                        reply(json!({"decision": "continue", "arguments": {"cmd": "ls -la"}})),
+                    ),
+                    ("t::next", reply(json!({"decision": "continue"}))),
+                ],
+            )
+            .await;
+            hook(&w.h, &w.t, PRE, "t::rewrite", json!({"priority": 1})).await;
+            hook(&w.h, &w.t, PRE, "t::next", json!({"priority": 2})).await;
+            let call = spec("c1", "shell::run", json!({"cmd": "ls"})).with_working_dir("/w/s1");
+            let state = w.h.call(call).await;
+            assert!(matches!(state, CallState::Completed { .. }), "{state:?}");
+            let inputs = w.h.hook_calls();
+            assert_eq!(inputs[0].input["call"]["arguments"], json!({"cmd": "ls"}));
+            assert_eq!(
+                inputs[1].input["call"]["arguments"],
+                json!({"cmd": "ls -la"})
+            );
+            assert_eq!(inputs[1].input["metadata"], json!({"working_dir": "/w/s1"}));
+            assert_eq!(w.t.payloads("shell::run"), vec![json!({"cmd": "ls -la"})]);
+            let meta = w.t.calls("shell::run")[0]
+                .metadata
+                .clone()
+                .expect("target metadata");
+            assert_eq!(meta["working_dir"], "/w/s1");
+            assert_eq!(meta["function_call_id"], "c1");
+            assert_eq!(meta["extra_roots"], json!([]));
+        },
+    )
     .await;
 }
 
 #[tokio::test]
 async fn deny_answers_with_an_error_result_and_stops_the_chain() {
-    bounded(async {
-        let Some(w) = world(
-            HarnessOptions::default(),
-            vec![
-                (
-                    "t::deny",
-                    reply(json!({"decision": "deny", "reason": "not today"})),
-                ),
-                ("t::bare", reply(json!({"decision": "deny"}))),
-                ("t::later", reply(Value::Null)),
-                ("demo::other", echo()),
-            ],
-        )
-        .await
-        else {
-            return;
-        };
-        hook(
-            &w.h,
-            &w.t,
-            PRE,
-            "t::deny",
-            json!({"functions": ["demo::echo"]}),
-        )
-        .await;
-        hook(
-            &w.h,
-            &w.t,
-            PRE,
-            "t::bare",
-            json!({"functions": ["demo::other"]}),
-        )
-        .await;
-        hook(&w.h, &w.t, PRE, "t::later", json!({"priority": 5})).await;
-        hook(&w.h, &w.t, POST, "t::later", json!({})).await;
+    on_each_engine(
+        "deny_answers_with_an_error_result_and_stops_the_chain",
+        |engine| async move {
+            let w = world(
+                engine,
+                HarnessOptions::default(),
+                vec![
+                    (
+                        "t::deny",
+                        reply(json!({"decision": "deny", "reason": "not today"})),
+                    ),
+                    ("t::bare", reply(json!({"decision": "deny"}))),
+                    ("t::later", reply(Value::Null)),
+                    ("demo::other", echo()),
+                ],
+            )
+            .await;
+            hook(
+                &w.h,
+                &w.t,
+                PRE,
+                "t::deny",
+                json!({"functions": ["demo::echo"]}),
+            )
+            .await;
+            hook(
+                &w.h,
+                &w.t,
+                PRE,
+                "t::bare",
+                json!({"functions": ["demo::other"]}),
+            )
+            .await;
+            hook(&w.h, &w.t, PRE, "t::later", json!({"priority": 5})).await;
+            hook(&w.h, &w.t, POST, "t::later", json!({})).await;
 
-        let state = w.h.call(spec("c1", "demo::echo", json!({}))).await;
-        assert_eq!(state.deny_reason(), Some("not today"));
-        let result = state.result().expect("denial result").clone();
-        assert_eq!(result["is_error"], true);
-        assert_eq!(result["function_call_id"], "c1");
-        assert_eq!(
-            result["content"],
-            json!([{"type": "text", "text": "not today"}])
-        );
+            let state = w.h.call(spec("c1", "demo::echo", json!({}))).await;
+            assert_eq!(state.deny_reason(), Some("not today"));
+            let result = state.result().expect("denial result").clone();
+            assert_eq!(result["is_error"], true);
+            assert_eq!(result["function_call_id"], "c1");
+            assert_eq!(
+                result["content"],
+                json!([{"type": "text", "text": "not today"}])
+            );
 
-        let bare = w.h.call(spec("c2", "demo::other", json!({}))).await;
-        assert_eq!(bare.deny_reason(), Some("denied by hook"));
+            let bare = w.h.call(spec("c2", "demo::other", json!({}))).await;
+            assert_eq!(bare.deny_reason(), Some("denied by hook"));
 
-        assert_eq!(w.t.runs("demo::echo") + w.t.runs("demo::other"), 0);
-        assert_eq!(
-            w.t.runs("t::later"),
-            0,
-            "neither later pre hooks nor post hooks ran"
-        );
-    })
+            assert_eq!(w.t.runs("demo::echo") + w.t.runs("demo::other"), 0);
+            assert_eq!(
+                w.t.runs("t::later"),
+                0,
+                "neither later pre hooks nor post hooks ran"
+            );
+        },
+    )
     .await;
 }
 
 #[tokio::test]
 async fn hold_parks_the_call_and_execute_runs_the_rest_once() {
-    bounded(async {
-        let Some(w) = world(
+    on_each_engine("hold_parks_the_call_and_execute_runs_the_rest_once", |engine| async move {
+        let w = world(
+ engine,
             HarnessOptions::default(),
             vec![
                 ("t::first", reply(Value::Null)),
@@ -387,10 +344,7 @@ async fn hold_parks_the_call_and_execute_runs_the_rest_once() {
                 ("t::post", reply(Value::Null)),
             ],
         )
-        .await
-        else {
-            return;
-        };
+        .await;
         hook(&w.h, &w.t, PRE, "t::first", json!({"priority": -1})).await;
         hook(&w.h, &w.t, PRE, "t::hold", json!({"priority": 0})).await;
         hook(&w.h, &w.t, PRE, "t::after", json!({"priority": 1})).await;
@@ -438,10 +392,8 @@ async fn hold_parks_the_call_and_execute_runs_the_rest_once() {
 
 #[tokio::test]
 async fn deliver_appends_under_the_deterministic_entry_id() {
-    bounded(async {
-        let Some(w) = world(HarnessOptions::default(), vec![("t::hold", reply(json!({"decision": "hold"})))]).await else {
-            return;
-        };
+    on_each_engine("deliver_appends_under_the_deterministic_entry_id", |engine| async move {
+        let w = world(engine, HarnessOptions::default(), vec![("t::hold", reply(json!({"decision": "hold"})))]).await;
         hook(&w.h, &w.t, PRE, "t::hold", json!({})).await;
         assert!(w.h.call(spec("c9", "demo::echo", json!({}))).await.is_held());
         let content = json!([{"type": "text", "text": "Rejected by operator."}]);
@@ -477,10 +429,8 @@ async fn deliver_appends_under_the_deterministic_entry_id() {
 
 #[tokio::test]
 async fn resolve_needs_a_held_call_of_that_turn_and_resumes_the_turn_last() {
-    bounded(async {
-        let Some(w) = world(HarnessOptions::default(), vec![("t::hold", reply(json!({"decision": "hold"})))]).await else {
-            return;
-        };
+    on_each_engine("resolve_needs_a_held_call_of_that_turn_and_resumes_the_turn_last", |engine| async move {
+        let w = world(engine, HarnessOptions::default(), vec![("t::hold", reply(json!({"decision": "hold"})))]).await;
         hook(&w.h, &w.t, PRE, "t::hold", json!({})).await;
         assert!(w.h.call(spec("c1", "demo::echo", json!({}))).await.is_held());
         assert!(w.h.call(spec("c2", "demo::echo", json!({}))).await.is_held());
@@ -503,11 +453,9 @@ async fn resolve_needs_a_held_call_of_that_turn_and_resumes_the_turn_last() {
 
 #[tokio::test]
 async fn a_post_trigger_hold_reruns_the_target_on_execute() {
-    bounded(async {
+    on_each_engine("a_post_trigger_hold_reruns_the_target_on_execute", |engine| async move {
         let watch = Script::boxed(vec![json!({"decision": "hold"})], json!({"decision": "continue"}));
-        let Some(w) = world(HarnessOptions::default(), vec![("t::watch", watch)]).await else {
-            return;
-        };
+        let w = world(engine, HarnessOptions::default(), vec![("t::watch", watch)]).await;
         hook(&w.h, &w.t, POST, "t::watch", json!({"functions": ["shell::*"], "timeout_ms": 5000, "on_error": "fail_open"})).await;
         let tail = r#" grant_hint={"v":1,"dir":"/data","path":"/data/x","code":"S215"}"#;
         let message = format!("path escapes the fs jail roots [/w/s1]: /data/x{tail}");
@@ -545,11 +493,9 @@ async fn a_post_trigger_hold_reruns_the_target_on_execute() {
 
 #[tokio::test]
 async fn a_held_again_call_leaves_the_turn_waiting() {
-    bounded(async {
+    on_each_engine("a_held_again_call_leaves_the_turn_waiting", |engine| async move {
         let watch = Script::boxed(vec![], json!({"decision": "hold"}));
-        let Some(w) = world(HarnessOptions::default(), vec![("t::watch", watch)]).await else {
-            return;
-        };
+        let w = world(engine, HarnessOptions::default(), vec![("t::watch", watch)]).await;
         hook(&w.h, &w.t, POST, "t::watch", json!({})).await;
         assert!(w.h.call(spec("c1", "demo::echo", json!({}))).await.is_held());
         let reply = call(
@@ -568,14 +514,12 @@ async fn a_held_again_call_leaves_the_turn_waiting() {
 
 #[tokio::test]
 async fn after_reply_timing_answers_before_running() {
-    bounded(async {
+    on_each_engine("after_reply_timing_answers_before_running", |engine| async move {
         let options = HarnessOptions {
             resolve_timing: ResolveTiming::AfterReply,
             ..HarnessOptions::default()
         };
-        let Some(w) = world(options, vec![("t::hold", Script::boxed(vec![json!({"decision": "hold"})], Value::Null))]).await else {
-            return;
-        };
+        let w = world(engine, options, vec![("t::hold", Script::boxed(vec![json!({"decision": "hold"})], Value::Null))]).await;
         hook(&w.h, &w.t, PRE, "t::hold", json!({})).await;
         w.t.set_delay("demo::echo", Duration::from_millis(500));
         assert!(w.h.call(spec("c1", "demo::echo", json!({}))).await.is_held());
@@ -596,246 +540,253 @@ async fn after_reply_timing_answers_before_running() {
 
 #[tokio::test]
 async fn a_failing_hook_denies_when_fail_closed_and_is_skipped_when_fail_open() {
-    bounded(async {
-        let Some(w) = world(
-            HarnessOptions::default(),
-            vec![
-                ("t::broken", reply(Value::Null)),
-                ("t::odd", reply(json!({"decision": "allow"}))),
-                ("demo::closed", echo()),
-                ("demo::open", echo()),
-            ],
-        )
-        .await
-        else {
-            return;
-        };
-        w.t.fail("t::broken", "boom", "hook exploded");
-        hook(
-            &w.h,
-            &w.t,
-            PRE,
-            "t::broken",
-            json!({"functions": ["demo::closed"]}),
-        )
-        .await;
-        bind(
-            w.t.client(),
-            PRE,
-            "t::broken",
-            json!({"functions": ["demo::open"], "on_error": "fail_open"}),
-        );
-        bind(
-            w.t.client(),
-            POST,
-            "t::broken",
-            json!({"functions": ["demo::open"]}),
-        );
-        hook(
-            &w.h,
-            &w.t,
-            PRE,
-            "t::odd",
-            json!({"functions": ["demo::echo"]}),
-        )
-        .await;
-        assert!(
-            w.h.wait_until(WAIT, |h| h.bindings(PRE).len() == 3
-                && h.bindings(POST).len() == 1)
-                .await
-        );
+    on_each_engine(
+        "a_failing_hook_denies_when_fail_closed_and_is_skipped_when_fail_open",
+        |engine| async move {
+            let w = world(
+                engine,
+                HarnessOptions::default(),
+                vec![
+                    ("t::broken", reply(Value::Null)),
+                    ("t::odd", reply(json!({"decision": "allow"}))),
+                    ("demo::closed", echo()),
+                    ("demo::open", echo()),
+                ],
+            )
+            .await;
+            w.t.fail("t::broken", "boom", "hook exploded");
+            hook(
+                &w.h,
+                &w.t,
+                PRE,
+                "t::broken",
+                json!({"functions": ["demo::closed"]}),
+            )
+            .await;
+            bind(
+                w.t.client(),
+                PRE,
+                "t::broken",
+                json!({"functions": ["demo::open"], "on_error": "fail_open"}),
+            );
+            bind(
+                w.t.client(),
+                POST,
+                "t::broken",
+                json!({"functions": ["demo::open"]}),
+            );
+            hook(
+                &w.h,
+                &w.t,
+                PRE,
+                "t::odd",
+                json!({"functions": ["demo::echo"]}),
+            )
+            .await;
+            assert!(
+                w.h.wait_until(WAIT, |h| h.bindings(PRE).len() == 3
+                    && h.bindings(POST).len() == 1)
+                    .await
+            );
 
-        let closed = w.h.call(spec("c1", "demo::closed", json!({}))).await;
-        let reason = closed.deny_reason().expect("fail_closed denies");
-        assert!(reason.starts_with("hook t::broken failed: "), "{reason}");
-        assert!(reason.contains("hook exploded"), "{reason}");
-        assert_eq!(w.t.runs("demo::closed"), 0);
+            let closed = w.h.call(spec("c1", "demo::closed", json!({}))).await;
+            let reason = closed.deny_reason().expect("fail_closed denies");
+            assert!(reason.starts_with("hook t::broken failed: "), "{reason}");
+            assert!(reason.contains("hook exploded"), "{reason}");
+            assert_eq!(w.t.runs("demo::closed"), 0);
 
-        let open = w.h.call(spec("c2", "demo::open", json!({}))).await;
-        assert!(
-            matches!(open, CallState::Completed { .. }),
-            "pre fail_open and post default skip: {open:?}"
-        );
-        assert_eq!(w.t.runs("demo::open"), 1);
+            let open = w.h.call(spec("c2", "demo::open", json!({}))).await;
+            assert!(
+                matches!(open, CallState::Completed { .. }),
+                "pre fail_open and post default skip: {open:?}"
+            );
+            assert_eq!(w.t.runs("demo::open"), 1);
 
-        let odd = w.h.call(spec("c3", "demo::echo", json!({}))).await;
-        let reason = odd
-            .deny_reason()
-            .expect("an unknown decision is a failed hook");
-        assert!(reason.starts_with("hook t::odd failed: "), "{reason}");
-    })
+            let odd = w.h.call(spec("c3", "demo::echo", json!({}))).await;
+            let reason = odd
+                .deny_reason()
+                .expect("an unknown decision is a failed hook");
+            assert!(reason.starts_with("hook t::odd failed: "), "{reason}");
+        },
+    )
     .await;
 }
 
 #[tokio::test]
 async fn a_hook_past_its_timeout_denies_when_fail_closed_and_is_skipped_when_fail_open() {
-    bounded(async {
-        let Some(w) = world(
-            HarnessOptions::default(),
-            vec![
-                ("t::slow", reply(json!({"decision": "hold"}))),
-                ("demo::closed", echo()),
-                ("demo::open", echo()),
-            ],
-        )
-        .await
-        else {
-            return;
-        };
-        w.t.set_delay("t::slow", Duration::from_millis(1500));
-        bind(
-            w.t.client(),
-            PRE,
-            "t::slow",
-            json!({"functions": ["demo::closed"], "timeout_ms": 200}),
-        );
-        bind(
-            w.t.client(),
-            PRE,
-            "t::slow",
-            json!({"functions": ["demo::open"], "timeout_ms": 200, "on_error": "fail_open"}),
-        );
-        assert!(w.h.wait_until(WAIT, |h| h.bindings(PRE).len() == 2).await);
+    on_each_engine(
+        "a_hook_past_its_timeout_denies_when_fail_closed_and_is_skipped_when_fail_open",
+        |engine| async move {
+            let w = world(
+                engine,
+                HarnessOptions::default(),
+                vec![
+                    ("t::slow", reply(json!({"decision": "hold"}))),
+                    ("demo::closed", echo()),
+                    ("demo::open", echo()),
+                ],
+            )
+            .await;
+            w.t.set_delay("t::slow", Duration::from_millis(1500));
+            bind(
+                w.t.client(),
+                PRE,
+                "t::slow",
+                json!({"functions": ["demo::closed"], "timeout_ms": 200}),
+            );
+            bind(
+                w.t.client(),
+                PRE,
+                "t::slow",
+                json!({"functions": ["demo::open"], "timeout_ms": 200, "on_error": "fail_open"}),
+            );
+            assert!(w.h.wait_until(WAIT, |h| h.bindings(PRE).len() == 2).await);
 
-        let started = std::time::Instant::now();
-        let closed = w.h.call(spec("c1", "demo::closed", json!({}))).await;
-        assert_eq!(closed.deny_reason(), Some("hook t::slow timed out"));
-        assert!(
-            started.elapsed() < Duration::from_millis(1400),
-            "the binding's timeout applied"
-        );
+            let started = std::time::Instant::now();
+            let closed = w.h.call(spec("c1", "demo::closed", json!({}))).await;
+            assert_eq!(closed.deny_reason(), Some("hook t::slow timed out"));
+            assert!(
+                started.elapsed() < Duration::from_millis(1400),
+                "the binding's timeout applied"
+            );
 
-        let open = w.h.call(spec("c2", "demo::open", json!({}))).await;
-        assert!(matches!(open, CallState::Completed { .. }), "{open:?}");
-        assert_eq!(w.t.runs("demo::open"), 1);
-    })
+            let open = w.h.call(spec("c2", "demo::open", json!({}))).await;
+            assert!(matches!(open, CallState::Completed { .. }), "{open:?}");
+            assert_eq!(w.t.runs("demo::open"), 1);
+        },
+    )
     .await;
 }
 
 #[tokio::test]
 async fn a_dispatch_policy_denial_reaches_post_trigger_with_a_string_error() {
-    bounded(async {
-        let Some(w) = world(
-            HarnessOptions::default(),
-            vec![("t::post", reply(Value::Null))],
-        )
-        .await
-        else {
-            return;
-        };
-        hook(&w.h, &w.t, POST, "t::post", json!({})).await;
-        w.h.deny_dispatch("demo::echo");
-        let state = w.h.call(spec("c1", "demo::echo", json!({}))).await;
-        let result = state.result().expect("a result").clone();
-        assert_eq!(result["is_error"], true);
-        assert_eq!(result["details"]["error"], "policy_denied");
-        assert_eq!(
-            w.h.hook_calls()[0].input["result"]["details"]["error"],
-            "policy_denied"
-        );
-        assert_eq!(w.t.runs("demo::echo"), 0);
-    })
+    on_each_engine(
+        "a_dispatch_policy_denial_reaches_post_trigger_with_a_string_error",
+        |engine| async move {
+            let w = world(
+                engine,
+                HarnessOptions::default(),
+                vec![("t::post", reply(Value::Null))],
+            )
+            .await;
+            hook(&w.h, &w.t, POST, "t::post", json!({})).await;
+            w.h.deny_dispatch("demo::echo");
+            let state = w.h.call(spec("c1", "demo::echo", json!({}))).await;
+            let result = state.result().expect("a result").clone();
+            assert_eq!(result["is_error"], true);
+            assert_eq!(result["details"]["error"], "policy_denied");
+            assert_eq!(
+                w.h.hook_calls()[0].input["result"]["details"]["error"],
+                "policy_denied"
+            );
+            assert_eq!(w.t.runs("demo::echo"), 0);
+        },
+    )
     .await;
 }
 
 #[tokio::test]
 async fn newer_builds_prefix_target_errors_with_the_function_id() {
-    bounded(async {
-        let options = HarnessOptions {
-            prefix_target_errors: true,
-            ..HarnessOptions::default()
-        };
-        let Some(w) = world(options, vec![]).await else {
-            return;
-        };
-        w.t.fail("shell::run", "S220", "outside the session directory");
-        let state = w.h.call(spec("c1", "shell::run", json!({}))).await;
-        let result = state.result().unwrap();
-        assert_eq!(
-            result["details"]["error"]["message"],
-            "shell::run: outside the session directory"
-        );
-        assert_eq!(result["details"]["error"]["code"], "S220");
-    })
+    on_each_engine(
+        "newer_builds_prefix_target_errors_with_the_function_id",
+        |engine| async move {
+            let options = HarnessOptions {
+                prefix_target_errors: true,
+                ..HarnessOptions::default()
+            };
+            let w = world(engine, options, vec![]).await;
+            w.t.fail("shell::run", "S220", "outside the session directory");
+            let state = w.h.call(spec("c1", "shell::run", json!({}))).await;
+            let result = state.result().unwrap();
+            assert_eq!(
+                result["details"]["error"]["message"],
+                "shell::run: outside the session directory"
+            );
+            assert_eq!(result["details"]["error"]["code"], "S220");
+        },
+    )
     .await;
 }
 
 #[tokio::test]
 async fn workspace_grants_are_sorted_and_deduplicated() {
-    bounded(async {
-        let Some(w) = world(HarnessOptions::default(), vec![]).await else {
-            return;
-        };
-        let c = w.t.client();
-        for root in ["/b", "/a", "/b"] {
-            call(
+    on_each_engine(
+        "workspace_grants_are_sorted_and_deduplicated",
+        |engine| async move {
+            let w = world(engine, HarnessOptions::default(), vec![]).await;
+            let c = w.t.client();
+            for root in ["/b", "/a", "/b"] {
+                call(
+                    c,
+                    "harness::workspace::grant",
+                    json!({"session_id": "s1", "root": root}),
+                )
+                .await
+                .unwrap();
+            }
+            let grants = call(c, "harness::workspace::grants", json!({"session_id": "s1"}))
+                .await
+                .unwrap();
+            assert_eq!(grants, json!({"session_id": "s1", "roots": ["/a", "/b"]}));
+            let revoked = call(
                 c,
-                "harness::workspace::grant",
-                json!({"session_id": "s1", "root": root}),
+                "harness::workspace::revoke",
+                json!({"session_id": "s1", "root": "/a"}),
             )
             .await
             .unwrap();
-        }
-        let grants = call(c, "harness::workspace::grants", json!({"session_id": "s1"}))
-            .await
-            .unwrap();
-        assert_eq!(grants, json!({"session_id": "s1", "roots": ["/a", "/b"]}));
-        let revoked = call(
-            c,
-            "harness::workspace::revoke",
-            json!({"session_id": "s1", "root": "/a"}),
-        )
-        .await
-        .unwrap();
-        assert_eq!(revoked, json!({"session_id": "s1", "roots": ["/b"]}));
-        let other = call(c, "harness::workspace::grants", json!({"session_id": "s2"}))
-            .await
-            .unwrap();
-        assert_eq!(other, json!({"session_id": "s2", "roots": []}));
+            assert_eq!(revoked, json!({"session_id": "s1", "roots": ["/b"]}));
+            let other = call(c, "harness::workspace::grants", json!({"session_id": "s2"}))
+                .await
+                .unwrap();
+            assert_eq!(other, json!({"session_id": "s2", "roots": []}));
 
-        w.h.call(spec("c1", "demo::echo", json!({}))).await;
-        assert_eq!(
-            w.h.runs_of("demo::echo")[0].metadata["granted_roots"],
-            json!(["/b"])
-        );
-    })
+            w.h.call(spec("c1", "demo::echo", json!({}))).await;
+            assert_eq!(
+                w.h.runs_of("demo::echo")[0].metadata["granted_roots"],
+                json!(["/b"])
+            );
+        },
+    )
     .await;
 }
 
 #[tokio::test]
 async fn an_older_harness_has_no_workspace_grants() {
-    bounded(async {
-        let options = HarnessOptions {
-            workspace_grants: false,
-            ..HarnessOptions::default()
-        };
-        let Some(w) = world(options, vec![]).await else {
-            return;
-        };
-        let err = call(
-            w.t.client(),
-            "harness::workspace::grants",
-            json!({"session_id": "s1"}),
-        )
-        .await
-        .expect_err("no workspace plane");
-        assert_eq!(code(&err), "function_not_found");
-        let resolve = call(
-            w.t.client(),
-            "harness::function::resolve",
-            json!({"session_id": "s1", "turn_id": "t1", "function_call_id": "c1"}),
-        )
-        .await
-        .expect("resolve still served");
-        assert_eq!(resolve["resolved"], false);
-    })
+    on_each_engine(
+        "an_older_harness_has_no_workspace_grants",
+        |engine| async move {
+            let options = HarnessOptions {
+                workspace_grants: false,
+                ..HarnessOptions::default()
+            };
+            let w = world(engine, options, vec![]).await;
+            let err = call(
+                w.t.client(),
+                "harness::workspace::grants",
+                json!({"session_id": "s1"}),
+            )
+            .await
+            .expect_err("no workspace plane");
+            assert_eq!(code(&err), "function_not_found");
+            let resolve = call(
+                w.t.client(),
+                "harness::function::resolve",
+                json!({"session_id": "s1", "turn_id": "t1", "function_call_id": "c1"}),
+            )
+            .await
+            .expect("resolve still served");
+            assert_eq!(resolve["resolved"], false);
+        },
+    )
     .await;
 }
 
 #[tokio::test]
 async fn turn_completed_reaches_bindings_whose_filter_matches() {
-    bounded(async {
-        let Some(w) = world(
+    on_each_engine("turn_completed_reaches_bindings_whose_filter_matches", |engine| async move {
+        let w = world(
+ engine,
             HarnessOptions::default(),
             vec![
                 ("t::all", reply(json!({"ok": true}))),
@@ -844,10 +795,7 @@ async fn turn_completed_reaches_bindings_whose_filter_matches() {
                 ("t::hold", reply(json!({"decision": "hold"}))),
             ],
         )
-        .await
-        else {
-            return;
-        };
+        .await;
         let tc = "harness::turn-completed";
         hook(&w.h, &w.t, tc, "t::all", json!({})).await;
         hook(&w.h, &w.t, tc, "t::s1", json!({"session_id": "s1"})).await;
@@ -892,60 +840,60 @@ async fn turn_completed_reaches_bindings_whose_filter_matches() {
 
 #[tokio::test]
 async fn session_get_serves_the_map_and_session_deleted_reaches_every_binding() {
-    bounded(async {
-        let Some(engine) = support::engine().await else {
-            return;
-        };
-        let s = SessionDouble::start(&engine.url).await;
-        let t = TargetWorker::start(&engine.url, &["t::deleted", "t::also"]).await;
-        let meta = json!({"title": "Fix the build", "metadata": {"team": "infra"}});
-        s.put("s1", meta.clone());
+    on_each_engine(
+        "session_get_serves_the_map_and_session_deleted_reaches_every_binding",
+        |engine| async move {
+            let s = SessionDouble::start(&engine.url()).await;
+            let t = TargetWorker::start(&engine.url(), &["t::deleted", "t::also"]).await;
+            let meta = json!({"title": "Fix the build", "metadata": {"team": "infra"}});
+            s.put("s1", meta.clone());
 
-        let got = call(t.client(), "session::get", json!({"session_id": "s1"}))
-            .await
-            .unwrap();
-        assert_eq!(got, json!({"session_id": "s1", "meta": meta}));
-        let unknown = call(t.client(), "session::get", json!({"session_id": "nope"}))
-            .await
-            .expect_err("unknown session");
-        assert_eq!(code(&unknown), "session_not_found");
-        s.put_response("bare", json!({"session_id": "bare"}));
-        let bare = call(t.client(), "session::get", json!({"session_id": "bare"}))
-            .await
-            .unwrap();
-        assert!(bare.get("meta").is_none());
+            let got = call(t.client(), "session::get", json!({"session_id": "s1"}))
+                .await
+                .unwrap();
+            assert_eq!(got, json!({"session_id": "s1", "meta": meta}));
+            let unknown = call(t.client(), "session::get", json!({"session_id": "nope"}))
+                .await
+                .expect_err("unknown session");
+            assert_eq!(code(&unknown), "session_not_found");
+            s.put_response("bare", json!({"session_id": "bare"}));
+            let bare = call(t.client(), "session::get", json!({"session_id": "bare"}))
+                .await
+                .unwrap();
+            assert!(bare.get("meta").is_none());
 
-        s.set_delay(Duration::from_millis(400));
-        let started = std::time::Instant::now();
-        call(t.client(), "session::get", json!({"session_id": "s1"}))
-            .await
-            .unwrap();
-        assert!(started.elapsed() >= Duration::from_millis(400));
-        assert_eq!(s.get_calls(), 4);
-        s.set_delay(Duration::ZERO);
+            s.set_delay(Duration::from_millis(400));
+            let started = std::time::Instant::now();
+            call(t.client(), "session::get", json!({"session_id": "s1"}))
+                .await
+                .unwrap();
+            assert!(started.elapsed() >= Duration::from_millis(400));
+            assert_eq!(s.get_calls(), 4);
+            s.set_delay(Duration::ZERO);
 
-        bind(t.client(), "session::deleted", "t::deleted", json!({}));
-        bind(
-            t.client(),
-            "session::deleted",
-            "t::also",
-            json!({"anything": true}),
-        );
-        assert!(
-            s.wait_for_binding("t::deleted", WAIT).await
-                && s.wait_for_binding("t::also", WAIT).await
-        );
-        assert_eq!(s.delete("s1").await, 2);
-        let deadline = tokio::time::Instant::now() + WAIT;
-        while (t.runs("t::deleted") == 0 || t.runs("t::also") == 0)
-            && tokio::time::Instant::now() < deadline
-        {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert_eq!(t.payloads("t::deleted")[0]["session_id"], "s1");
-        assert_eq!(t.runs("t::also"), 1);
-        let gone = call(t.client(), "session::get", json!({"session_id": "s1"})).await;
-        assert!(gone.is_err(), "a deleted session is unknown");
-    })
+            bind(t.client(), "session::deleted", "t::deleted", json!({}));
+            bind(
+                t.client(),
+                "session::deleted",
+                "t::also",
+                json!({"anything": true}),
+            );
+            assert!(
+                s.wait_for_binding("t::deleted", WAIT).await
+                    && s.wait_for_binding("t::also", WAIT).await
+            );
+            assert_eq!(s.delete("s1").await, 2);
+            let deadline = tokio::time::Instant::now() + WAIT;
+            while (t.runs("t::deleted") == 0 || t.runs("t::also") == 0)
+                && tokio::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert_eq!(t.payloads("t::deleted")[0]["session_id"], "s1");
+            assert_eq!(t.runs("t::also"), 1);
+            let gone = call(t.client(), "session::get", json!({"session_id": "s1"})).await;
+            assert!(gone.is_err(), "a deleted session is unknown");
+        },
+    )
     .await;
 }

@@ -51,11 +51,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A running session-manager double. Cheap to clone.
+/// A running session-manager double. Cheap to clone; disconnects when the
+/// last clone drops.
 #[derive(Clone)]
 pub struct SessionDouble {
     iii: IIIClient,
     core: Arc<Core>,
+    _closer: Arc<peer::Closer>,
 }
 
 struct DeletedType {
@@ -114,8 +116,13 @@ impl SessionDouble {
             })
             .description("Read a session: its meta (title, description, metadata)"),
         );
+        let closer = Arc::new(peer::Closer(iii.clone()));
         peer::wait_live(&iii, &[SESSION_GET], &[SESSION_DELETED]).await;
-        SessionDouble { iii, core }
+        SessionDouble {
+            iii,
+            core,
+            _closer: closer,
+        }
     }
 
     pub async fn shutdown(&self) {

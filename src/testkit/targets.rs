@@ -93,11 +93,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A running target worker. Cheap to clone.
+/// A running target worker. Cheap to clone; disconnects when the last
+/// clone drops.
 #[derive(Clone)]
 pub struct TargetWorker {
     iii: IIIClient,
     core: Arc<Core>,
+    _closer: Arc<peer::Closer>,
 }
 
 impl TargetWorker {
@@ -112,8 +114,10 @@ impl TargetWorker {
 
     /// Registers each `(id, behaviour)` and returns once all are live.
     pub async fn start_with(url: &str, targets: Vec<(String, Arc<dyn Behaviour>)>) -> TargetWorker {
+        let iii = peer::connect(url, WORKER_NAME);
         let worker = TargetWorker {
-            iii: peer::connect(url, WORKER_NAME),
+            _closer: Arc::new(peer::Closer(iii.clone())),
+            iii,
             core: Arc::new(Core::default()),
         };
         let ids: Vec<String> = targets.iter().map(|(id, _)| id.clone()).collect();

@@ -152,10 +152,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A running harness double. Cheap to clone; all clones share one worker.
+/// A running harness double. Cheap to clone; all clones share one worker,
+/// which disconnects when the last clone drops.
 #[derive(Clone)]
 pub struct HarnessDouble {
     core: Arc<Core>,
+    _closer: Arc<peer::Closer>,
 }
 
 impl HarnessDouble {
@@ -194,8 +196,12 @@ impl HarnessDouble {
             functions.extend([WORKSPACE_GRANT, WORKSPACE_GRANTS, WORKSPACE_REVOKE]);
         }
         let types: Vec<&str> = TRIGGER_TYPES.iter().map(|(t, _)| *t).collect();
+        let closer = Arc::new(peer::Closer(iii.clone()));
         peer::wait_live(&iii, &functions, &types).await;
-        HarnessDouble { core }
+        HarnessDouble {
+            core,
+            _closer: closer,
+        }
     }
 
     /// Disconnects; the engine drops the bindings made on this connection's

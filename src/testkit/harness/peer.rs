@@ -156,3 +156,16 @@ pub async fn shutdown(iii: &IIIClient) {
     let iii = iii.clone();
     let _ = tokio::task::spawn_blocking(move || iii.shutdown()).await;
 }
+
+/// Disconnects a double when its last handle drops, so a double a test
+/// forgot to shut down does not reconnect into a later test's engine on the
+/// same port. Only signals (never joins the SDK thread): safe anywhere,
+/// including on that thread.
+pub struct Closer(pub IIIClient);
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        use futures_util::FutureExt;
+        let _ = self.0.shutdown_async().now_or_never();
+    }
+}
