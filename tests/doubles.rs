@@ -174,6 +174,17 @@ async fn a_binding_with_an_unknown_key_is_rejected() {
             assert_eq!(bound, vec!["t::good"]);
             w.h.call(spec("c1", "demo::echo", json!({}))).await;
             assert_eq!(hooks_called(&w.h, HookPoint::PreTrigger), vec!["t::good"]);
+
+            // The synchronous (durable) form hands the rejection to the binder.
+            let durable = call(
+                w.t.client(),
+                "engine::register_trigger",
+                json!({"trigger_type": POST, "function_id": "t::bad", "config": {"functions": ["*"], "retries": 1}}),
+            )
+            .await;
+            let err = durable.expect_err("the harness rejects the binding");
+            assert!(format!("{err}").contains("invalid binding config"), "{err}");
+            assert!(w.h.bindings(POST).is_empty());
         },
     )
     .await;
