@@ -10,10 +10,10 @@
 //! * the shell — [`functions`] (one file per `approval::*` function),
 //!   [`triggers`], [`boot`], [`client`] — talks to the engine.
 
-pub mod pending;
 pub mod policy;
 pub mod redact;
 pub mod settings;
+pub mod pending;
 pub mod time;
 
 #[cfg(feature = "testkit")]
