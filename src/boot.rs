@@ -242,7 +242,9 @@ async fn load_pending(worker: &Worker) -> Result<usize, BootError> {
             }
         }
     }
-    Err(BootError::State(last.map(|e| e.to_string()).unwrap_or_default()))
+    Err(BootError::State(
+        last.map(|e| e.to_string()).unwrap_or_default(),
+    ))
 }
 
 /// Makes sure exactly one durable binding of the gate exists with the
@@ -256,7 +258,11 @@ pub async fn ensure_gate_binding(sibling: &Sibling) -> Result<String, CallError>
         if !is_gate {
             continue;
         }
-        let id = trigger.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+        let id = trigger
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         if keep.is_none() && trigger.get("config") == Some(&desired) {
             keep = Some(id);
         } else if !id.is_empty() {
@@ -266,7 +272,11 @@ pub async fn ensure_gate_binding(sibling: &Sibling) -> Result<String, CallError>
     }
     match keep {
         Some(id) => Ok(id),
-        None => sibling.register_durable_trigger(PRE_TRIGGER, GATE_FUNCTION, &desired).await,
+        None => {
+            sibling
+                .register_durable_trigger(PRE_TRIGGER, GATE_FUNCTION, &desired)
+                .await
+        }
     }
 }
 
@@ -277,13 +287,16 @@ async fn rebind_on_reconnect(worker: Arc<Worker>) {
     let mut was_connected = true;
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let connected = worker.sibling.iii().get_connection_state() == IIIConnectionState::Connected;
+        let connected =
+            worker.sibling.iii().get_connection_state() == IIIConnectionState::Connected;
         if connected && !was_connected {
             // Give the replay a moment, then check.
             tokio::time::sleep(Duration::from_millis(500)).await;
             match ensure_gate_binding(&worker.sibling).await {
                 Ok(id) => tracing::info!(id, "reconnected; durable gate binding checked"),
-                Err(err) => tracing::warn!(error = %err, "reconnected; durable gate binding not checked"),
+                Err(err) => {
+                    tracing::warn!(error = %err, "reconnected; durable gate binding not checked")
+                }
             }
         }
         if !connected && worker.sibling.iii().fatal_error().is_some() {
@@ -301,8 +314,16 @@ fn plain_bindings() -> Vec<(&'static str, &'static str, Value)> {
             "approval::grant-watch",
             json!({"functions": ["shell::*", "coder::*"], "timeout_ms": 5000, "on_error": "fail_open"}),
         ),
-        ("harness::turn-completed", "approval::on-turn-completed", json!({})),
-        ("session::deleted", "approval::on-session-deleted", json!({})),
+        (
+            "harness::turn-completed",
+            "approval::on-turn-completed",
+            json!({}),
+        ),
+        (
+            "session::deleted",
+            "approval::on-session-deleted",
+            json!({}),
+        ),
         (
             "configuration",
             "approval::on-config-change",
@@ -327,7 +348,9 @@ async fn bind_all(worker: &Arc<Worker>) -> Vec<String> {
     }
     match ensure_gate_binding(&worker.sibling).await {
         Ok(id) => tracing::debug!(id, "durable gate binding in place"),
-        Err(err) => tracing::error!(error = %err, "durable gate binding failed: calls are not gated until it is made"),
+        Err(err) => {
+            tracing::error!(error = %err, "durable gate binding failed: calls are not gated until it is made")
+        }
     }
     for (trigger_type, function_id, config) in plain_bindings() {
         if !present.iter().any(|t| t == trigger_type) {

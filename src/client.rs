@@ -349,17 +349,33 @@ fn kind_of(v: &Value) -> &'static str {
 
 impl Sibling {
     /// `harness::workspace::grant {session_id, root}` → `{session_id, roots}`.
-    pub async fn workspace_grant(&self, session_id: &str, root: &str) -> Result<Vec<String>, CallError> {
+    pub async fn workspace_grant(
+        &self,
+        session_id: &str,
+        root: &str,
+    ) -> Result<Vec<String>, CallError> {
         let out = self
-            .call("harness::workspace::grant", json!({"session_id": session_id, "root": root}), BUILTIN_TIMEOUT)
+            .call(
+                "harness::workspace::grant",
+                json!({"session_id": session_id, "root": root}),
+                BUILTIN_TIMEOUT,
+            )
             .await?;
         Ok(roots_of(&out))
     }
 
     /// `harness::workspace::grants {session_id}` → the session's durable roots.
-    pub async fn workspace_grants(&self, session_id: &str, budget: Duration) -> Result<Vec<String>, CallError> {
+    pub async fn workspace_grants(
+        &self,
+        session_id: &str,
+        budget: Duration,
+    ) -> Result<Vec<String>, CallError> {
         let out = self
-            .call("harness::workspace::grants", json!({"session_id": session_id}), budget)
+            .call(
+                "harness::workspace::grants",
+                json!({"session_id": session_id}),
+                budget,
+            )
             .await?;
         Ok(roots_of(&out))
     }
@@ -369,6 +385,11 @@ fn roots_of(reply: &Value) -> Vec<String> {
     reply
         .get("roots")
         .and_then(Value::as_array)
-        .map(|rs| rs.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|rs| {
+            rs.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }

@@ -210,7 +210,12 @@ impl Subscriptions {
         self.bindings.is_empty()
     }
 
-    fn targets(&self, trigger_type: &str, session_id: &str, metadata: Option<&Map<String, Value>>) -> Vec<Binding> {
+    fn targets(
+        &self,
+        trigger_type: &str,
+        session_id: &str,
+        metadata: Option<&Map<String, Value>>,
+    ) -> Vec<Binding> {
         self.bindings
             .iter()
             .filter(|b| b.trigger_type == trigger_type && b.filter.matches(session_id, metadata))
@@ -221,15 +226,34 @@ impl Subscriptions {
     /// Announces a new record, off the hot path: the caller's answer goes
     /// out first.
     pub fn emit_created(&self, sibling: &Sibling, record: &PendingRecord) {
-        let targets = self.targets(PENDING_CREATED, &record.session_id, record.session_metadata.as_ref());
-        let payload = PendingCreated { record: record.clone(), status: "pending".into() };
-        fan_out(sibling, targets, serde_json::to_value(payload).unwrap_or(Value::Null));
+        let targets = self.targets(
+            PENDING_CREATED,
+            &record.session_id,
+            record.session_metadata.as_ref(),
+        );
+        let payload = PendingCreated {
+            record: record.clone(),
+            status: "pending".into(),
+        };
+        fan_out(
+            sibling,
+            targets,
+            serde_json::to_value(payload).unwrap_or(Value::Null),
+        );
     }
 
     /// Announces a record that left the inbox.
     pub fn emit_resolved(&self, sibling: &Sibling, event: PendingResolved) {
-        let targets = self.targets(PENDING_RESOLVED, &event.session_id, event.session_metadata.as_ref());
-        fan_out(sibling, targets, serde_json::to_value(event).unwrap_or(Value::Null));
+        let targets = self.targets(
+            PENDING_RESOLVED,
+            &event.session_id,
+            event.session_metadata.as_ref(),
+        );
+        fan_out(
+            sibling,
+            targets,
+            serde_json::to_value(event).unwrap_or(Value::Null),
+        );
     }
 }
 
@@ -243,7 +267,12 @@ fn fan_out(sibling: &Sibling, targets: Vec<Binding>, payload: Value) {
         tokio::task::yield_now().await;
         for b in targets {
             if let Err(err) = sibling
-                .fire(&b.function_id, payload.clone(), b.namespace.as_deref(), b.metadata.as_ref())
+                .fire(
+                    &b.function_id,
+                    payload.clone(),
+                    b.namespace.as_deref(),
+                    b.metadata.as_ref(),
+                )
                 .await
             {
                 tracing::warn!(function_id = %b.function_id, error = %err, "notification not delivered");
@@ -259,9 +288,17 @@ mod tests {
 
     #[test]
     fn filter_parse() {
-        assert_eq!(BindingFilter::parse(&Value::Null).unwrap(), BindingFilter::default());
-        assert_eq!(BindingFilter::parse(&json!({})).unwrap(), BindingFilter::default());
-        assert!(BindingFilter::parse(&json!({"session": "x"})).unwrap_err().starts_with("invalid binding config"));
+        assert_eq!(
+            BindingFilter::parse(&Value::Null).unwrap(),
+            BindingFilter::default()
+        );
+        assert_eq!(
+            BindingFilter::parse(&json!({})).unwrap(),
+            BindingFilter::default()
+        );
+        assert!(BindingFilter::parse(&json!({"session": "x"}))
+            .unwrap_err()
+            .starts_with("invalid binding config"));
         assert!(BindingFilter::parse(&json!({"metadata": 3})).is_err());
     }
 

@@ -58,16 +58,25 @@ pub struct EvaluateResponse {
 }
 
 /// Evaluates a call without side effects.
-pub fn evaluate(worker: &Worker, request: &EvaluateRequest) -> Result<EvaluateResponse, ApprovalError> {
+pub fn evaluate(
+    worker: &Worker,
+    request: &EvaluateRequest,
+) -> Result<EvaluateResponse, ApprovalError> {
     validate_id("session_id", &request.session_id)?;
     validate_function_id(&request.function_id)?;
     let snapshot = worker.config.load();
     let cached = worker.settings.cached(&request.session_id);
-    let settings = cached.as_ref().map(|s| &s.compiled).unwrap_or(&snapshot.defaults);
+    let settings = cached
+        .as_ref()
+        .map(|s| &s.compiled)
+        .unwrap_or(&snapshot.defaults);
     let decision = decide(
         settings,
         &snapshot.rules,
-        &Call { function_id: &request.function_id, arguments: request.arguments.as_ref() },
+        &Call {
+            function_id: &request.function_id,
+            arguments: request.arguments.as_ref(),
+        },
     );
     Ok(EvaluateResponse {
         verdict: match decision.verdict {

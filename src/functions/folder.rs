@@ -35,7 +35,11 @@ pub async fn release(
     scope: Option<GrantScope>,
     reason: &Option<String>,
 ) -> Value {
-    let dir = record.grant_request.as_ref().map(|g| g.dir.clone()).unwrap_or_default();
+    let dir = record
+        .grant_request
+        .as_ref()
+        .map(|g| g.dir.clone())
+        .unwrap_or_default();
     match decision {
         ResolveDecision::Deny => {
             if let Err(err) = remember_denied(worker, &record.session_id, &dir).await {
@@ -51,7 +55,10 @@ pub async fn release(
         ResolveDecision::Allow => match scope.unwrap_or(GrantScope::Once) {
             GrantScope::Once => execute(record, Some(&dir)),
             GrantScope::Session | GrantScope::Always => {
-                let granted = worker.sibling.workspace_grant(&record.session_id, &dir).await;
+                let granted = worker
+                    .sibling
+                    .workspace_grant(&record.session_id, &dir)
+                    .await;
                 if matches!(scope, Some(GrantScope::Always)) {
                     if let Err(err) = persist_host_root(worker, &dir).await {
                         tracing::warn!(dir, error = %err, "shell fs.host_roots not updated");
@@ -70,19 +77,29 @@ pub async fn release(
 }
 
 /// Adds `dir` to the session's denied dirs (deduplicated).
-pub async fn remember_denied(worker: &Worker, session_id: &str, dir: &str) -> Result<(), crate::client::CallError> {
+pub async fn remember_denied(
+    worker: &Worker,
+    session_id: &str,
+    dir: &str,
+) -> Result<(), crate::client::CallError> {
     let _serial = worker.grant_lock.lock().await;
     let current = worker.sibling.state_get(DENIED_SCOPE, session_id).await?;
     let mut dirs: Vec<String> = serde_json::from_value(current).unwrap_or_default();
     if !dirs.iter().any(|d| d == dir) {
         dirs.push(dir.to_string());
     }
-    worker.sibling.state_set(DENIED_SCOPE, session_id, json!(dirs)).await?;
+    worker
+        .sibling
+        .state_set(DENIED_SCOPE, session_id, json!(dirs))
+        .await?;
     Ok(())
 }
 
 /// The dirs a session's user denied.
-pub async fn denied_dirs(worker: &Worker, session_id: &str) -> Result<Vec<String>, crate::client::CallError> {
+pub async fn denied_dirs(
+    worker: &Worker,
+    session_id: &str,
+) -> Result<Vec<String>, crate::client::CallError> {
     let current = worker.sibling.state_get(DENIED_SCOPE, session_id).await?;
     Ok(serde_json::from_value(current).unwrap_or_default())
 }
@@ -91,8 +108,16 @@ pub async fn denied_dirs(worker: &Worker, session_id: &str) -> Result<Vec<String
 /// duplicates). Pure.
 pub fn with_host_root(value: &Value, dir: &str) -> Value {
     let mut root = value.as_object().cloned().unwrap_or_default();
-    let mut fs = root.get("fs").and_then(Value::as_object).cloned().unwrap_or_else(Map::new);
-    let mut roots: Vec<Value> = fs.get("host_roots").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut fs = root
+        .get("fs")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_else(Map::new);
+    let mut roots: Vec<Value> = fs
+        .get("host_roots")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     if !roots.iter().any(|r| r.as_str() == Some(dir)) {
         roots.push(Value::String(dir.to_string()));
     }
@@ -104,10 +129,16 @@ pub fn with_host_root(value: &Value, dir: &str) -> Value {
 /// Best-effort, serialized read-merge-write of the shell's configuration.
 async fn persist_host_root(worker: &Worker, dir: &str) -> Result<(), crate::client::CallError> {
     let _serial = worker.shell_config_lock.lock().await;
-    let current = worker.sibling.configuration_get(SHELL_CONFIG_ID, true).await?;
+    let current = worker
+        .sibling
+        .configuration_get(SHELL_CONFIG_ID, true)
+        .await?;
     let next = with_host_root(&current, dir);
     if next != current {
-        worker.sibling.configuration_set(SHELL_CONFIG_ID, &next).await?;
+        worker
+            .sibling
+            .configuration_set(SHELL_CONFIG_ID, &next)
+            .await?;
     }
     Ok(())
 }
@@ -120,8 +151,14 @@ mod tests {
     fn host_roots_merge() {
         let v = with_host_root(&Value::Null, "/a");
         assert_eq!(v, json!({"fs": {"host_roots": ["/a"]}}));
-        let v = with_host_root(&json!({"x": 1, "fs": {"deny": ["/p"], "host_roots": ["/a"]}}), "/b");
-        assert_eq!(v, json!({"x": 1, "fs": {"deny": ["/p"], "host_roots": ["/a", "/b"]}}));
+        let v = with_host_root(
+            &json!({"x": 1, "fs": {"deny": ["/p"], "host_roots": ["/a"]}}),
+            "/b",
+        );
+        assert_eq!(
+            v,
+            json!({"x": 1, "fs": {"deny": ["/p"], "host_roots": ["/a", "/b"]}})
+        );
         let again = with_host_root(&v, "/b");
         assert_eq!(again, v);
     }

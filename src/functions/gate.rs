@@ -85,7 +85,9 @@ pub enum HookOutput {
 }
 
 fn deny(reason: impl Into<String>) -> HookOutput {
-    HookOutput::Deny { reason: reason.into() }
+    HookOutput::Deny {
+        reason: reason.into(),
+    }
 }
 
 /// Session context for a record: title, description, metadata.
@@ -130,7 +132,12 @@ pub fn context_of(reply: &Value) -> SessionContext {
 }
 
 /// Builds a record for a held call (arguments redacted once, here).
-pub fn build_record(input: &HookInput, call: &HookCall, kind: RecordKind, context: SessionContext) -> PendingRecord {
+pub fn build_record(
+    input: &HookInput,
+    call: &HookCall,
+    kind: RecordKind,
+    context: SessionContext,
+) -> PendingRecord {
     let empty = Value::Object(Map::new());
     PendingRecord {
         session_id: input.session_id.clone(),
@@ -155,7 +162,9 @@ pub async fn gate(worker: &Worker, input: Value) -> HookOutput {
         Ok(input) => input,
         Err(_) => {
             tracing::warn!("malformed pre_trigger hook input; denying");
-            return deny("approval-gate received a malformed pre_trigger hook input; the call is denied");
+            return deny(
+                "approval-gate received a malformed pre_trigger hook input; the call is denied",
+            );
         }
     };
     let Some(call) = input.call.as_ref() else {
@@ -164,12 +173,22 @@ pub async fn gate(worker: &Worker, input: Value) -> HookOutput {
     let snapshot = worker.config.load();
     let ids_ok = validate_id("session_id", &input.session_id).is_ok()
         && validate_id("function_call_id", &call.id).is_ok();
-    let cached = if ids_ok { worker.settings.cached(&input.session_id) } else { None };
-    let settings = cached.as_ref().map(|s| &s.compiled).unwrap_or(&snapshot.defaults);
+    let cached = if ids_ok {
+        worker.settings.cached(&input.session_id)
+    } else {
+        None
+    };
+    let settings = cached
+        .as_ref()
+        .map(|s| &s.compiled)
+        .unwrap_or(&snapshot.defaults);
     let decision = decide(
         settings,
         &snapshot.rules,
-        &Call { function_id: &call.function_id, arguments: call.arguments.as_ref() },
+        &Call {
+            function_id: &call.function_id,
+            arguments: call.arguments.as_ref(),
+        },
     );
     if !ids_ok && decision.rule_id() != Some(HUMAN_ONLY_RULE) {
         return deny(format!(
@@ -230,8 +249,13 @@ pub fn register(worker: &Arc<Worker>) {
             serde_json::to_value(out).map_err(|e| iii_sdk::Error::Serde(e.to_string()))
         }
     })
-    .description("Pre-trigger hook: decides continue, deny or hold for one function call. Harness only.")
+    .description(
+        "Pre-trigger hook: decides continue, deny or hold for one function call. Harness only.",
+    )
     .request_format(schema_of::<HookInput>())
     .response_format(schema_of::<HookOutput>());
-    worker.sibling.iii().register_function("approval::gate", registration);
+    worker
+        .sibling
+        .iii()
+        .register_function("approval::gate", registration);
 }

@@ -85,7 +85,11 @@ pub async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, StandDow
     if validate_id("session_id", &sid).is_err() || validate_id("function_call_id", &cid).is_err() {
         return Err(StandDown::NoCall);
     }
-    let grant = input.result.as_ref().and_then(recognise).ok_or(StandDown::NoHint)?;
+    let grant = input
+        .result
+        .as_ref()
+        .and_then(recognise)
+        .ok_or(StandDown::NoHint)?;
     let workspace = input
         .metadata
         .as_ref()
@@ -105,7 +109,9 @@ pub async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, StandDow
     if roots.iter().any(|r| contains(r, &grant.dir)) {
         return Err(StandDown::AlreadyGranted);
     }
-    let denied = super::folder::denied_dirs(worker, &sid).await.map_err(|_| StandDown::StateFailed)?;
+    let denied = super::folder::denied_dirs(worker, &sid)
+        .await
+        .map_err(|_| StandDown::StateFailed)?;
     if denied.iter().any(|d| contains(d, &grant.dir)) {
         return Err(StandDown::Denied);
     }
@@ -117,12 +123,23 @@ pub async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, StandDow
         }
     }
     let key = format!("{sid}/{cid}");
-    let stored = worker.sibling.state_get(ATTEMPTS_SCOPE, &key).await.map_err(|_| StandDown::StateFailed)?;
-    let count = serde_json::from_value::<Attempts>(stored).map(|a| a.count).unwrap_or(0);
+    let stored = worker
+        .sibling
+        .state_get(ATTEMPTS_SCOPE, &key)
+        .await
+        .map_err(|_| StandDown::StateFailed)?;
+    let count = serde_json::from_value::<Attempts>(stored)
+        .map(|a| a.count)
+        .unwrap_or(0);
     if count >= worker.config.load().config.grant_reask_limit {
         return Err(StandDown::ReaskLimit);
     }
-    let bumped = Attempts { session_id: sid.clone(), function_call_id: cid.clone(), turn_id: input.turn_id.clone(), count: count + 1 };
+    let bumped = Attempts {
+        session_id: sid.clone(),
+        function_call_id: cid.clone(),
+        turn_id: input.turn_id.clone(),
+        count: count + 1,
+    };
     worker
         .sibling
         .state_set(ATTEMPTS_SCOPE, &key, json!(bumped))
@@ -148,12 +165,19 @@ pub async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, StandDow
 
 /// Drops the attempt counters of a turn (optionally only of one session).
 pub async fn forget_turn(worker: &Worker, turn_id: &str, session_id: Option<&str>) {
-    forget_attempts(worker, |a| a.turn_id == turn_id && session_id.is_none_or(|s| s == a.session_id)).await;
+    forget_attempts(worker, |a| {
+        a.turn_id == turn_id && session_id.is_none_or(|s| s == a.session_id)
+    })
+    .await;
 }
 
 /// Drops a session's denied dirs and attempt counters.
 pub async fn forget_session(worker: &Worker, session_id: &str) {
-    if let Err(err) = worker.sibling.state_delete(super::folder::DENIED_SCOPE, session_id).await {
+    if let Err(err) = worker
+        .sibling
+        .state_delete(super::folder::DENIED_SCOPE, session_id)
+        .await
+    {
         tracing::warn!(session_id, error = %err, "denied dirs not cleared");
     }
     forget_attempts(worker, |a| a.session_id == session_id).await;
@@ -164,7 +188,10 @@ async fn forget_attempts(worker: &Worker, which: impl Fn(&Attempts) -> bool) {
         tracing::warn!("attempt counters not listed; left for the next event");
         return;
     };
-    for attempts in values.into_iter().filter_map(|v| serde_json::from_value::<Attempts>(v).ok()) {
+    for attempts in values
+        .into_iter()
+        .filter_map(|v| serde_json::from_value::<Attempts>(v).ok())
+    {
         if which(&attempts) {
             let key = format!("{}/{}", attempts.session_id, attempts.function_call_id);
             if let Err(err) = worker.sibling.state_delete(ATTEMPTS_SCOPE, &key).await {
@@ -196,5 +223,8 @@ pub fn register(worker: &Arc<Worker>) {
     .description("Post-trigger hook on shell::* / coder::*: turns a jail rejection with a grant hint into a folder-access hold. Harness only.")
     .request_format(schema_of::<HookInput>())
     .response_format(schema_of::<HookOutput>());
-    worker.sibling.iii().register_function("approval::grant-watch", registration);
+    worker
+        .sibling
+        .iii()
+        .register_function("approval::grant-watch", registration);
 }

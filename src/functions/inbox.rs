@@ -77,13 +77,19 @@ pub fn clamp_limit(limit: Option<i64>) -> usize {
 }
 
 /// Lists held calls.
-pub fn list_pending(worker: &Worker, request: &ListPendingRequest) -> Result<ListPendingResponse, ApprovalError> {
+pub fn list_pending(
+    worker: &Worker,
+    request: &ListPendingRequest,
+) -> Result<ListPendingResponse, ApprovalError> {
     if let Some(sid) = &request.session_id {
         validate_id("session_id", sid)?;
     }
     let after = match &request.cursor {
         None => None,
-        Some(c) => Some(cursor::decode(c).map_err(|_| ApprovalError::InvalidPayload("invalid cursor".into()))?),
+        Some(c) => Some(
+            cursor::decode(c)
+                .map_err(|_| ApprovalError::InvalidPayload("invalid cursor".into()))?,
+        ),
     };
     let page = worker.pending.list(&ListQuery {
         session_id: request.session_id.as_deref(),
@@ -114,7 +120,9 @@ pub fn register(worker: &Arc<Worker>) {
             validate_id("function_call_id", &r.function_call_id)?;
             Ok(w.pending
                 .get(&r.session_id, &r.function_call_id)
-                .map(|p| GetPendingResponse { pending: (*p).clone() }))
+                .map(|p| GetPendingResponse {
+                    pending: (*p).clone(),
+                }))
         },
     );
 }

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-
 use super::register_typed;
 use super::settings::Ack;
 use crate::error::validate_id;
@@ -44,12 +43,15 @@ async fn purge(worker: &Worker, keys: Vec<RecordKey>) -> usize {
             Ok(Some(record)) => {
                 purged += 1;
                 tracing::info!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, decision = "aborted", "held call purged");
-                worker
-                    .subscriptions
-                    .emit_resolved(&worker.sibling, PendingResolved::of(&record, Outcome::Aborted, None));
+                worker.subscriptions.emit_resolved(
+                    &worker.sibling,
+                    PendingResolved::of(&record, Outcome::Aborted, None),
+                );
             }
             Ok(None) => {}
-            Err(err) => tracing::warn!(session_id = %sid, function_call_id = %cid, error = %err, "purge failed; retried on the next event"),
+            Err(err) => {
+                tracing::warn!(session_id = %sid, function_call_id = %cid, error = %err, "purge failed; retried on the next event")
+            }
         }
     }
     purged
@@ -103,4 +105,3 @@ pub fn register(worker: &Arc<Worker>) {
         },
     );
 }
-

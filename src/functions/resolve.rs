@@ -76,11 +76,19 @@ pub struct ResolveResponse {
 pub const OPERATOR_REJECTED: &str = "Rejected by operator.";
 
 fn operator_reason(reason: &Option<String>) -> Option<String> {
-    reason.as_ref().map(|r| r.trim()).filter(|r| !r.is_empty()).map(str::to_string)
+    reason
+        .as_ref()
+        .map(|r| r.trim())
+        .filter(|r| !r.is_empty())
+        .map(str::to_string)
 }
 
 /// The harness payload that carries out a decision on a function record.
-pub fn function_release(record: &PendingRecord, decision: ResolveDecision, reason: &Option<String>) -> Value {
+pub fn function_release(
+    record: &PendingRecord,
+    decision: ResolveDecision,
+    reason: &Option<String>,
+) -> Value {
     match decision {
         ResolveDecision::Allow => json!({
             "session_id": record.session_id,
@@ -97,7 +105,11 @@ pub fn function_release(record: &PendingRecord, decision: ResolveDecision, reaso
 
 /// A `deliver` payload with a denial by the user.
 pub fn deliver_denial(record: &PendingRecord, text: String) -> Value {
-    let envelope = DenialEnvelope::by_user(&record.function_id, &text, Some(record.arguments_excerpt.clone()));
+    let envelope = DenialEnvelope::by_user(
+        &record.function_id,
+        &text,
+        Some(record.arguments_excerpt.clone()),
+    );
     json!({
         "session_id": record.session_id,
         "turn_id": record.turn_id,
@@ -110,25 +122,48 @@ pub fn deliver_denial(record: &PendingRecord, text: String) -> Value {
 }
 
 /// Resolves a held call.
-pub async fn resolve(worker: &Worker, request: ResolveRequest) -> Result<ResolveResponse, ApprovalError> {
+pub async fn resolve(
+    worker: &Worker,
+    request: ResolveRequest,
+) -> Result<ResolveResponse, ApprovalError> {
     validate_id("session_id", &request.session_id)?;
     validate_id("function_call_id", &request.function_call_id)?;
-    let (sid, cid) = (request.session_id.as_str(), request.function_call_id.as_str());
+    let (sid, cid) = (
+        request.session_id.as_str(),
+        request.function_call_id.as_str(),
+    );
     let Some(record) = worker.pending.get(sid, cid) else {
-        return Ok(ResolveResponse { resolved: false, turn_resumed: None });
+        return Ok(ResolveResponse {
+            resolved: false,
+            turn_resumed: None,
+        });
     };
     if !worker.pending.begin_resolve(&record) {
-        return Ok(ResolveResponse { resolved: false, turn_resumed: None });
+        return Ok(ResolveResponse {
+            resolved: false,
+            turn_resumed: None,
+        });
     }
     let payload = match record.kind {
         RecordKind::Function => {
             if request.grant_scope.is_some() {
-                tracing::info!(session_id = sid, function_call_id = cid, "grant_scope ignored: the record is not a folder-access prompt");
+                tracing::info!(
+                    session_id = sid,
+                    function_call_id = cid,
+                    "grant_scope ignored: the record is not a folder-access prompt"
+                );
             }
             function_release(&record, request.decision, &request.reason)
         }
         RecordKind::FolderAccess => {
-            super::folder::release(worker, &record, request.decision, request.grant_scope, &request.reason).await
+            super::folder::release(
+                worker,
+                &record,
+                request.decision,
+                request.grant_scope,
+                &request.reason,
+            )
+            .await
         }
     };
     let reply = match worker.sibling.harness_resolve(payload).await {
@@ -156,12 +191,16 @@ pub async fn resolve(worker: &Worker, request: ResolveRequest) -> Result<Resolve
             ResolveDecision::Deny => operator_reason(&request.reason),
             ResolveDecision::Allow => None,
         };
-        worker
-            .subscriptions
-            .emit_resolved(&worker.sibling, PendingResolved::of(&record, outcome, reason));
+        worker.subscriptions.emit_resolved(
+            &worker.sibling,
+            PendingResolved::of(&record, outcome, reason),
+        );
     }
     tracing::info!(session_id = sid, function_call_id = cid, function_id = %record.function_id, decision = ?request.decision, settled, "call resolved");
-    Ok(ResolveResponse { resolved: settled, turn_resumed })
+    Ok(ResolveResponse {
+        resolved: settled,
+        turn_resumed,
+    })
 }
 
 /// Registers `approval::resolve`.

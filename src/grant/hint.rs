@@ -61,15 +61,23 @@ pub fn find_hint(text: &str) -> Option<GrantHint> {
     if !is_clean_absolute(dir) {
         return None;
     }
-    let path = hint.get("path").and_then(Value::as_str).unwrap_or("").to_string();
-    Some(GrantHint { dir: dir.to_string(), path })
+    let path = hint
+        .get("path")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    Some(GrantHint {
+        dir: dir.to_string(),
+        path,
+    })
 }
 
 fn is_clean_absolute(dir: &str) -> bool {
     let p = Path::new(dir);
     !dir.is_empty()
         && p.is_absolute()
-        && p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+        && p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
 }
 
 /// The grant request of a post-trigger result, if it is a jail rejection with
@@ -80,7 +88,11 @@ pub fn recognise(result: &Value) -> Option<GrantRequest> {
         let first = result.get("content")?.as_array()?.first()?;
         find_hint(first.get("text")?.as_str()?)
     })?;
-    Some(GrantRequest { dir: hint.dir, offending_path: hint.path, error_code: code })
+    Some(GrantRequest {
+        dir: hint.dir,
+        offending_path: hint.path,
+        error_code: code,
+    })
 }
 
 /// Containment by path components: `/a/b` contains `/a/b` and `/a/b/c`, not `/a/bc`.
@@ -94,7 +106,10 @@ mod tests {
     use serde_json::json;
 
     fn tail(dir: &str, path: &str, code: &str) -> String {
-        format!(" grant_hint={}", json!({"v": 1, "dir": dir, "path": path, "code": code}))
+        format!(
+            " grant_hint={}",
+            json!({"v": 1, "dir": dir, "path": path, "code": code})
+        )
     }
 
     fn rejection(code: &str, message: &str) -> Value {
@@ -106,9 +121,19 @@ mod tests {
     #[test]
     fn every_jail_code_is_recognised() {
         for code in JAIL_CODES {
-            let msg = format!("path escapes the fs jail roots [/w]: /a/b/x{}", tail("/a/b", "/a/b/x", code));
+            let msg = format!(
+                "path escapes the fs jail roots [/w]: /a/b/x{}",
+                tail("/a/b", "/a/b/x", code)
+            );
             let g = recognise(&rejection(code, &msg)).unwrap();
-            assert_eq!(g, GrantRequest { dir: "/a/b".into(), offending_path: "/a/b/x".into(), error_code: code.to_string() });
+            assert_eq!(
+                g,
+                GrantRequest {
+                    dir: "/a/b".into(),
+                    offending_path: "/a/b/x".into(),
+                    error_code: code.to_string()
+                }
+            );
         }
     }
 
@@ -125,7 +150,10 @@ mod tests {
 
     #[test]
     fn generic_code_with_json_message() {
-        let inner = format!("path is outside the session directory /w and outside every allowed root: /d/x. …{}", tail("/d", "/d/x", "C215"));
+        let inner = format!(
+            "path is outside the session directory /w and outside every allowed root: /d/x. …{}",
+            tail("/d", "/d/x", "C215")
+        );
         let msg = json!({"code": "C215", "message": inner}).to_string();
         let g = recognise(&rejection("E000", &msg)).unwrap();
         assert_eq!(g.error_code, "C215");
@@ -134,7 +162,11 @@ mod tests {
 
     #[test]
     fn last_hint_wins_and_trailing_text_kills_it() {
-        let msg = format!("a{} b{}", tail("/one", "/one/x", "S215"), tail("/two", "/two/y", "S215"));
+        let msg = format!(
+            "a{} b{}",
+            tail("/one", "/one/x", "S215"),
+            tail("/two", "/two/y", "S215")
+        );
         assert_eq!(find_hint(&msg).unwrap().dir, "/two");
         let trailing = format!("x{} and more", tail("/a", "/a/x", "S215"));
         assert!(find_hint(&trailing).is_none());

@@ -82,7 +82,11 @@ impl PendingStore {
     }
 
     /// The lock serializing writes of one key.
-    pub async fn lock(&self, session_id: &str, function_call_id: &str) -> tokio::sync::MutexGuard<'_, ()> {
+    pub async fn lock(
+        &self,
+        session_id: &str,
+        function_call_id: &str,
+    ) -> tokio::sync::MutexGuard<'_, ()> {
         let mut h = DefaultHasher::new();
         (session_id, function_call_id).hash(&mut h);
         self.stripes[(h.finish() as usize) % STRIPES].lock().await
@@ -193,7 +197,11 @@ impl PendingStore {
     pub async fn finish_resolve(&self, record: &Arc<PendingRecord>) -> Result<bool, CallError> {
         let key = record.key();
         let _lock = self.lock(&key.0, &key.1).await;
-        let superseded = self.resolving.get(&key).map(|r| r.superseded).unwrap_or(false);
+        let superseded = self
+            .resolving
+            .get(&key)
+            .map(|r| r.superseded)
+            .unwrap_or(false);
         let result = match self.get(&key.0, &key.1) {
             Some(current) if current == *record => self.settle_locked(record).await,
             Some(_) => Ok(superseded),
@@ -228,7 +236,9 @@ impl PendingStore {
     /// the record in place (a later event retries).
     async fn settle_locked(&self, record: &Arc<PendingRecord>) -> Result<bool, CallError> {
         let key = state_key(&record.session_id, &record.function_call_id);
-        self.sibling.state_set(PENDING_SCOPE, &key, Value::Null).await?;
+        self.sibling
+            .state_set(PENDING_SCOPE, &key, Value::Null)
+            .await?;
         let removed = self.with_index(|index| index.remove_if_same(record));
         if let Err(err) = self.sibling.state_delete(PENDING_SCOPE, &key).await {
             tracing::warn!(key, error = %err, "tombstone not deleted; it is skipped at load");

@@ -1,1 +1,487 @@
-//! (being written)
+//! One engine per integration test: the in-process [`TestEngine`], or a real
+//! `iii` binary when one is available, behind the same handle.
+//!
+//! A real engine is found through `III_ENGINE_BIN` (a path to the binary) or
+//! an `iii` on `PATH`. Each real engine runs in a fresh temporary directory
+//! with a generated config (worker manager on a free loopback port, `iii-state`
+//! on a file store under the directory so [`EngineFixture::restart`] keeps
+//! state), with its output in `engine.log` there; it is killed, by its own
+//! pid, when the fixture drops. The `configuration` worker is mandatory in the
+//! engine and needs no config entry.
+//!
+//! Every SDK client the fixture makes has OpenTelemetry off and is shut down
+//! when the fixture drops, so a test's clients never outlive it and reconnect
+//! into a later test's engine.
+
+use std::io::Read;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use futures_util::{FutureExt, SinkExt, StreamExt};
+use iii_sdk::protocol::TriggerRequest;
+use iii_sdk::runtime::{WorkerIdentityMode, WorkerMetadata};
+use iii_sdk::{register_worker, IIIClient, InitOptions};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+use super::engine::TestEngine;
+
+/// The timeout [`call`] gives every call.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a real engine may take to accept connections and serve its
+/// built-ins (a debug build boots slowly on a busy machine).
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long [`wait_for_functions`] polls.
+const FUNCTIONS_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How long [`EngineFixture::client`] waits for the handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The real engine's file store flushes this often (its minimum); a restart
+/// waits a few periods so the last writes are on disk.
+const STATE_SAVE_INTERVAL_MS: u64 = 100;
+
+/// Which engine a fixture runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    /// The in-process [`TestEngine`].
+    Test,
+    /// A real `iii` process.
+    Real,
+}
+
+enum Engine {
+    Test(TestEngine),
+    Real(RealEngine),
+}
+
+/// A running engine plus the SDK clients made for it.
+pub struct EngineFixture {
+    engine: Engine,
+    clients: Mutex<Vec<IIIClient>>,
+}
+
+impl std::fmt::Debug for EngineFixture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineFixture")
+            .field("kind", &self.kind())
+            .field("port", &self.port())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The real engine binary: `III_ENGINE_BIN`, else an `iii` on `PATH`.
+fn real_engine_binary() -> Option<PathBuf> {
+    if let Some(bin) = std::env::var_os("III_ENGINE_BIN").filter(|b| !b.is_empty()) {
+        let bin = PathBuf::from(bin);
+        assert!(
+            bin.is_file(),
+            "III_ENGINE_BIN={} is not a file: point it at an iii engine binary or unset it",
+            bin.display()
+        );
+        return Some(bin);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("iii"))
+        .find(|candidate| candidate.is_file())
+}
+
+impl EngineFixture {
+    /// A real engine when one is available (`III_ENGINE_BIN`, or `iii` on
+    /// `PATH`), else the test engine.
+    ///
+    /// # Panics
+    ///
+    /// When a real engine does not become ready; the message carries the
+    /// tail of its log.
+    pub async fn start() -> EngineFixture {
+        match real_engine_binary() {
+            Some(bin) => Self::with(Engine::Real(RealEngine::launch(bin).await)),
+            None => Self::start_test().await,
+        }
+    }
+
+    /// Always the in-process test engine.
+    ///
+    /// # Panics
+    ///
+    /// When no loopback port can be bound.
+    pub async fn start_test() -> EngineFixture {
+        let engine = TestEngine::start()
+            .await
+            .unwrap_or_else(|err| panic!("test engine failed to listen on 127.0.0.1: {err}"));
+        Self::with(Engine::Test(engine))
+    }
+
+    /// A real engine, or `None` (after printing why) when there is none.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    pub async fn start_real(test: &str) -> Option<EngineFixture> {
+        match real_engine_binary() {
+            Some(bin) => Some(Self::with(Engine::Real(RealEngine::launch(bin).await))),
+            None => {
+                eprintln!("SKIP {test}: no real iii engine (set III_ENGINE_BIN)");
+                None
+            }
+        }
+    }
+
+    fn with(engine: Engine) -> EngineFixture {
+        EngineFixture {
+            engine,
+            clients: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn kind(&self) -> EngineKind {
+        match self.engine {
+            Engine::Test(_) => EngineKind::Test,
+            Engine::Real(_) => EngineKind::Real,
+        }
+    }
+
+    /// `ws://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("ws://127.0.0.1:{}", self.port())
+    }
+
+    pub fn port(&self) -> u16 {
+        match &self.engine {
+            Engine::Test(engine) => engine.port(),
+            Engine::Real(engine) => engine.port,
+        }
+    }
+
+    /// The test engine, for fault injection and counters; `None` on a real
+    /// engine.
+    pub fn test_engine(&self) -> Option<&TestEngine> {
+        match &self.engine {
+            Engine::Test(engine) => Some(engine),
+            Engine::Real(_) => None,
+        }
+    }
+
+    /// Restarts the engine on the same port, keeping state, configuration
+    /// values and durable bindings. Clients reconnect by themselves.
+    ///
+    /// # Panics
+    ///
+    /// When the engine does not come back.
+    pub async fn restart(&self) {
+        match &self.engine {
+            Engine::Test(engine) => engine
+                .restart()
+                .await
+                .unwrap_or_else(|err| panic!("test engine did not come back: {err}")),
+            Engine::Real(engine) => engine.restart().await,
+        }
+    }
+
+    /// An SDK client named `name` (the name is not overridden by
+    /// `III_WORKER_NAME`), OpenTelemetry off, past its handshake. Its
+    /// registrations may still be in flight: see [`wait_for_functions`].
+    ///
+    /// # Panics
+    ///
+    /// When the handshake does not happen in time.
+    pub async fn client(&self, name: &str) -> IIIClient {
+        let mut options = InitOptions {
+            metadata: Some(WorkerMetadata {
+                name: name.to_string(),
+                ..WorkerMetadata::default()
+            }),
+            identity: WorkerIdentityMode::Explicit,
+            otel: Some(Default::default()),
+            ..InitOptions::default()
+        };
+        if let Some(otel) = options.otel.as_mut() {
+            otel.enabled = Some(false);
+        }
+        let client = register_worker(&self.url(), options);
+        self.clients().push(client.clone());
+        if let Err(err) = client.wait_until_registered(HANDSHAKE_TIMEOUT).await {
+            panic!(
+                "client {name} did not complete its handshake with {}: {err}",
+                self.url()
+            );
+        }
+        client
+    }
+
+    fn clients(&self) -> MutexGuard<'_, Vec<IIIClient>> {
+        self.clients
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Drop for EngineFixture {
+    fn drop(&mut self) {
+        for client in self.clients().drain(..) {
+            // Signals only (never joins the client's thread), so it completes
+            // on its first poll and is safe inside a runtime.
+            let _ = client.shutdown_async().now_or_never();
+        }
+        if let Engine::Test(engine) = &self.engine {
+            engine.stop_now();
+        }
+    }
+}
+
+/// Calls `function_id` and waits for its result, with [`CALL_TIMEOUT`].
+pub async fn call(
+    client: &IIIClient,
+    function_id: &str,
+    payload: Value,
+) -> Result<Value, iii_sdk::Error> {
+    client
+        .trigger(TriggerRequest {
+            function_id: function_id.to_string(),
+            payload,
+            action: None,
+            timeout_ms: Some(CALL_TIMEOUT.as_millis() as u64),
+        })
+        .await
+}
+
+/// Polls `engine::functions::list` until every id in `ids` is live.
+///
+/// # Panics
+///
+/// With the ids still missing, after 20 s.
+pub async fn wait_for_functions(client: &IIIClient, ids: &[&str]) {
+    let deadline = Instant::now() + FUNCTIONS_TIMEOUT;
+    loop {
+        let listed = call(
+            client,
+            "engine::functions::list",
+            json!({ "include_internal": true }),
+        )
+        .await
+        .unwrap_or(Value::Null);
+        let live: Vec<&str> = listed["functions"]
+            .as_array()
+            .map(|functions| {
+                functions
+                    .iter()
+                    .filter_map(|f| f["function_id"].as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let missing: Vec<&&str> = ids.iter().filter(|id| !live.contains(id)).collect();
+        if missing.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "functions never became live: {missing:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+// ── the real engine ────────────────────────────────────────────────────
+
+struct RealEngine {
+    bin: PathBuf,
+    dir: tempfile::TempDir,
+    port: u16,
+    config: PathBuf,
+    log: PathBuf,
+    child: Mutex<Option<Child>>,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .unwrap_or_else(|err| panic!("no free loopback port: {err}"))
+}
+
+fn config_yaml(port: u16, state_dir: &Path) -> String {
+    // JSON strings are YAML strings: the path needs no further quoting.
+    let state_dir = json!(state_dir.to_string_lossy());
+    format!(
+        "workers:\n\
+         \x20 - name: iii-worker-manager\n\
+         \x20   config:\n\
+         \x20     host: 127.0.0.1\n\
+         \x20     port: {port}\n\
+         \x20 - name: iii-state\n\
+         \x20   config:\n\
+         \x20     adapter:\n\
+         \x20       name: kv\n\
+         \x20       config:\n\
+         \x20         store_method: file_based\n\
+         \x20         file_path: {state_dir}\n\
+         \x20         save_interval_ms: {STATE_SAVE_INTERVAL_MS}\n"
+    )
+}
+
+fn log_tail(log: &Path) -> String {
+    let mut text = String::new();
+    if let Ok(mut file) = std::fs::File::open(log) {
+        let _ = file.read_to_string(&mut text);
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+impl RealEngine {
+    async fn launch(bin: PathBuf) -> RealEngine {
+        let dir = tempfile::Builder::new()
+            .prefix("iii-engine-")
+            .tempdir()
+            .unwrap_or_else(|err| panic!("no temporary directory for the engine: {err}"));
+        let port = free_port();
+        let config = dir.path().join("config.yaml");
+        let log = dir.path().join("engine.log");
+        std::fs::write(&config, config_yaml(port, &dir.path().join("state")))
+            .unwrap_or_else(|err| panic!("cannot write {}: {err}", config.display()));
+        let engine = RealEngine {
+            bin,
+            dir,
+            port,
+            config,
+            log,
+            child: Mutex::new(None),
+        };
+        engine.spawn();
+        engine.wait_ready().await;
+        engine
+    }
+
+    fn child(&self) -> MutexGuard<'_, Option<Child>> {
+        self.child
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn spawn(&self) {
+        let open_log = || {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.log)
+                .unwrap_or_else(|err| panic!("cannot open {}: {err}", self.log.display()))
+        };
+        let child = Command::new(&self.bin)
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--no-update-check")
+            .current_dir(self.dir.path())
+            .env("III_TELEMETRY_ENABLED", "false")
+            .env("OTEL_ENABLED", "false")
+            .stdin(Stdio::null())
+            .stdout(open_log())
+            .stderr(open_log())
+            .spawn()
+            .unwrap_or_else(|err| panic!("cannot start {}: {err}", self.bin.display()));
+        *self.child() = Some(child);
+    }
+
+    fn kill(&self) {
+        if let Some(mut child) = self.child().take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn fail(&self, why: &str) -> ! {
+        self.kill();
+        panic!(
+            "real iii engine ({}) {why}; last lines of {}:\n{}",
+            self.bin.display(),
+            self.log.display(),
+            log_tail(&self.log)
+        );
+    }
+
+    /// Waits for the port, then for `engine::functions::list` to show the
+    /// built-ins the worker needs.
+    async fn wait_ready(&self) {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+        loop {
+            if let Some(status) = self
+                .child()
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                self.fail(&format!("exited during startup ({status})"));
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+                && probe_builtins(self.port).await
+            {
+                return;
+            }
+            if Instant::now() >= deadline {
+                self.fail("did not become ready within 60 s");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn restart(&self) {
+        // Let the file store flush the last writes before the process dies.
+        tokio::time::sleep(Duration::from_millis(STATE_SAVE_INTERVAL_MS * 3)).await;
+        self.kill();
+        self.spawn();
+        self.wait_ready().await;
+    }
+}
+
+impl Drop for RealEngine {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One raw protocol round trip: `engine::functions::list` must show
+/// `state::set` and `configuration::get`.
+async fn probe_builtins(port: u16) -> bool {
+    let attempt = async {
+        let (mut socket, _) = tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}/"))
+            .await
+            .ok()?;
+        let invocation_id = uuid::Uuid::new_v4().to_string();
+        let request = json!({
+            "type": "invokefunction",
+            "invocation_id": invocation_id,
+            "function_id": "engine::functions::list",
+            "data": {},
+        });
+        socket
+            .send(WsMessage::Text(request.to_string().into()))
+            .await
+            .ok()?;
+        while let Some(Ok(frame)) = socket.next().await {
+            let WsMessage::Text(text) = frame else {
+                continue;
+            };
+            let Ok(message) = serde_json::from_str::<Value>(text.as_str()) else {
+                continue;
+            };
+            if message["type"] == "invocationresult" && message["invocation_id"] == invocation_id {
+                let _ = socket.close(None).await;
+                let listed = message["result"]["functions"].as_array()?.clone();
+                let has = |id: &str| listed.iter().any(|f| f["function_id"] == id);
+                return Some(has("state::set") && has("configuration::get"));
+            }
+        }
+        None
+    };
+    tokio::time::timeout(Duration::from_secs(5), attempt)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
+}

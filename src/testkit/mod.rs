@@ -6,4 +6,5 @@ pub mod engine;
 pub mod fixture;
 pub mod harness;
 pub mod session;
+pub mod targets;
 pub mod worker;

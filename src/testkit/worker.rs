@@ -51,7 +51,10 @@ impl WorkerProcess {
             .arg(url)
             .args(args)
             .env("OTEL_ENABLED", "false")
-            .env("RUST_LOG", std::env::var("AG_TEST_LOG").unwrap_or_else(|_| "info".into()))
+            .env(
+                "RUST_LOG",
+                std::env::var("AG_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -59,8 +62,14 @@ impl WorkerProcess {
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
         let lines = Arc::new(Mutex::new(Vec::new()));
         for stream in [
-            child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-            child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
         ]
         .into_iter()
         .flatten()
@@ -107,7 +116,10 @@ impl WorkerProcess {
 
     /// SIGTERM, then wait for the exit code (SIGKILL after `timeout`).
     pub fn terminate(&mut self, timeout: Duration) -> Option<i32> {
-        let _ = Command::new("kill").arg("-TERM").arg(self.pid().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status();
         self.wait(timeout)
     }
 

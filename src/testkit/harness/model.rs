@@ -1,0 +1,200 @@
+//! What tests hand the harness double and what they read back from it.
+
+use serde_json::Value;
+
+use super::config::HookPoint;
+
+/// One function call a turn makes, as the harness would dispatch it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallSpec {
+    pub session_id: String,
+    pub turn_id: String,
+    pub call_id: String,
+    pub function_id: String,
+    pub arguments: Value,
+    /// The turn's metadata (`working_dir` is the session workspace); sent to
+    /// hooks as `metadata` and left out when `None`.
+    pub metadata: Option<Value>,
+    pub step: u64,
+    pub depth: u64,
+}
+
+impl CallSpec {
+    /// A call at step 0, depth 0, without turn metadata.
+    pub fn new(
+        session_id: impl Into<String>,
+        turn_id: impl Into<String>,
+        call_id: impl Into<String>,
+        function_id: impl Into<String>,
+        arguments: Value,
+    ) -> CallSpec {
+        CallSpec {
+            session_id: session_id.into(),
+            turn_id: turn_id.into(),
+            call_id: call_id.into(),
+            function_id: function_id.into(),
+            arguments,
+            metadata: None,
+            step: 0,
+            depth: 0,
+        }
+    }
+
+    pub fn with_metadata(mut self, metadata: Value) -> CallSpec {
+        self.metadata = Some(metadata);
+        self
+    }
+
+    pub fn with_working_dir(self, dir: &str) -> CallSpec {
+        self.with_metadata(serde_json::json!({ "working_dir": dir }))
+    }
+
+    pub fn at(mut self, step: u64, depth: u64) -> CallSpec {
+        self.step = step;
+        self.depth = depth;
+        self
+    }
+}
+
+/// Where a call stands. The harness keeps one per `(session_id, call_id)`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallState {
+    /// A chain or the target is running for it right now.
+    Running,
+    /// Parked by a hook; the turn waits until a resolve.
+    Held { held_by: String, point: HookPoint },
+    /// The turn got this result (target output, or an is_error result from a
+    /// failed target or a policy denial).
+    Completed { result: Value },
+    /// A hook denied it (or a fail_closed hook failed); `result` is the
+    /// is_error answer carrying `reason`.
+    Denied {
+        reason: String,
+        point: HookPoint,
+        result: Value,
+    },
+    /// A `deliver` resolve answered it under `entry_id`.
+    Delivered { entry_id: String, result: Value },
+    /// Its turn ended while it was held; a later resolve finds nothing.
+    Abandoned { status: String },
+}
+
+/// What [`super::HarnessDouble::call`] returns: the state the call reached
+/// when the turn either got an answer or parked it.
+pub type CallOutcome = CallState;
+
+impl CallState {
+    pub fn is_held(&self) -> bool {
+        matches!(self, CallState::Held { .. })
+    }
+
+    pub fn held_by(&self) -> Option<&str> {
+        match self {
+            CallState::Held { held_by, .. } => Some(held_by),
+            _ => None,
+        }
+    }
+
+    /// The answer the turn received, once it has one.
+    pub fn result(&self) -> Option<&Value> {
+        match self {
+            CallState::Completed { result }
+            | CallState::Denied { result, .. }
+            | CallState::Delivered { result, .. } => Some(result),
+            _ => None,
+        }
+    }
+
+    pub fn deny_reason(&self) -> Option<&str> {
+        match self {
+            CallState::Denied { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+}
+
+/// A binding as the harness stores it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BindingInfo {
+    pub id: String,
+    pub trigger_type: String,
+    pub function_id: String,
+    /// The config exactly as the binder sent it.
+    pub config: Value,
+    pub metadata: Option<Value>,
+    pub namespace: Option<String>,
+}
+
+/// One invocation of a hook function and how it ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookCall {
+    pub point: HookPoint,
+    pub binding_id: String,
+    pub function_id: String,
+    pub session_id: String,
+    pub call_id: String,
+    pub input: Value,
+    /// The reply, or the error text (`timed out` for a timeout).
+    pub reply: Result<Value, String>,
+}
+
+/// One run of a call's target function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetRun {
+    pub function_id: String,
+    pub session_id: String,
+    pub turn_id: String,
+    pub call_id: String,
+    /// The arguments as the last pre-trigger hook left them.
+    pub arguments: Value,
+    /// The invocation metadata the target received (see the module doc of
+    /// [`super`] for its format).
+    pub metadata: Value,
+    /// One-shot roots of this run (from an `execute` resolve); empty otherwise.
+    pub extra_roots: Vec<String>,
+    /// The result handed to the post-trigger chain.
+    pub result: Value,
+}
+
+/// A result appended to a turn by a `deliver` resolve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub entry_id: String,
+    pub session_id: String,
+    pub turn_id: String,
+    pub function_call_id: String,
+    pub result: Value,
+}
+
+/// A `harness::turn-completed` event to emit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnCompletion {
+    pub session_id: String,
+    pub turn_id: String,
+    /// `completed`, `cancelled` or `failed`.
+    pub status: String,
+    pub result: Option<Value>,
+    pub result_error: Option<Value>,
+    pub reason: Option<String>,
+    /// The parent session of a child session's turn; sent as
+    /// `parent: {session_id}` and matched by `parent_session_id` filters.
+    pub parent_session_id: Option<String>,
+}
+
+impl TurnCompletion {
+    pub fn new(
+        session_id: impl Into<String>,
+        turn_id: impl Into<String>,
+        status: impl Into<String>,
+    ) -> TurnCompletion {
+        TurnCompletion {
+            session_id: session_id.into(),
+            turn_id: turn_id.into(),
+            status: status.into(),
+            result: None,
+            result_error: None,
+            reason: None,
+            parent_session_id: None,
+        }
+    }
+}

@@ -1,0 +1,910 @@
+//! The peer doubles checked against an engine: each test starts its own
+//! engine (two harness doubles cannot share one: worker names are unique),
+//! plays a scenario and checks what the double did.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use approval_gate::testkit::fixture::{call, EngineFixture};
+use approval_gate::testkit::harness::{
+    CallSpec, CallState, HarnessDouble, HarnessOptions, HookPoint, ResolveTiming,
+};
+use approval_gate::testkit::session::SessionDouble;
+use approval_gate::testkit::targets::{
+    Behaviour, Echo, Reply, TargetCall, TargetError, TargetWorker,
+};
+use iii_sdk::protocol::RegisterTriggerInput;
+use iii_sdk::{Error, IIIClient};
+use serde_json::{json, Value};
+
+const PRE: &str = "harness::hook::pre-trigger";
+const POST: &str = "harness::hook::post-trigger";
+const WAIT: Duration = Duration::from_secs(5);
+
+/// Runs `scenario` on the test engine, then on a real engine when one is
+/// available. Every run is bounded: a double that hangs fails the test.
+async fn on_each_engine<F, Fut>(test: &str, scenario: F)
+where
+    F: Fn(EngineFixture) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let engines = [Some(EngineFixture::start_test().await), None];
+    for (i, engine) in engines.into_iter().enumerate() {
+        let engine = match engine {
+            Some(engine) => engine,
+            None if i == 1 => match EngineFixture::start_real(test).await {
+                Some(engine) => engine,
+                None => return,
+            },
+            None => return,
+        };
+        let kind = engine.kind();
+        eprintln!("{test}: on the {kind:?} engine");
+        tokio::time::timeout(Duration::from_secs(60), scenario(engine))
+            .await
+            .unwrap_or_else(|_| panic!("{test} on the {kind:?} engine did not finish within 60 s"));
+    }
+}
+
+fn code(err: &Error) -> String {
+    match err {
+        Error::Remote { code, .. } => code.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Binds `function_id` to `trigger_type` from `client`, as any worker would.
+fn bind(client: &IIIClient, trigger_type: &str, function_id: &str, config: Value) {
+    // The SDK's binding API is deprecated in 0.25 (gone in 0.26); the engine
+    // still speaks it and the worker under test binds this way.
+    #[allow(deprecated)]
+    client
+        .register_trigger(RegisterTriggerInput::new(trigger_type, function_id, config))
+        .expect("binding sent");
+}
+
+/// Binds a hook and waits until the harness has accepted it.
+async fn hook(h: &HarnessDouble, t: &TargetWorker, point: &str, function_id: &str, config: Value) {
+    bind(t.client(), point, function_id, config);
+    assert!(
+        h.wait_for_binding(point, function_id, WAIT).await.is_some(),
+        "harness accepted the {function_id} binding"
+    );
+}
+
+/// Answers from a script, then `rest` forever.
+struct Script {
+    replies: Mutex<VecDeque<Value>>,
+    rest: Value,
+}
+
+impl Script {
+    fn boxed(replies: Vec<Value>, rest: Value) -> Arc<dyn Behaviour> {
+        Arc::new(Script {
+            replies: Mutex::new(replies.into()),
+            rest,
+        })
+    }
+}
+
+impl Behaviour for Script {
+    fn respond(&self, _call: &TargetCall) -> Result<Value, TargetError> {
+        let next = self.replies.lock().unwrap().pop_front();
+        Ok(next.unwrap_or_else(|| self.rest.clone()))
+    }
+}
+
+fn reply(v: Value) -> Arc<dyn Behaviour> {
+    Arc::new(Reply(v))
+}
+
+fn echo() -> Arc<dyn Behaviour> {
+    Arc::new(Echo)
+}
+
+struct World {
+    _engine: EngineFixture,
+    h: HarnessDouble,
+    t: TargetWorker,
+}
+
+/// An engine, a harness double and a target worker hosting `targets` (the
+/// functions a turn calls and the hooks a test binds).
+async fn world(
+    engine: EngineFixture,
+    options: HarnessOptions,
+    targets: Vec<(&str, Arc<dyn Behaviour>)>,
+) -> World {
+    let url = engine.url();
+    let h = HarnessDouble::start(&url, options).await;
+    let mut all: Vec<(String, Arc<dyn Behaviour>)> =
+        vec![("demo::echo".into(), echo()), ("shell::run".into(), echo())];
+    all.extend(targets.into_iter().map(|(id, b)| (id.to_string(), b)));
+    let t = TargetWorker::start_with(&url, all).await;
+    World {
+        _engine: engine,
+        h,
+        t,
+    }
+}
+
+fn spec(call_id: &str, function_id: &str, arguments: Value) -> CallSpec {
+    CallSpec::new("s1", "t1", call_id, function_id, arguments)
+}
+
+fn hooks_called(h: &HarnessDouble, point: HookPoint) -> Vec<String> {
+    h.hook_calls()
+        .into_iter()
+        .filter(|c| c.point == point)
+        .map(|c| c.function_id)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_binding_with_an_unknown_key_is_rejected() {
+    on_each_engine(
+        "a_binding_with_an_unknown_key_is_rejected",
+        |engine| async move {
+            let w = world(
+                engine,
+                HarnessOptions::default(),
+                vec![
+                    ("t::bad", reply(Value::Null)),
+                    ("t::good", reply(Value::Null)),
+                ],
+            )
+            .await;
+            bind(w.t.client(), PRE, "t::bad", json!({"timeout": 5000}));
+            bind(w.t.client(), PRE, "t::bad", json!({"priority": "first"}));
+            hook(
+                &w.h,
+                &w.t,
+                PRE,
+                "t::good",
+                json!({"timeout_ms": 5000, "on_error": "fail_closed"}),
+            )
+            .await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let bound: Vec<_> =
+                w.h.bindings(PRE)
+                    .into_iter()
+                    .map(|b| b.function_id)
+                    .collect();
+            assert_eq!(bound, vec!["t::good"]);
+            w.h.call(spec("c1", "demo::echo", json!({}))).await;
+            assert_eq!(hooks_called(&w.h, HookPoint::PreTrigger), vec!["t::good"]);
+
+            // The synchronous (durable) form hands the rejection to the binder.
+            let durable = call(
+                w.t.client(),
+                "engine::register_trigger",
+                json!({"trigger_type": POST, "function_id": "t::bad", "config": {"functions": ["*"], "retries": 1}}),
+            )
+            .await;
+            let err = durable.expect_err("the harness rejects the binding");
+            assert!(format!("{err}").contains("invalid binding config"), "{err}");
+            assert!(w.h.bindings(POST).is_empty());
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_chain_runs_by_priority_then_function_id_and_skips_unmatched_globs() {
+    on_each_engine(
+        "the_chain_runs_by_priority_then_function_id_and_skips_unmatched_globs",
+        |engine| async move {
+            let hooks = ["t::a", "t::b", "t::c", "t::z"].map(|id| (id, reply(Value::Null)));
+            let w = world(engine, HarnessOptions::default(), hooks.to_vec()).await;
+            hook(&w.h, &w.t, PRE, "t::b", json!({})).await;
+            hook(&w.h, &w.t, PRE, "t::a", json!({"priority": 0})).await;
+            hook(
+                &w.h,
+                &w.t,
+                PRE,
+                "t::c",
+                json!({"priority": -5, "functions": ["demo::*"]}),
+            )
+            .await;
+            hook(
+                &w.h,
+                &w.t,
+                PRE,
+                "t::z",
+                json!({"priority": -9, "functions": ["shell::*"]}),
+            )
+            .await;
+            let state = w.h.call(spec("c1", "demo::echo", json!({"x": 1}))).await;
+            assert!(matches!(state, CallState::Completed { .. }), "{state:?}");
+            assert_eq!(
+                hooks_called(&w.h, HookPoint::PreTrigger),
+                vec!["t::c", "t::a", "t::b"]
+            );
+            assert_eq!(w.h.target_runs("demo::echo"), 1);
+            assert_eq!(w.t.runs("demo::echo"), 1);
+
+            let first = w.h.hook_calls()[0].input.clone();
+            assert_eq!(first["point"], "pre_trigger");
+            assert_eq!(first["session_id"], "s1");
+            assert_eq!(first["turn_id"], "t1");
+            assert_eq!(
+                first["call"],
+                json!({"id": "c1", "function_id": "demo::echo", "arguments": {"x": 1}})
+            );
+            assert!(first.get("metadata").is_none());
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn rewritten_arguments_reach_the_next_hook_and_the_target() {
+    on_each_engine(
+        "rewritten_arguments_reach_the_next_hook_and_the_target",
+        |engine| async move {
+            let w = world(
+                engine,
+                HarnessOptions::default(),
+                vec![
+                    (
+                        "t::rewrite",
+                        reply(json!({"decision": "continue", "arguments": {"cmd": "ls -la"}})),
+                    ),
+                    ("t::next", reply(json!({"decision": "continue"}))),
+                ],
+            )
+            .await;
+            hook(&w.h, &w.t, PRE, "t::rewrite", json!({"priority": 1})).await;
+            hook(&w.h, &w.t, PRE, "t::next", json!({"priority": 2})).await;
+            let call = spec("c1", "shell::run", json!({"cmd": "ls"})).with_working_dir("/w/s1");
+            let state = w.h.call(call).await;
+            assert!(matches!(state, CallState::Completed { .. }), "{state:?}");
+            let inputs = w.h.hook_calls();
+            assert_eq!(inputs[0].input["call"]["arguments"], json!({"cmd": "ls"}));
+            assert_eq!(
+                inputs[1].input["call"]["arguments"],
+                json!({"cmd": "ls -la"})
+            );
+            assert_eq!(inputs[1].input["metadata"], json!({"working_dir": "/w/s1"}));
+            assert_eq!(w.t.payloads("shell::run"), vec![json!({"cmd": "ls -la"})]);
+            let meta = w.t.calls("shell::run")[0]
+                .metadata
+                .clone()
+                .expect("target metadata");
+            assert_eq!(meta["working_dir"], "/w/s1");
+            assert_eq!(meta["function_call_id"], "c1");
+            assert_eq!(meta["extra_roots"], json!([]));
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn deny_answers_with_an_error_result_and_stops_the_chain() {
+    on_each_engine(
+        "deny_answers_with_an_error_result_and_stops_the_chain",
+        |engine| async move {
+            let w = world(
+                engine,
+                HarnessOptions::default(),
+                vec![
+                    (
+                        "t::deny",
+                        reply(json!({"decision": "deny", "reason": "not today"})),
+                    ),
+                    ("t::bare", reply(json!({"decision": "deny"}))),
+                    ("t::later", reply(Value::Null)),
+                    ("demo::other", echo()),
+                ],
+            )
+            .await;
+            hook(
+                &w.h,
+                &w.t,
+                PRE,
+                "t::deny",
+                json!({"functions": ["demo::echo"]}),
+            )
+            .await;
+            hook(
+                &w.h,
+                &w.t,
+                PRE,
+                "t::bare",
+                json!({"functions": ["demo::other"]}),
+            )
+            .await;
+            hook(&w.h, &w.t, PRE, "t::later", json!({"priority": 5})).await;
+            hook(&w.h, &w.t, POST, "t::later", json!({})).await;
+
+            let state = w.h.call(spec("c1", "demo::echo", json!({}))).await;
+            assert_eq!(state.deny_reason(), Some("not today"));
+            let result = state.result().expect("denial result").clone();
+            assert_eq!(result["is_error"], true);
+            assert_eq!(result["function_call_id"], "c1");
+            assert_eq!(
+                result["content"],
+                json!([{"type": "text", "text": "not today"}])
+            );
+
+            let bare = w.h.call(spec("c2", "demo::other", json!({}))).await;
+            assert_eq!(bare.deny_reason(), Some("denied by hook"));
+
+            assert_eq!(w.t.runs("demo::echo") + w.t.runs("demo::other"), 0);
+            assert_eq!(
+                w.t.runs("t::later"),
+                0,
+                "neither later pre hooks nor post hooks ran"
+            );
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn hold_parks_the_call_and_execute_runs_the_rest_once() {
+    on_each_engine("hold_parks_the_call_and_execute_runs_the_rest_once", |engine| async move {
+        let w = world(
+ engine,
+            HarnessOptions::default(),
+            vec![
+                ("t::first", reply(Value::Null)),
+                ("t::hold", reply(json!({"decision": "hold"}))),
+                ("t::after", reply(json!({"decision": "continue"}))),
+                ("t::post", reply(Value::Null)),
+            ],
+        )
+        .await;
+        hook(&w.h, &w.t, PRE, "t::first", json!({"priority": -1})).await;
+        hook(&w.h, &w.t, PRE, "t::hold", json!({"priority": 0})).await;
+        hook(&w.h, &w.t, PRE, "t::after", json!({"priority": 1})).await;
+        hook(&w.h, &w.t, POST, "t::post", json!({})).await;
+
+        let state = w.h.call(spec("c1", "demo::echo", json!({"a": 1}))).await;
+        assert_eq!(state, CallState::Held { held_by: "t::hold".into(), point: HookPoint::PreTrigger });
+        assert_eq!(w.h.held_calls("s1", "t1"), vec!["c1"]);
+        assert_eq!(w.t.runs("t::after"), 0, "the hold stopped the chain");
+        assert_eq!(w.t.runs("demo::echo"), 0);
+
+        let reply = call(
+            w.t.client(),
+            "harness::function::resolve",
+            json!({"session_id": "s1", "turn_id": "t1", "function_call_id": "c1", "action": "execute", "extra_roots": ["/data/x"]}),
+        )
+        .await
+        .expect("resolve answers");
+        assert_eq!(reply, json!({"resolved": true, "turn_resumed": true}));
+        let state = w.h.state("s1", "c1").expect("call known");
+        assert!(matches!(state, CallState::Completed { .. }), "{state:?}");
+        assert_eq!(hooks_called(&w.h, HookPoint::PreTrigger), vec!["t::first", "t::hold", "t::after"]);
+        assert_eq!(hooks_called(&w.h, HookPoint::PostTrigger), vec!["t::post"]);
+        assert_eq!(w.t.runs("demo::echo"), 1);
+        let runs = w.h.runs_of("demo::echo");
+        assert_eq!(runs[0].extra_roots, vec!["/data/x"]);
+        assert_eq!(w.t.calls("demo::echo")[0].metadata.as_ref().unwrap()["extra_roots"], json!(["/data/x"]));
+        let post_input = w.h.hook_calls().last().unwrap().input.clone();
+        assert_eq!(post_input["point"], "post_trigger");
+        assert_eq!(post_input["result"]["is_error"], false);
+        assert_eq!(post_input["result"]["function_call_id"], "c1");
+
+        let again = call(
+            w.t.client(),
+            "harness::function::resolve",
+            json!({"session_id": "s1", "turn_id": "t1", "function_call_id": "c1", "action": "execute"}),
+        )
+        .await
+        .expect("second resolve answers");
+        assert_eq!(again, json!({"resolved": false, "turn_resumed": false}));
+        assert_eq!(w.t.runs("demo::echo"), 1, "an idempotent resolve runs nothing");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn deliver_appends_under_the_deterministic_entry_id() {
+    on_each_engine("deliver_appends_under_the_deterministic_entry_id", |engine| async move {
+        let w = world(engine, HarnessOptions::default(), vec![("t::hold", reply(json!({"decision": "hold"})))]).await;
+        hook(&w.h, &w.t, PRE, "t::hold", json!({})).await;
+        assert!(w.h.call(spec("c9", "demo::echo", json!({}))).await.is_held());
+        let content = json!([{"type": "text", "text": "Rejected by operator."}]);
+        let reply = call(
+            w.t.client(),
+            "harness::function::resolve",
+            json!({"session_id": "s1", "turn_id": "t1", "function_call_id": "c9", "action": "deliver",
+                   "is_error": true, "content": content, "details": {"status": "denied"}, "bogus_field": 1}),
+        )
+        .await
+        .expect("resolve answers");
+        assert_eq!(reply, json!({"resolved": true, "turn_resumed": true}));
+        let entry = w.h.entry("e_t1_c9").expect("entry under e_<turn>_<call>");
+        assert_eq!(entry.result["content"], content);
+        assert_eq!(entry.result["is_error"], true);
+        assert_eq!(entry.result["details"], json!({"status": "denied"}));
+        assert!(matches!(w.h.state("s1", "c9"), Some(CallState::Delivered { .. })));
+        assert_eq!(w.t.runs("demo::echo"), 0, "deliver never runs the target");
+        assert_eq!(w.h.resolve_requests()[0]["bogus_field"], 1, "the raw request is kept");
+
+        let again = call(
+            w.t.client(),
+            "harness::function::resolve",
+            json!({"session_id": "s1", "turn_id": "t1", "function_call_id": "c9", "action": "deliver"}),
+        )
+        .await
+        .expect("second resolve answers");
+        assert_eq!(again["resolved"], false);
+        assert_eq!(w.h.entries().len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn resolve_needs_a_held_call_of_that_turn_and_resumes_the_turn_last() {
+    on_each_engine("resolve_needs_a_held_call_of_that_turn_and_resumes_the_turn_last", |engine| async move {
+        let w = world(engine, HarnessOptions::default(), vec![("t::hold", reply(json!({"decision": "hold"})))]).await;
+        hook(&w.h, &w.t, PRE, "t::hold", json!({})).await;
+        assert!(w.h.call(spec("c1", "demo::echo", json!({}))).await.is_held());
+        assert!(w.h.call(spec("c2", "demo::echo", json!({}))).await.is_held());
+        let resolve = |call_id: &str, turn: &str| {
+            json!({"session_id": "s1", "turn_id": turn, "function_call_id": call_id, "action": "deliver"})
+        };
+        let wrong_turn = call(w.t.client(), "harness::function::resolve", resolve("c1", "t2")).await.unwrap();
+        assert_eq!(wrong_turn, json!({"resolved": false, "turn_resumed": false}));
+        let unknown = call(w.t.client(), "harness::function::resolve", resolve("nope", "t1")).await.unwrap();
+        assert_eq!(unknown["resolved"], false);
+        let first = call(w.t.client(), "harness::function::resolve", resolve("c1", "t1")).await.unwrap();
+        assert_eq!(first, json!({"resolved": true, "turn_resumed": false}));
+        let second = call(w.t.client(), "harness::function::resolve", resolve("c2", "t1")).await.unwrap();
+        assert_eq!(second, json!({"resolved": true, "turn_resumed": true}));
+        let missing_turn = call(w.t.client(), "harness::function::resolve", json!({"session_id": "s1", "function_call_id": "c1"})).await;
+        assert!(missing_turn.is_err(), "turn_id is required");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_post_trigger_hold_reruns_the_target_on_execute() {
+    on_each_engine("a_post_trigger_hold_reruns_the_target_on_execute", |engine| async move {
+        let watch = Script::boxed(vec![json!({"decision": "hold"})], json!({"decision": "continue"}));
+        let w = world(engine, HarnessOptions::default(), vec![("t::watch", watch)]).await;
+        hook(&w.h, &w.t, POST, "t::watch", json!({"functions": ["shell::*"], "timeout_ms": 5000, "on_error": "fail_open"})).await;
+        let tail = r#" grant_hint={"v":1,"dir":"/data","path":"/data/x","code":"S215"}"#;
+        let message = format!("path escapes the fs jail roots [/w/s1]: /data/x{tail}");
+        w.t.fail("shell::run", "S215", &message);
+
+        let state = w.h.call(spec("c1", "shell::run", json!({"cmd": "cat /data/x"})).with_working_dir("/w/s1")).await;
+        assert_eq!(state, CallState::Held { held_by: "t::watch".into(), point: HookPoint::PostTrigger });
+        let seen = w.h.hook_calls()[0].input["result"].clone();
+        assert_eq!(
+            seen,
+            json!({"function_call_id": "c1", "function_id": "shell::run",
+                   "content": [{"type": "text", "text": message}], "is_error": true,
+                   "details": {"error": {"code": "S215", "message": message}}})
+        );
+
+        w.t.succeed("shell::run");
+        let reply = call(
+            w.t.client(),
+            "harness::function::resolve",
+            json!({"session_id": "s1", "turn_id": "t1", "function_call_id": "c1", "action": "execute", "extra_roots": ["/data"]}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(reply, json!({"resolved": true, "turn_resumed": true}));
+        assert_eq!(w.t.runs("shell::run"), 2, "the target ran again");
+        let runs = w.h.runs_of("shell::run");
+        assert_eq!(runs[0].extra_roots, Vec::<String>::new());
+        assert_eq!(runs[1].extra_roots, vec!["/data"]);
+        assert_eq!(hooks_called(&w.h, HookPoint::PostTrigger), vec!["t::watch", "t::watch"]);
+        let state = w.h.state("s1", "c1").unwrap();
+        assert_eq!(state.result().unwrap()["is_error"], false);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_held_again_call_leaves_the_turn_waiting() {
+    on_each_engine("a_held_again_call_leaves_the_turn_waiting", |engine| async move {
+        let watch = Script::boxed(vec![], json!({"decision": "hold"}));
+        let w = world(engine, HarnessOptions::default(), vec![("t::watch", watch)]).await;
+        hook(&w.h, &w.t, POST, "t::watch", json!({})).await;
+        assert!(w.h.call(spec("c1", "demo::echo", json!({}))).await.is_held());
+        let reply = call(
+            w.t.client(),
+            "harness::function::resolve",
+            json!({"session_id": "s1", "turn_id": "t1", "function_call_id": "c1", "action": "execute"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(reply, json!({"resolved": true, "turn_resumed": false}));
+        assert!(w.h.state("s1", "c1").unwrap().is_held());
+        assert_eq!(w.t.runs("demo::echo"), 2);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn after_reply_timing_answers_before_running() {
+    on_each_engine("after_reply_timing_answers_before_running", |engine| async move {
+        let options = HarnessOptions {
+            resolve_timing: ResolveTiming::AfterReply,
+            ..HarnessOptions::default()
+        };
+        let w = world(engine, options, vec![("t::hold", Script::boxed(vec![json!({"decision": "hold"})], Value::Null))]).await;
+        hook(&w.h, &w.t, PRE, "t::hold", json!({})).await;
+        w.t.set_delay("demo::echo", Duration::from_millis(500));
+        assert!(w.h.call(spec("c1", "demo::echo", json!({}))).await.is_held());
+        let reply = call(
+            w.t.client(),
+            "harness::function::resolve",
+            json!({"session_id": "s1", "turn_id": "t1", "function_call_id": "c1", "action": "execute"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(reply, json!({"resolved": true, "turn_resumed": true}));
+        assert_eq!(w.h.state("s1", "c1"), Some(CallState::Running), "answered before the target finished");
+        let done = w.h.wait_for_state("s1", "c1", WAIT, |s| matches!(s, CallState::Completed { .. })).await;
+        assert!(matches!(done, Some(CallState::Completed { .. })), "{done:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_failing_hook_denies_when_fail_closed_and_is_skipped_when_fail_open() {
+    on_each_engine(
+        "a_failing_hook_denies_when_fail_closed_and_is_skipped_when_fail_open",
+        |engine| async move {
+            let w = world(
+                engine,
+                HarnessOptions::default(),
+                vec![
+                    ("t::broken", reply(Value::Null)),
+                    ("t::odd", reply(json!({"decision": "allow"}))),
+                    ("demo::closed", echo()),
+                    ("demo::open", echo()),
+                ],
+            )
+            .await;
+            w.t.fail("t::broken", "boom", "hook exploded");
+            hook(
+                &w.h,
+                &w.t,
+                PRE,
+                "t::broken",
+                json!({"functions": ["demo::closed"]}),
+            )
+            .await;
+            bind(
+                w.t.client(),
+                PRE,
+                "t::broken",
+                json!({"functions": ["demo::open"], "on_error": "fail_open"}),
+            );
+            bind(
+                w.t.client(),
+                POST,
+                "t::broken",
+                json!({"functions": ["demo::open"]}),
+            );
+            hook(
+                &w.h,
+                &w.t,
+                PRE,
+                "t::odd",
+                json!({"functions": ["demo::echo"]}),
+            )
+            .await;
+            assert!(
+                w.h.wait_until(WAIT, |h| h.bindings(PRE).len() == 3
+                    && h.bindings(POST).len() == 1)
+                    .await
+            );
+
+            let closed = w.h.call(spec("c1", "demo::closed", json!({}))).await;
+            let reason = closed.deny_reason().expect("fail_closed denies");
+            assert!(reason.starts_with("hook t::broken failed: "), "{reason}");
+            assert!(reason.contains("hook exploded"), "{reason}");
+            assert_eq!(w.t.runs("demo::closed"), 0);
+
+            let open = w.h.call(spec("c2", "demo::open", json!({}))).await;
+            assert!(
+                matches!(open, CallState::Completed { .. }),
+                "pre fail_open and post default skip: {open:?}"
+            );
+            assert_eq!(w.t.runs("demo::open"), 1);
+
+            let odd = w.h.call(spec("c3", "demo::echo", json!({}))).await;
+            let reason = odd
+                .deny_reason()
+                .expect("an unknown decision is a failed hook");
+            assert!(reason.starts_with("hook t::odd failed: "), "{reason}");
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_hook_past_its_timeout_denies_when_fail_closed_and_is_skipped_when_fail_open() {
+    on_each_engine(
+        "a_hook_past_its_timeout_denies_when_fail_closed_and_is_skipped_when_fail_open",
+        |engine| async move {
+            let w = world(
+                engine,
+                HarnessOptions::default(),
+                vec![
+                    ("t::slow", reply(json!({"decision": "hold"}))),
+                    ("demo::closed", echo()),
+                    ("demo::open", echo()),
+                ],
+            )
+            .await;
+            w.t.set_delay("t::slow", Duration::from_millis(1500));
+            bind(
+                w.t.client(),
+                PRE,
+                "t::slow",
+                json!({"functions": ["demo::closed"], "timeout_ms": 200}),
+            );
+            bind(
+                w.t.client(),
+                PRE,
+                "t::slow",
+                json!({"functions": ["demo::open"], "timeout_ms": 200, "on_error": "fail_open"}),
+            );
+            assert!(w.h.wait_until(WAIT, |h| h.bindings(PRE).len() == 2).await);
+
+            let started = std::time::Instant::now();
+            let closed = w.h.call(spec("c1", "demo::closed", json!({}))).await;
+            assert_eq!(closed.deny_reason(), Some("hook t::slow timed out"));
+            assert!(
+                started.elapsed() < Duration::from_millis(1400),
+                "the binding's timeout applied"
+            );
+
+            let open = w.h.call(spec("c2", "demo::open", json!({}))).await;
+            assert!(matches!(open, CallState::Completed { .. }), "{open:?}");
+            assert_eq!(w.t.runs("demo::open"), 1);
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_dispatch_policy_denial_reaches_post_trigger_with_a_string_error() {
+    on_each_engine(
+        "a_dispatch_policy_denial_reaches_post_trigger_with_a_string_error",
+        |engine| async move {
+            let w = world(
+                engine,
+                HarnessOptions::default(),
+                vec![("t::post", reply(Value::Null))],
+            )
+            .await;
+            hook(&w.h, &w.t, POST, "t::post", json!({})).await;
+            w.h.deny_dispatch("demo::echo");
+            let state = w.h.call(spec("c1", "demo::echo", json!({}))).await;
+            let result = state.result().expect("a result").clone();
+            assert_eq!(result["is_error"], true);
+            assert_eq!(result["details"]["error"], "policy_denied");
+            assert_eq!(
+                w.h.hook_calls()[0].input["result"]["details"]["error"],
+                "policy_denied"
+            );
+            assert_eq!(w.t.runs("demo::echo"), 0);
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn newer_builds_prefix_target_errors_with_the_function_id() {
+    on_each_engine(
+        "newer_builds_prefix_target_errors_with_the_function_id",
+        |engine| async move {
+            let options = HarnessOptions {
+                prefix_target_errors: true,
+                ..HarnessOptions::default()
+            };
+            let w = world(engine, options, vec![]).await;
+            w.t.fail("shell::run", "S220", "outside the session directory");
+            let state = w.h.call(spec("c1", "shell::run", json!({}))).await;
+            let result = state.result().unwrap();
+            assert_eq!(
+                result["details"]["error"]["message"],
+                "shell::run: outside the session directory"
+            );
+            assert_eq!(result["details"]["error"]["code"], "S220");
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn workspace_grants_are_sorted_and_deduplicated() {
+    on_each_engine(
+        "workspace_grants_are_sorted_and_deduplicated",
+        |engine| async move {
+            let w = world(engine, HarnessOptions::default(), vec![]).await;
+            let c = w.t.client();
+            for root in ["/b", "/a", "/b"] {
+                call(
+                    c,
+                    "harness::workspace::grant",
+                    json!({"session_id": "s1", "root": root}),
+                )
+                .await
+                .unwrap();
+            }
+            let grants = call(c, "harness::workspace::grants", json!({"session_id": "s1"}))
+                .await
+                .unwrap();
+            assert_eq!(grants, json!({"session_id": "s1", "roots": ["/a", "/b"]}));
+            let revoked = call(
+                c,
+                "harness::workspace::revoke",
+                json!({"session_id": "s1", "root": "/a"}),
+            )
+            .await
+            .unwrap();
+            assert_eq!(revoked, json!({"session_id": "s1", "roots": ["/b"]}));
+            let other = call(c, "harness::workspace::grants", json!({"session_id": "s2"}))
+                .await
+                .unwrap();
+            assert_eq!(other, json!({"session_id": "s2", "roots": []}));
+
+            w.h.call(spec("c1", "demo::echo", json!({}))).await;
+            assert_eq!(
+                w.h.runs_of("demo::echo")[0].metadata["granted_roots"],
+                json!(["/b"])
+            );
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_older_harness_has_no_workspace_grants() {
+    on_each_engine(
+        "an_older_harness_has_no_workspace_grants",
+        |engine| async move {
+            let options = HarnessOptions {
+                workspace_grants: false,
+                ..HarnessOptions::default()
+            };
+            let w = world(engine, options, vec![]).await;
+            let err = call(
+                w.t.client(),
+                "harness::workspace::grants",
+                json!({"session_id": "s1"}),
+            )
+            .await
+            .expect_err("no workspace plane");
+            assert_eq!(code(&err), "function_not_found");
+            let resolve = call(
+                w.t.client(),
+                "harness::function::resolve",
+                json!({"session_id": "s1", "turn_id": "t1", "function_call_id": "c1"}),
+            )
+            .await
+            .expect("resolve still served");
+            assert_eq!(resolve["resolved"], false);
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn turn_completed_reaches_bindings_whose_filter_matches() {
+    on_each_engine("turn_completed_reaches_bindings_whose_filter_matches", |engine| async move {
+        let w = world(
+ engine,
+            HarnessOptions::default(),
+            vec![
+                ("t::all", reply(json!({"ok": true}))),
+                ("t::s1", reply(json!({"ok": true}))),
+                ("t::parent", reply(json!({"ok": true}))),
+                ("t::hold", reply(json!({"decision": "hold"}))),
+            ],
+        )
+        .await;
+        let tc = "harness::turn-completed";
+        hook(&w.h, &w.t, tc, "t::all", json!({})).await;
+        hook(&w.h, &w.t, tc, "t::s1", json!({"session_id": "s1"})).await;
+        hook(&w.h, &w.t, tc, "t::parent", json!({"parent_session_id": "p1"})).await;
+        hook(&w.h, &w.t, PRE, "t::hold", json!({})).await;
+
+        assert_eq!(w.h.complete_turn("s2", "t9", "completed").await, 1);
+        assert!(w.h.wait_until(WAIT, |_| w.t.runs("t::all") == 1).await);
+        assert!(w.h.call(spec("c1", "demo::echo", json!({}))).await.is_held());
+        assert_eq!(w.h.complete_turn("s1", "t1", "cancelled").await, 2);
+        assert!(w.h.wait_until(WAIT, |_| w.t.runs("t::all") == 2 && w.t.runs("t::s1") == 1).await);
+        let mut child = approval_gate::testkit::harness::TurnCompletion::new("child", "t5", "failed");
+        child.parent_session_id = Some("p1".into());
+        child.reason = Some("model error".into());
+        assert_eq!(w.h.complete_turn_with(child).await, 2);
+        assert!(w.h.wait_until(WAIT, |_| w.t.runs("t::parent") == 1 && w.t.runs("t::all") == 3).await);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(w.t.runs("t::s1"), 1, "the session filter held back s2 and child");
+
+        let payload = &w.t.payloads("t::s1")[0];
+        assert_eq!(payload["session_id"], "s1");
+        assert_eq!(payload["turn_id"], "t1");
+        assert_eq!(payload["status"], "cancelled");
+        assert!(payload["timestamp"].as_u64().is_some_and(|t| t > 1_600_000_000_000));
+        let child_payload = &w.t.payloads("t::parent")[0];
+        assert_eq!(child_payload["parent"], json!({"session_id": "p1"}));
+        assert_eq!(child_payload["reason"], "model error");
+
+        assert_eq!(w.h.state("s1", "c1"), Some(CallState::Abandoned { status: "cancelled".into() }));
+        let late = call(
+            w.t.client(),
+            "harness::function::resolve",
+            json!({"session_id": "s1", "turn_id": "t1", "function_call_id": "c1", "action": "execute"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(late["resolved"], false);
+        assert_eq!(w.t.runs("demo::echo"), 0);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn session_get_serves_the_map_and_session_deleted_reaches_every_binding() {
+    on_each_engine(
+        "session_get_serves_the_map_and_session_deleted_reaches_every_binding",
+        |engine| async move {
+            let s = SessionDouble::start(&engine.url()).await;
+            let t = TargetWorker::start(&engine.url(), &["t::deleted", "t::also"]).await;
+            let meta = json!({"title": "Fix the build", "metadata": {"team": "infra"}});
+            s.put("s1", meta.clone());
+
+            let got = call(t.client(), "session::get", json!({"session_id": "s1"}))
+                .await
+                .unwrap();
+            assert_eq!(got, json!({"session_id": "s1", "meta": meta}));
+            let unknown = call(t.client(), "session::get", json!({"session_id": "nope"}))
+                .await
+                .expect_err("unknown session");
+            assert_eq!(code(&unknown), "session_not_found");
+            s.put_response("bare", json!({"session_id": "bare"}));
+            let bare = call(t.client(), "session::get", json!({"session_id": "bare"}))
+                .await
+                .unwrap();
+            assert!(bare.get("meta").is_none());
+
+            s.set_delay(Duration::from_millis(400));
+            let started = std::time::Instant::now();
+            call(t.client(), "session::get", json!({"session_id": "s1"}))
+                .await
+                .unwrap();
+            assert!(started.elapsed() >= Duration::from_millis(400));
+            assert_eq!(s.get_calls(), 4);
+            s.set_delay(Duration::ZERO);
+
+            bind(t.client(), "session::deleted", "t::deleted", json!({}));
+            bind(
+                t.client(),
+                "session::deleted",
+                "t::also",
+                json!({"anything": true}),
+            );
+            assert!(
+                s.wait_for_binding("t::deleted", WAIT).await
+                    && s.wait_for_binding("t::also", WAIT).await
+            );
+            assert_eq!(s.delete("s1").await, 2);
+            let deadline = tokio::time::Instant::now() + WAIT;
+            while (t.runs("t::deleted") == 0 || t.runs("t::also") == 0)
+                && tokio::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert_eq!(t.payloads("t::deleted")[0]["session_id"], "s1");
+            assert_eq!(t.runs("t::also"), 1);
+            let gone = call(t.client(), "session::get", json!({"session_id": "s1"})).await;
+            assert!(gone.is_err(), "a deleted session is unknown");
+        },
+    )
+    .await;
+}
