@@ -34,10 +34,11 @@ pub struct WorkerProcess {
 
 impl WorkerProcess {
     /// Spawns `bin --url <url> <args>` with OTel off and waits for the ready
-    /// line (panics with the collected output after `timeout`).
-    pub fn spawn(bin: &Path, url: &str, args: &[&str], timeout: Duration) -> WorkerProcess {
+    /// line (panics with the collected output after `timeout`). Waits
+    /// asynchronously: an in-process test engine runs on the same runtime.
+    pub async fn spawn(bin: &Path, url: &str, args: &[&str], timeout: Duration) -> WorkerProcess {
         let process = Self::spawn_raw(bin, url, args);
-        if !process.wait_for_line("approval-gate ready", timeout) {
+        if !process.wait_for_line("approval-gate ready", timeout).await {
             let out = process.output();
             panic!("worker not ready within {timeout:?}:\n{out}");
         }
@@ -92,13 +93,13 @@ impl WorkerProcess {
     }
 
     /// Waits until a line containing `needle` appears.
-    pub fn wait_for_line(&self, needle: &str, timeout: Duration) -> bool {
+    pub async fn wait_for_line(&self, needle: &str, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if self.output().contains(needle) {
                 return true;
             }
-            std::thread::sleep(Duration::from_millis(50));
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         false
     }
@@ -115,22 +116,22 @@ impl WorkerProcess {
     }
 
     /// SIGTERM, then wait for the exit code (SIGKILL after `timeout`).
-    pub fn terminate(&mut self, timeout: Duration) -> Option<i32> {
+    pub async fn terminate(&mut self, timeout: Duration) -> Option<i32> {
         let _ = Command::new("kill")
             .arg("-TERM")
             .arg(self.pid().to_string())
             .status();
-        self.wait(timeout)
+        self.wait(timeout).await
     }
 
     /// Waits for the exit code (SIGKILL after `timeout`).
-    pub fn wait(&mut self, timeout: Duration) -> Option<i32> {
+    pub async fn wait(&mut self, timeout: Duration) -> Option<i32> {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return status.code();
             }
-            std::thread::sleep(Duration::from_millis(50));
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         self.kill();
         None

@@ -1,0 +1,251 @@
+//! Shared scaffolding of the scenario suites: one scenario, written once, runs
+//! on the in-process test engine and then on a real engine when one is
+//! available (`III_ENGINE_BIN` or `iii` on PATH).
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use approval_gate::boot::Running;
+use approval_gate::testkit::fixture::{call, EngineFixture};
+use approval_gate::testkit::harness::{HarnessDouble, HarnessOptions};
+use approval_gate::testkit::session::SessionDouble;
+use approval_gate::testkit::targets::TargetWorker;
+use approval_gate::testkit::worker::start_in_process;
+use iii_sdk::protocol::RegisterTriggerInput;
+use iii_sdk::{IIIClient, RegisterFunction};
+use serde_json::{json, Value};
+
+/// How long one scenario may take on one engine.
+pub const SCENARIO_LIMIT: Duration = Duration::from_secs(90);
+/// A short wait for asynchronous effects.
+pub const WAIT: Duration = Duration::from_secs(5);
+
+/// Runs `scenario` on the test engine, then on a real engine when present.
+pub async fn on_each_engine<F, Fut>(test: &str, scenario: F)
+where
+    F: Fn(EngineFixture) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let test_engine = EngineFixture::start_test().await;
+    run_bounded(test, test_engine, &scenario).await;
+    if let Some(real) = EngineFixture::start_real(test).await {
+        run_bounded(test, real, &scenario).await;
+    }
+}
+
+/// Runs `scenario` on the test engine only (fault injection).
+pub async fn on_test_engine<F, Fut>(test: &str, scenario: F)
+where
+    F: Fn(EngineFixture) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    run_bounded(test, EngineFixture::start_test().await, &scenario).await;
+}
+
+async fn run_bounded<F, Fut>(test: &str, engine: EngineFixture, scenario: &F)
+where
+    F: Fn(EngineFixture) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let kind = engine.kind();
+    eprintln!("{test}: on the {kind:?} engine");
+    tokio::time::timeout(SCENARIO_LIMIT, scenario(engine))
+        .await
+        .unwrap_or_else(|_| {
+            panic!("{test} on the {kind:?} engine did not finish in {SCENARIO_LIMIT:?}")
+        });
+}
+
+/// The remote error code of a failed call.
+pub fn code_of(err: &iii_sdk::Error) -> String {
+    match err {
+        iii_sdk::Error::Remote { code, .. } => code.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The remote error message of a failed call.
+pub fn message_of(err: &iii_sdk::Error) -> String {
+    match err {
+        iii_sdk::Error::Remote { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Polls `check` until it holds or `timeout` passes.
+pub async fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A world: engine, harness, session manager, targets, the worker, a probe.
+pub struct Scene {
+    pub engine: EngineFixture,
+    pub harness: HarnessDouble,
+    pub sessions: SessionDouble,
+    pub targets: TargetWorker,
+    pub worker: Option<Running>,
+    pub probe: IIIClient,
+}
+
+/// Target functions every scene serves.
+pub const TARGETS: &[&str] = &["demo::echo", "demo::other", "shell::run", "coder::write"];
+
+impl Scene {
+    /// Peers first (so their trigger types exist), then the worker.
+    pub async fn start(engine: EngineFixture) -> Scene {
+        Self::start_with(engine, HarnessOptions::default()).await
+    }
+
+    /// As [`Scene::start`] with harness options.
+    pub async fn start_with(engine: EngineFixture, options: HarnessOptions) -> Scene {
+        let harness = HarnessDouble::start(&engine.url(), options).await;
+        let sessions = SessionDouble::start(&engine.url()).await;
+        let targets = TargetWorker::start(&engine.url(), TARGETS).await;
+        let probe = engine.client("probe").await;
+        let worker = Some(start_in_process(&engine.url()).await);
+        let scene = Scene {
+            engine,
+            harness,
+            sessions,
+            targets,
+            worker,
+            probe,
+        };
+        scene.wait_for_gate_binding().await;
+        scene
+    }
+
+    /// Waits until the harness holds the gate's binding.
+    pub async fn wait_for_gate_binding(&self) {
+        assert!(
+            self.harness
+                .wait_for_binding("harness::hook::pre-trigger", "approval::gate", WAIT)
+                .await
+                .is_some(),
+            "the harness never received the gate's binding"
+        );
+    }
+
+    /// Calls a function from the probe.
+    pub async fn call(&self, function_id: &str, payload: Value) -> Result<Value, iii_sdk::Error> {
+        call(&self.probe, function_id, payload).await
+    }
+
+    /// Calls a function that must succeed.
+    pub async fn ok(&self, function_id: &str, payload: Value) -> Value {
+        self.call(function_id, payload.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{function_id} {payload} failed: {e}"))
+    }
+
+    /// Stops the in-process worker (its connection drops).
+    pub async fn stop_worker(&mut self) {
+        if let Some(w) = self.worker.take() {
+            w.shutdown(Duration::from_secs(2)).await;
+        }
+    }
+
+    /// Starts the in-process worker again.
+    pub async fn restart_worker(&mut self) {
+        self.stop_worker().await;
+        self.worker = Some(start_in_process(&self.engine.url()).await);
+    }
+
+    /// The inbox, all of it.
+    pub async fn inbox(&self) -> Vec<Value> {
+        let out = self
+            .ok("approval::list-pending", json!({"limit": 500}))
+            .await;
+        out["pending"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The values of a state scope.
+    pub async fn scope(&self, scope: &str) -> Vec<Value> {
+        let out = self.ok("state::list", json!({"scope": scope})).await;
+        out.as_array().cloned().unwrap_or_default()
+    }
+}
+
+/// A notification worker: binds a trigger type and collects what it receives.
+pub struct Sink {
+    pub client: IIIClient,
+    events: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Sink {
+    /// Binds `function_id` (registered here) to `trigger_type` with `config`.
+    pub async fn bind(
+        engine: &EngineFixture,
+        name: &str,
+        trigger_type: &str,
+        config: Value,
+    ) -> Sink {
+        let client = engine.client(name).await;
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let sink = events.clone();
+        let function_id = format!("{name}::on-event");
+        client.register_function(
+            function_id.clone(),
+            RegisterFunction::new_async(move |payload: Value| {
+                let sink = sink.clone();
+                async move {
+                    sink.lock().unwrap().push(payload);
+                    Ok::<Value, iii_sdk::Error>(json!({"ok": true}))
+                }
+            }),
+        );
+        approval_gate::testkit::fixture::wait_for_functions(&client, &[&function_id]).await;
+        #[allow(deprecated)] // the 0.25 binding API; the engine still speaks it
+        client
+            .register_trigger(RegisterTriggerInput::new(
+                trigger_type,
+                &function_id,
+                config,
+            ))
+            .expect("binding sent");
+        Sink { client, events }
+    }
+
+    /// What arrived so far.
+    pub fn events(&self) -> Vec<Value> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// Waits until at least `n` events arrived.
+    pub async fn wait_for(&self, n: usize, timeout: Duration) -> Vec<Value> {
+        eventually(timeout, || self.events.lock().unwrap().len() >= n).await;
+        self.events()
+    }
+}
+
+impl Scene {
+    /// Binds a sink and waits until the worker has registered the binding.
+    pub async fn sink(&self, name: &str, trigger_type: &str, config: Value) -> Sink {
+        let before = self.live_bindings();
+        let sink = Sink::bind(&self.engine, name, trigger_type, config).await;
+        assert!(
+            eventually(WAIT, || self.live_bindings() > before).await,
+            "the worker never received the {trigger_type} binding of {name}"
+        );
+        sink
+    }
+
+    /// Bindings the worker holds for its trigger types.
+    pub fn live_bindings(&self) -> usize {
+        self.worker
+            .as_ref()
+            .map(|w| w.worker.subscriptions.len())
+            .unwrap_or(0)
+    }
+}

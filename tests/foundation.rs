@@ -1,0 +1,469 @@
+//! The foundation: the configuration entry (contract §9), the settings RPCs
+//! (contract §1, §2), the process (contract §10).
+
+mod common;
+
+use std::time::Duration;
+
+use approval_gate::testkit::fixture::call;
+use approval_gate::testkit::worker::{start_in_process, start_in_process_with, WorkerProcess};
+use common::*;
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_approval-gate");
+
+fn defaults() -> Value {
+    json!({"default_mode": "manual", "rules": ["!approval::*"], "grant_reask_limit": 3})
+}
+
+#[tokio::test]
+async fn config_fresh_engine_gets_the_defaults_and_the_schema_rejects_unknown_keys() {
+    on_each_engine("config_fresh_engine", |engine| async move {
+        let probe = engine.client("probe").await;
+        let _worker = start_in_process(&engine.url()).await;
+        let got = call(&probe, "configuration::get", json!({"id": "approval-gate"}))
+            .await
+            .unwrap();
+        assert_eq!(got["value"], defaults());
+        let err = call(
+            &probe,
+            "configuration::set",
+            json!({"id": "approval-gate", "value": {"default_mod": "auto"}}),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(code_of(&err), "SCHEMA_INVALID");
+        let schema = call(
+            &probe,
+            "configuration::schema",
+            json!({"id": "approval-gate"}),
+        )
+        .await
+        .unwrap();
+        let text = schema.to_string();
+        assert!(
+            text.contains("\"title\"")
+                && text.contains("\"examples\"")
+                && text.contains("\"default\""),
+            "{text}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn config_operator_value_survives_a_worker_restart() {
+    on_each_engine("config_operator_value_survives", |engine| async move {
+        let probe = engine.client("probe").await;
+        let worker = start_in_process(&engine.url()).await;
+        let value = json!({"default_mode": "auto", "rules": ["!approval::*", "demo::*"], "grant_reask_limit": 1});
+        call(&probe, "configuration::set", json!({"id": "approval-gate", "value": value})).await.unwrap();
+        worker.shutdown(Duration::from_secs(2)).await;
+        let worker = start_in_process_with(&engine.url(), Some(defaults())).await;
+        let got = call(&probe, "configuration::get", json!({"id": "approval-gate"})).await.unwrap();
+        assert_eq!(got["value"], value, "a restart (even with a seed) must not overwrite a stored value");
+        let snap = worker.worker.config.load();
+        assert_eq!(snap.config.grant_reask_limit, 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn config_missing_rules_are_backfilled_and_other_fields_kept() {
+    on_each_engine("config_missing_rules_backfilled", |engine| async move {
+        let probe = engine.client("probe").await;
+        // An older entry: registered with a schema that allowed no rules.
+        call(
+            &probe,
+            "configuration::register",
+            json!({"id": "approval-gate", "name": "old", "description": "old", "schema": {"type": "object"},
+                   "initial_value": {"default_mode": "full", "grant_reask_limit": 7}}),
+        )
+        .await
+        .unwrap();
+        let _worker = start_in_process(&engine.url()).await;
+        let got = call(&probe, "configuration::get", json!({"id": "approval-gate"})).await.unwrap();
+        assert_eq!(got["value"], json!({"default_mode": "full", "grant_reask_limit": 7, "rules": ["!approval::*"]}));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn config_seed_applies_only_when_nothing_is_stored() {
+    on_each_engine(
+        "config_seed_applies_only_when_nothing_stored",
+        |engine| async move {
+            let probe = engine.client("probe").await;
+            let seed =
+                json!({"default_mode": "auto", "rules": ["!approval::*"], "grant_reask_limit": 2});
+            let worker = start_in_process_with(&engine.url(), Some(seed.clone())).await;
+            let got = call(&probe, "configuration::get", json!({"id": "approval-gate"}))
+                .await
+                .unwrap();
+            assert_eq!(got["value"], seed);
+            worker.shutdown(Duration::from_secs(2)).await;
+            let other = json!({"default_mode": "full", "rules": [], "grant_reask_limit": 0});
+            let _worker = start_in_process_with(&engine.url(), Some(other)).await;
+            let got = call(&probe, "configuration::get", json!({"id": "approval-gate"}))
+                .await
+                .unwrap();
+            assert_eq!(got["value"], seed, "the second seed must be ignored");
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn config_seed_file_is_yaml_with_env_expansion() {
+    on_each_engine("config_seed_file", |engine| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("seed.yaml");
+        std::fs::write(
+            &path,
+            "default_mode: ${AG_SEED_MODE:auto}\ngrant_reask_limit: 5\n",
+        )
+        .unwrap();
+        let worker = WorkerProcess::spawn(
+            BIN.as_ref(),
+            &engine.url(),
+            &["--config", path.to_str().unwrap()],
+            Duration::from_secs(30),
+        )
+        .await;
+        let probe = engine.client("probe").await;
+        let got = call(&probe, "configuration::get", json!({"id": "approval-gate"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            got["value"],
+            json!({"default_mode": "auto", "rules": ["!approval::*"], "grant_reask_limit": 5})
+        );
+        drop(worker);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn config_reload_changes_defaults_without_a_restart_and_bad_values_keep_the_last_good() {
+    on_each_engine("config_reload", |engine| async move {
+        let probe = engine.client("probe").await;
+        let worker = start_in_process(&engine.url()).await;
+        let before = call(&probe, "approval::get-settings", json!({"session_id": "unseen"})).await.unwrap();
+        assert_eq!(before["settings"]["mode"], "manual");
+        call(&probe, "configuration::set", json!({"id": "approval-gate", "value": {"default_mode": "auto"}})).await.unwrap();
+        let w = worker.worker.clone();
+        assert!(eventually(WAIT, || w.config.load().config.default_mode.as_str() == "auto").await);
+        let after = call(&probe, "approval::get-settings", json!({"session_id": "unseen"})).await.unwrap();
+        assert_eq!(after["settings"]["mode"], "auto");
+        assert_eq!(after["source"], "defaults");
+        // Passes the schema (an integer ≥ 0) but does not fit the worker (u32).
+        call(&probe, "configuration::set", json!({"id": "approval-gate", "value": {"default_mode": "full", "grant_reask_limit": 8_589_934_592u64}}))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(w.config.load().config.default_mode.as_str(), "auto", "an unusable value must keep the last good snapshot");
+        let still = call(&probe, "approval::get-settings", json!({"session_id": "unseen"})).await.unwrap();
+        assert_eq!(still["settings"]["mode"], "auto");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn config_register_failure_exits_non_zero_naming_the_entry() {
+    on_test_engine("config_register_failure", |engine| async move {
+        engine.test_engine().unwrap().faults().fail(
+            "configuration::register",
+            "STORE_DOWN",
+            "store is down",
+            None,
+        );
+        let mut worker = WorkerProcess::spawn_raw(BIN.as_ref(), &engine.url(), &[]);
+        let code = worker.wait(Duration::from_secs(30)).await;
+        assert_eq!(code, Some(1), "output:\n{}", worker.output());
+        let out = worker.output();
+        assert!(
+            out.contains("configuration entry approval-gate")
+                && out.contains("configuration::register"),
+            "{out}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn config_fetch_failure_exits_non_zero() {
+    on_test_engine("config_fetch_failure", |engine| async move {
+        engine.test_engine().unwrap().faults().fail(
+            "configuration::get",
+            "STORE_DOWN",
+            "store is down",
+            None,
+        );
+        let mut worker = WorkerProcess::spawn_raw(BIN.as_ref(), &engine.url(), &[]);
+        assert_eq!(
+            worker.wait(Duration::from_secs(30)).await,
+            Some(1),
+            "{}",
+            worker.output()
+        );
+        assert!(worker
+            .output()
+            .contains("configuration entry approval-gate"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn settings_fifty_concurrent_grants_on_one_session_all_survive() {
+    on_each_engine("settings_fifty_concurrent_grants", |engine| async move {
+        let probe = engine.client("probe").await;
+        let _worker = start_in_process(&engine.url()).await;
+        let calls = (0..50).map(|i| {
+            let probe = probe.clone();
+            async move {
+                call(
+                    &probe,
+                    "approval::approve-always",
+                    json!({"session_id": "s_many", "function_id": format!("f::{i}")}),
+                )
+                .await
+                .unwrap()
+            }
+        });
+        futures_util::future::join_all(calls).await;
+        let got = call(
+            &probe,
+            "approval::get-settings",
+            json!({"session_id": "s_many"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(got["source"], "stored");
+        let mut ids: Vec<String> = got["settings"]["approved_always"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["function_id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), 50);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn settings_reads_never_write() {
+    on_each_engine("settings_reads_never_write", |engine| async move {
+        let probe = engine.client("probe").await;
+        let _worker = start_in_process(&engine.url()).await;
+        let before = call(&probe, "state::list", json!({"scope": "approval_settings"}))
+            .await
+            .unwrap();
+        let got = call(
+            &probe,
+            "approval::get-settings",
+            json!({"session_id": "s_read"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(got["source"], "defaults");
+        let after = call(&probe, "state::list", json!({"scope": "approval_settings"}))
+            .await
+            .unwrap();
+        assert_eq!(before, after);
+        let none = call(
+            &probe,
+            "state::get",
+            json!({"scope": "approval_settings", "key": "s_read"}),
+        )
+        .await
+        .unwrap();
+        assert!(none.is_null());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn settings_mutations_materialise_and_behave_per_contract() {
+    on_each_engine("settings_mutations", |engine| async move {
+        let probe = engine.client("probe").await;
+        // An auto-scoped allow rule becomes a seed entry.
+        let seed = json!({"default_mode": "manual", "rules": ["!approval::*", {"function": "state::get", "action": "allow", "modes": ["auto"]}]});
+        let _worker = start_in_process_with(&engine.url(), Some(seed)).await;
+        let out = call(&probe, "approval::set-mode", json!({"session_id": "s_new", "mode": "full"})).await.unwrap();
+        let s = &out["settings"];
+        assert_eq!(s["mode"], "full");
+        assert!(s["mode_set_at"].as_u64().unwrap() > 0);
+        assert_eq!(s["always_allow"][0]["function_id"], "state::get");
+        assert_eq!(s["always_allow"][0]["granted_by"], "seed");
+        assert!(s["always_allow"][0]["granted_at"].as_u64().unwrap() > 0, "seed entries are stamped when materialised");
+        let stored = call(&probe, "state::get", json!({"scope": "approval_settings", "key": "s_new"})).await.unwrap();
+        assert_eq!(stored["mode"], "full");
+
+        let a = call(&probe, "approval::add-always-allow", json!({"session_id": "s_new", "function_id": "demo::*"})).await.unwrap();
+        let first_at = a["settings"]["always_allow"][1]["granted_at"].clone();
+        assert_eq!(a["settings"]["always_allow"][1]["granted_by"], "user_click");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let b = call(&probe, "approval::add-always-allow", json!({"session_id": "s_new", "function_id": "demo::*"})).await.unwrap();
+        assert_eq!(b["settings"]["always_allow"].as_array().unwrap().len(), 2, "idempotent on the exact id");
+        assert_eq!(b["settings"]["always_allow"][1]["granted_at"], first_at, "an existing entry keeps its granted_at");
+
+        let r = call(&probe, "approval::remove-always-allow", json!({"session_id": "s_new", "function_id": "nope"})).await.unwrap();
+        assert_eq!(r["settings"]["always_allow"].as_array().unwrap().len(), 2);
+        let r = call(&probe, "approval::remove-always-allow", json!({"session_id": "s_new", "function_id": "demo::*"})).await.unwrap();
+        assert_eq!(r["settings"]["always_allow"].as_array().unwrap().len(), 1);
+
+        // remove on a never-seen session still materialises.
+        call(&probe, "approval::remove-always-allow", json!({"session_id": "s_other", "function_id": "x"})).await.unwrap();
+        let g = call(&probe, "approval::get-settings", json!({"session_id": "s_other"})).await.unwrap();
+        assert_eq!(g["source"], "stored");
+
+        let c = call(&probe, "approval::clear-settings", json!({"session_id": "s_new"})).await.unwrap();
+        assert_eq!(c["cleared"], true);
+        let c = call(&probe, "approval::clear-settings", json!({"session_id": "s_new"})).await.unwrap();
+        assert_eq!(c["cleared"], false);
+        let g = call(&probe, "approval::get-settings", json!({"session_id": "s_new"})).await.unwrap();
+        assert_eq!(g["source"], "defaults");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn settings_bad_ids_are_invalid_payload_in_code_and_message() {
+    on_each_engine("settings_bad_ids", |engine| async move {
+        let probe = engine.client("probe").await;
+        let _worker = start_in_process(&engine.url()).await;
+        for (fid, payload) in [
+            (
+                "approval::set-mode",
+                json!({"session_id": "a/b", "mode": "auto"}),
+            ),
+            (
+                "approval::set-mode",
+                json!({"session_id": "", "mode": "auto"}),
+            ),
+            (
+                "approval::set-mode",
+                json!({"session_id": "s", "mode": "turbo"}),
+            ),
+            (
+                "approval::approve-always",
+                json!({"session_id": "s", "function_id": ""}),
+            ),
+            ("approval::add-always-allow", json!({"session_id": "s"})),
+            ("approval::get-settings", json!({"session_id": "x/y"})),
+            ("approval::clear-settings", json!({})),
+            ("approval::get-settings", json!("not an object")),
+        ] {
+            let err = call(&probe, fid, payload.clone()).await.unwrap_err();
+            assert_eq!(code_of(&err), "approval/invalid_payload", "{fid} {payload}");
+            assert!(
+                message_of(&err).starts_with("approval/invalid_payload: "),
+                "{fid} {payload}: {}",
+                message_of(&err)
+            );
+        }
+        // The engine injects _caller_worker_id; a payload carrying it is fine.
+        let ok = call(
+            &probe,
+            "approval::get-settings",
+            json!({"session_id": "s", "_caller_worker_id": "w-1"}),
+        )
+        .await;
+        assert!(ok.is_ok(), "{ok:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn settings_state_failure_on_mutation_is_state_unavailable() {
+    on_test_engine("settings_state_failure", |engine| async move {
+        let probe = engine.client("probe").await;
+        let _worker = start_in_process(&engine.url()).await;
+        engine
+            .test_engine()
+            .unwrap()
+            .faults()
+            .fail("state::get", "KV_DOWN", "kv down", Some(1));
+        let err = call(
+            &probe,
+            "approval::set-mode",
+            json!({"session_id": "s", "mode": "auto"}),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(code_of(&err), "approval/state_unavailable");
+        let none = call(
+            &probe,
+            "state::get",
+            json!({"scope": "approval_settings", "key": "s"}),
+        )
+        .await
+        .unwrap();
+        assert!(none.is_null(), "a failed strict read must not re-seed");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn settings_view_follows_writes_made_elsewhere() {
+    on_each_engine("settings_view_follows_state", |engine| async move {
+        let probe = engine.client("probe").await;
+        let worker = start_in_process(&engine.url()).await;
+        let record = json!({"session_id": "s_ext", "mode": "full", "always_allow": [], "approved_always": [], "mode_set_at": 1});
+        call(&probe, "state::set", json!({"scope": "approval_settings", "key": "s_ext", "value": record})).await.unwrap();
+        let w = worker.worker.clone();
+        assert!(eventually(WAIT, || w.settings.cached("s_ext").map(|s| s.settings.mode.as_str() == "full").unwrap_or(false)).await);
+        call(&probe, "state::delete", json!({"scope": "approval_settings", "key": "s_ext"})).await.unwrap();
+        assert!(eventually(WAIT, || w.settings.cached("s_ext").is_none()).await);
+    })
+    .await;
+}
+
+#[test]
+fn process_manifest_is_json_with_the_defaults() {
+    let out = std::process::Command::new(BIN)
+        .arg("--manifest")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(m["name"], "approval-gate");
+    assert_eq!(m["version"], env!("CARGO_PKG_VERSION"));
+    assert!(m["description"].as_str().unwrap().len() > 10);
+    assert_eq!(m["default_config"], defaults());
+    assert!(!m["supported_targets"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn process_unreachable_engine_exits_non_zero_within_the_timeout() {
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new(BIN)
+        .args(["--url", "ws://127.0.0.1:9", "--connect-timeout", "1"])
+        .env("OTEL_ENABLED", "false")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot reach the iii engine at ws://127.0.0.1:9 within 1 s"),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[tokio::test]
+async fn process_sigterm_exits_zero() {
+    on_each_engine("process_sigterm", |engine| async move {
+        let mut worker =
+            WorkerProcess::spawn(BIN.as_ref(), &engine.url(), &[], Duration::from_secs(30)).await;
+        assert_eq!(
+            worker.terminate(Duration::from_secs(20)).await,
+            Some(0),
+            "{}",
+            worker.output()
+        );
+    })
+    .await;
+}
