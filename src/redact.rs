@@ -700,7 +700,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
 
         #[test]
         fn redaction_is_safe_idempotent_and_bounded(v in value_strategy()) {

@@ -142,6 +142,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
         #[test]
         fn decode_never_panics(s in ".*") {
             let _ = decode(&s);

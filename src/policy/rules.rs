@@ -215,8 +215,8 @@ impl CompiledRules {
     /// Compiles `specs`, or returns every error found, each with its index.
     ///
     /// Errors: an empty or whitespace-padded `function` glob, a bare `"!"`,
-    /// a doubled `"!!"`, an invalid glob, an empty `rule_id`, an invalid
-    /// regex, an invalid JSON Pointer key.
+    /// a doubled `"!!"`, an object `function` starting with `!`, an invalid
+    /// glob, an empty `rule_id`, an invalid regex, an invalid JSON Pointer key.
     pub fn compile(specs: &[RuleSpec]) -> Result<CompiledRules, Vec<RuleError>> {
         let mut errors = Vec::new();
         let mut rules = Vec::with_capacity(specs.len());
@@ -331,6 +331,14 @@ fn compile_one(spec: &RuleSpec) -> Result<(CompiledRule, Pattern), String> {
             Ok((rule, pattern))
         }
         RuleSpec::Object(obj) => {
+            if obj.function.starts_with('!') {
+                // Almost certainly the shorthand's deny marker: in an object it
+                // would be a literal `!` that no function id starts with.
+                return Err(format!(
+                    "the function glob {:?} must not start with `!`; use \"action\": \"deny\"",
+                    obj.function
+                ));
+            }
             let pattern = function_pattern(&obj.function)?;
             let rule_id = match &obj.rule_id {
                 Some(id) if id.trim().is_empty() => {
@@ -553,10 +561,11 @@ mod tests {
             "  ",
             " shell::*",
             {"function": "x", "action": "deny", "rule_id": ""},
+            {"function": "!x", "action": "deny"},
             "fine"
         ]));
         let indices: Vec<usize> = errs.iter().map(|e| e.index).collect();
-        assert_eq!(indices, vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+        assert_eq!(indices, vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
         let text = |i: usize| {
             errs.iter()
                 .find(|e| e.index == i)
@@ -578,6 +587,10 @@ mod tests {
         assert_eq!(text(9), "rule 9: the function glob must not be empty");
         assert!(text(10).contains("whitespace"), "{}", text(10));
         assert_eq!(text(11), "rule 11: `rule_id` must not be empty");
+        assert_eq!(
+            text(12),
+            "rule 12: the function glob \"!x\" must not start with `!`; use \"action\": \"deny\""
+        );
     }
 
     #[test]
