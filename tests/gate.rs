@@ -10,11 +10,19 @@ use common::*;
 use serde_json::{json, Value};
 
 async fn set_rules(scene: &Scene, value: Value) {
-    scene.ok("configuration::set", json!({"id": "approval-gate", "value": value})).await;
+    scene
+        .ok(
+            "configuration::set",
+            json!({"id": "approval-gate", "value": value}),
+        )
+        .await;
     let w = scene.worker.as_ref().unwrap().worker.clone();
     let want = serde_json::to_value(&value["rules"]).unwrap();
     assert!(
-        eventually(WAIT, || serde_json::to_value(&w.config.load().config.rules).unwrap() == want).await,
+        eventually(WAIT, || serde_json::to_value(&w.config.load().config.rules)
+            .unwrap()
+            == want)
+        .await,
         "the worker never loaded {value}"
     );
 }
@@ -24,7 +32,12 @@ fn spec(sid: &str, cid: &str, fid: &str, args: Value) -> CallSpec {
 }
 
 async fn record_count(scene: &Scene) -> usize {
-    scene.scope("approval_pending").await.iter().filter(|v| !v.is_null()).count()
+    scene
+        .scope("approval_pending")
+        .await
+        .iter()
+        .filter(|v| !v.is_null())
+        .count()
 }
 
 #[tokio::test]
@@ -89,12 +102,44 @@ async fn gate_human_only_targets_are_denied_even_under_full_star_rules_and_star_
     on_each_engine("gate_human_only", |engine| async move {
         let scene = Scene::start(engine).await;
         set_rules(&scene, json!({"default_mode": "full", "rules": ["*"]})).await;
-        scene.ok("approval::set-mode", json!({"session_id": "s_h", "mode": "full"})).await;
-        scene.ok("approval::approve-always", json!({"session_id": "s_h", "function_id": "*"})).await;
-        scene.ok("approval::add-always-allow", json!({"session_id": "s_h", "function_id": "*"})).await;
-        for (i, fid) in ["approval::set-mode", "approval::resolve", "configuration::set"].iter().enumerate() {
-            let out = scene.harness.call(spec("s_h", &format!("c{i}"), fid, json!({"session_id": "s_h", "mode": "full"}))).await;
-            let reason = out.deny_reason().unwrap_or_else(|| panic!("{fid}: {out:?}"));
+        scene
+            .ok(
+                "approval::set-mode",
+                json!({"session_id": "s_h", "mode": "full"}),
+            )
+            .await;
+        scene
+            .ok(
+                "approval::approve-always",
+                json!({"session_id": "s_h", "function_id": "*"}),
+            )
+            .await;
+        scene
+            .ok(
+                "approval::add-always-allow",
+                json!({"session_id": "s_h", "function_id": "*"}),
+            )
+            .await;
+        for (i, fid) in [
+            "approval::set-mode",
+            "approval::resolve",
+            "configuration::set",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let out = scene
+                .harness
+                .call(spec(
+                    "s_h",
+                    &format!("c{i}"),
+                    fid,
+                    json!({"session_id": "s_h", "mode": "full"}),
+                ))
+                .await;
+            let reason = out
+                .deny_reason()
+                .unwrap_or_else(|| panic!("{fid}: {out:?}"));
             assert!(reason.contains("human_only_function"), "{reason}");
             assert!(reason.contains(fid), "{reason}");
         }
@@ -133,15 +178,37 @@ async fn gate_bad_inputs_and_state_failures_deny_never_hold() {
 async fn gate_settings_read_failure_at_boot_means_defaults() {
     on_test_engine("gate_settings_read_failure", |engine| async move {
         let mut scene = Scene::start(engine).await;
-        scene.ok("approval::set-mode", json!({"session_id": "s_full", "mode": "full"})).await;
-        assert!(matches!(scene.harness.call(spec("s_full", "c1", "demo::echo", json!({}))).await, CallState::Completed { .. }));
+        scene
+            .ok(
+                "approval::set-mode",
+                json!({"session_id": "s_full", "mode": "full"}),
+            )
+            .await;
+        assert!(matches!(
+            scene
+                .harness
+                .call(spec("s_full", "c1", "demo::echo", json!({})))
+                .await,
+            CallState::Completed { .. }
+        ));
         scene.stop_worker().await;
         // The first state::list at boot reads the settings scope.
-        scene.engine.test_engine().unwrap().faults().fail("state::list", "KV_DOWN", "kv down", Some(1));
+        scene.engine.test_engine().unwrap().faults().fail(
+            "state::list",
+            "KV_DOWN",
+            "kv down",
+            Some(1),
+        );
         scene.restart_worker().await;
         scene.wait_for_gate_binding().await;
-        let out = scene.harness.call(spec("s_full", "c2", "demo::echo", json!({}))).await;
-        assert!(out.is_held(), "defaults (manual) must apply when settings cannot be read: {out:?}");
+        let out = scene
+            .harness
+            .call(spec("s_full", "c2", "demo::echo", json!({})))
+            .await;
+        assert!(
+            out.is_held(),
+            "defaults (manual) must apply when settings cannot be read: {out:?}"
+        );
     })
     .await;
 }
@@ -150,11 +217,26 @@ async fn gate_settings_read_failure_at_boot_means_defaults() {
 async fn gate_hold_list_resolve_allow_runs_once_and_announces_once() {
     on_each_engine("gate_hold_resolve_allow", |engine| async move {
         let scene = Scene::start(engine).await;
-        scene.sessions.put("s_1", json!({"title": "Release prep", "description": "", "metadata": {"owner": "u_1"}}));
-        let created = scene.sink("created-all", "approval::pending-created", json!({})).await;
-        let resolved = scene.sink("resolved-all", "approval::pending-resolved", json!({})).await;
+        scene.sessions.put(
+            "s_1",
+            json!({"title": "Release prep", "description": "", "metadata": {"owner": "u_1"}}),
+        );
+        let created = scene
+            .sink("created-all", "approval::pending-created", json!({}))
+            .await;
+        let resolved = scene
+            .sink("resolved-all", "approval::pending-resolved", json!({}))
+            .await;
 
-        let out = scene.harness.call(spec("s_1", "c_1", "demo::echo", json!({"msg": "hi", "api_key": "sk-123"}))).await;
+        let out = scene
+            .harness
+            .call(spec(
+                "s_1",
+                "c_1",
+                "demo::echo",
+                json!({"msg": "hi", "api_key": "sk-123"}),
+            ))
+            .await;
         assert!(out.is_held());
         let inbox = scene.inbox().await;
         assert_eq!(inbox.len(), 1);
@@ -164,11 +246,22 @@ async fn gate_hold_list_resolve_allow_runs_once_and_announces_once() {
         assert_eq!(r["function_call_id"], "c_1");
         assert_eq!(r["function_id"], "demo::echo");
         assert_eq!(r["kind"], "function");
-        assert_eq!(r["arguments_excerpt"], json!({"msg": "hi", "api_key": "<redacted>"}));
+        assert_eq!(
+            r["arguments_excerpt"],
+            json!({"msg": "hi", "api_key": "<redacted>"})
+        );
         assert_eq!(r["session_title"], "Release prep");
-        assert!(r.get("session_description").is_none(), "empty strings are dropped");
+        assert!(
+            r.get("session_description").is_none(),
+            "empty strings are dropped"
+        );
         assert_eq!(r["session_metadata"], json!({"owner": "u_1"}));
-        let got = scene.ok("approval::get-pending", json!({"session_id": "s_1", "function_call_id": "c_1"})).await;
+        let got = scene
+            .ok(
+                "approval::get-pending",
+                json!({"session_id": "s_1", "function_call_id": "c_1"}),
+            )
+            .await;
         assert_eq!(&got["pending"], r);
 
         let ev = created.wait_for(1, WAIT).await;
@@ -176,7 +269,12 @@ async fn gate_hold_list_resolve_allow_runs_once_and_announces_once() {
         assert_eq!(ev[0]["status"], "pending");
         assert_eq!(ev[0]["function_call_id"], "c_1");
 
-        let out = scene.ok("approval::resolve", json!({"session_id": "s_1", "function_call_id": "c_1", "decision": "allow"})).await;
+        let out = scene
+            .ok(
+                "approval::resolve",
+                json!({"session_id": "s_1", "function_call_id": "c_1", "decision": "allow"}),
+            )
+            .await;
         assert_eq!(out["resolved"], true);
         assert_eq!(scene.harness.target_runs("demo::echo"), 1);
         assert!(scene.inbox().await.is_empty());
@@ -190,12 +288,22 @@ async fn gate_hold_list_resolve_allow_runs_once_and_announces_once() {
         assert!(ev2[0]["resolved_at"].as_u64().unwrap() > 0);
 
         // A second resolve: resolved false, no event.
-        let again = scene.ok("approval::resolve", json!({"session_id": "s_1", "function_call_id": "c_1", "decision": "allow"})).await;
+        let again = scene
+            .ok(
+                "approval::resolve",
+                json!({"session_id": "s_1", "function_call_id": "c_1", "decision": "allow"}),
+            )
+            .await;
         assert_eq!(again["resolved"], false);
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(resolved.events().len(), 1);
         assert_eq!(scene.harness.target_runs("demo::echo"), 1);
-        let none = scene.ok("approval::get-pending", json!({"session_id": "s_1", "function_call_id": "c_1"})).await;
+        let none = scene
+            .ok(
+                "approval::get-pending",
+                json!({"session_id": "s_1", "function_call_id": "c_1"}),
+            )
+            .await;
         assert!(none.is_null());
     })
     .await;
@@ -247,9 +355,15 @@ async fn gate_resolve_deny_delivers_the_operator_reason_and_envelope() {
 async fn gate_redelivered_hook_holds_once_and_announces_once() {
     on_each_engine("gate_redelivery", |engine| async move {
         let scene = Scene::start(engine).await;
-        let created = scene.sink("created-redeliver", "approval::pending-created", json!({})).await;
+        let created = scene
+            .sink("created-redeliver", "approval::pending-created", json!({}))
+            .await;
         for _ in 0..3 {
-            assert!(scene.harness.call(spec("s_r", "c_r", "demo::echo", json!({}))).await.is_held());
+            assert!(scene
+                .harness
+                .call(spec("s_r", "c_r", "demo::echo", json!({})))
+                .await
+                .is_held());
         }
         assert_eq!(record_count(&scene).await, 1);
         assert_eq!(scene.inbox().await.len(), 1);
@@ -264,10 +378,21 @@ async fn gate_redelivered_hook_holds_once_and_announces_once() {
 async fn gate_unknown_resolve_is_not_an_error() {
     on_each_engine("gate_unknown_resolve", |engine| async move {
         let scene = Scene::start(engine).await;
-        let out = scene.ok("approval::resolve", json!({"session_id": "s", "function_call_id": "nope", "decision": "allow"})).await;
+        let out = scene
+            .ok(
+                "approval::resolve",
+                json!({"session_id": "s", "function_call_id": "nope", "decision": "allow"}),
+            )
+            .await;
         assert_eq!(out, json!({"resolved": false}));
         assert!(scene.harness.resolve_requests().is_empty());
-        let err = scene.call("approval::resolve", json!({"session_id": "s", "function_call_id": "x", "decision": "maybe"})).await.unwrap_err();
+        let err = scene
+            .call(
+                "approval::resolve",
+                json!({"session_id": "s", "function_call_id": "x", "decision": "maybe"}),
+            )
+            .await
+            .unwrap_err();
         assert_eq!(code_of(&err), "approval/invalid_payload");
     })
     .await;
@@ -277,14 +402,36 @@ async fn gate_unknown_resolve_is_not_an_error() {
 async fn gate_harness_failure_keeps_the_record_and_a_retry_succeeds() {
     on_test_engine("gate_harness_failure", |engine| async move {
         let scene = Scene::start(engine).await;
-        let resolved = scene.sink("resolved-retry", "approval::pending-resolved", json!({})).await;
-        assert!(scene.harness.call(spec("s_h", "c_h", "demo::echo", json!({}))).await.is_held());
-        scene.engine.test_engine().unwrap().faults().fail("harness::function::resolve", "DOWN", "harness down", Some(1));
-        let err = scene.call("approval::resolve", json!({"session_id": "s_h", "function_call_id": "c_h", "decision": "allow"})).await.unwrap_err();
+        let resolved = scene
+            .sink("resolved-retry", "approval::pending-resolved", json!({}))
+            .await;
+        assert!(scene
+            .harness
+            .call(spec("s_h", "c_h", "demo::echo", json!({})))
+            .await
+            .is_held());
+        scene.engine.test_engine().unwrap().faults().fail(
+            "harness::function::resolve",
+            "DOWN",
+            "harness down",
+            Some(1),
+        );
+        let err = scene
+            .call(
+                "approval::resolve",
+                json!({"session_id": "s_h", "function_call_id": "c_h", "decision": "allow"}),
+            )
+            .await
+            .unwrap_err();
         assert_eq!(code_of(&err), "approval/harness_unavailable");
         assert!(message_of(&err).starts_with("approval/harness_unavailable: "));
         assert_eq!(scene.inbox().await.len(), 1, "the record stays for a retry");
-        let out = scene.ok("approval::resolve", json!({"session_id": "s_h", "function_call_id": "c_h", "decision": "allow"})).await;
+        let out = scene
+            .ok(
+                "approval::resolve",
+                json!({"session_id": "s_h", "function_call_id": "c_h", "decision": "allow"}),
+            )
+            .await;
         assert_eq!(out["resolved"], true);
         assert_eq!(scene.harness.target_runs("demo::echo"), 1);
         resolved.wait_for(1, WAIT).await;
@@ -331,11 +478,26 @@ async fn gate_notification_filters_receive_exactly_their_records() {
 async fn gate_configuration_change_applies_to_the_next_decision() {
     on_each_engine("gate_config_change", |engine| async move {
         let scene = Scene::start(engine).await;
-        assert!(scene.harness.call(spec("s_c", "c1", "demo::echo", json!({}))).await.is_held());
+        assert!(scene
+            .harness
+            .call(spec("s_c", "c1", "demo::echo", json!({})))
+            .await
+            .is_held());
         set_rules(&scene, json!({"rules": ["!approval::*", "demo::*"]})).await;
-        assert!(matches!(scene.harness.call(spec("s_c", "c2", "demo::echo", json!({}))).await, CallState::Completed { .. }));
+        assert!(matches!(
+            scene
+                .harness
+                .call(spec("s_c", "c2", "demo::echo", json!({})))
+                .await,
+            CallState::Completed { .. }
+        ));
         set_rules(&scene, json!({"rules": ["!approval::*", "!demo::*"]})).await;
-        assert!(scene.harness.call(spec("s_c", "c3", "demo::echo", json!({}))).await.deny_reason().is_some());
+        assert!(scene
+            .harness
+            .call(spec("s_c", "c3", "demo::echo", json!({})))
+            .await
+            .deny_reason()
+            .is_some());
     })
     .await;
 }
@@ -364,11 +526,30 @@ async fn gate_evaluate_reports_without_writing() {
 async fn gate_turn_and_session_purges_abort_records() {
     on_each_engine("gate_purges", |engine| async move {
         let scene = Scene::start(engine).await;
-        let resolved = scene.sink("purge-events", "approval::pending-resolved", json!({})).await;
-        assert!(scene.harness.call(CallSpec::new("s_p", "t_1", "c1", "demo::echo", json!({}))).await.is_held());
-        assert!(scene.harness.call(CallSpec::new("s_p", "t_2", "c2", "demo::echo", json!({}))).await.is_held());
-        assert!(scene.harness.call(CallSpec::new("s_q", "t_3", "c3", "demo::echo", json!({}))).await.is_held());
-        scene.ok("approval::set-mode", json!({"session_id": "s_q", "mode": "auto"})).await;
+        let resolved = scene
+            .sink("purge-events", "approval::pending-resolved", json!({}))
+            .await;
+        assert!(scene
+            .harness
+            .call(CallSpec::new("s_p", "t_1", "c1", "demo::echo", json!({})))
+            .await
+            .is_held());
+        assert!(scene
+            .harness
+            .call(CallSpec::new("s_p", "t_2", "c2", "demo::echo", json!({})))
+            .await
+            .is_held());
+        assert!(scene
+            .harness
+            .call(CallSpec::new("s_q", "t_3", "c3", "demo::echo", json!({})))
+            .await
+            .is_held());
+        scene
+            .ok(
+                "approval::set-mode",
+                json!({"session_id": "s_q", "mode": "auto"}),
+            )
+            .await;
         scene.harness.complete_turn("s_p", "t_1", "cancelled").await;
         assert!(eventually(WAIT, || resolved.events().len() == 1).await);
         assert_eq!(resolved.events()[0]["function_call_id"], "c1");
@@ -379,7 +560,9 @@ async fn gate_turn_and_session_purges_abort_records() {
         let inbox = scene.inbox().await;
         assert_eq!(inbox.len(), 1);
         assert_eq!(inbox[0]["function_call_id"], "c2");
-        let g = scene.ok("approval::get-settings", json!({"session_id": "s_q"})).await;
+        let g = scene
+            .ok("approval::get-settings", json!({"session_id": "s_q"}))
+            .await;
         assert_eq!(g["source"], "defaults", "session deletion purges settings");
     })
     .await;
@@ -389,10 +572,16 @@ async fn gate_turn_and_session_purges_abort_records() {
 async fn gate_list_pending_orders_filters_and_pages() {
     on_each_engine("gate_list_pending", |engine| async move {
         let scene = Scene::start(engine).await;
-        scene.sessions.put("s_b", json!({"metadata": {"owner": "u_1"}}));
+        scene
+            .sessions
+            .put("s_b", json!({"metadata": {"owner": "u_1"}}));
         for i in 0..7 {
             let sid = if i % 2 == 0 { "s_a" } else { "s_b" };
-            assert!(scene.harness.call(spec(sid, &format!("c{i}"), "demo::echo", json!({"i": i}))).await.is_held());
+            assert!(scene
+                .harness
+                .call(spec(sid, &format!("c{i}"), "demo::echo", json!({"i": i})))
+                .await
+                .is_held());
             tokio::time::sleep(Duration::from_millis(3)).await;
         }
         let mut seen = Vec::new();
@@ -414,20 +603,44 @@ async fn gate_list_pending_orders_filters_and_pages() {
         assert_eq!(seen.len(), 7);
         let keys: Vec<(u64, String, String)> = seen
             .iter()
-            .map(|r| (r["pending_at"].as_u64().unwrap(), r["session_id"].as_str().unwrap().into(), r["function_call_id"].as_str().unwrap().into()))
+            .map(|r| {
+                (
+                    r["pending_at"].as_u64().unwrap(),
+                    r["session_id"].as_str().unwrap().into(),
+                    r["function_call_id"].as_str().unwrap().into(),
+                )
+            })
             .collect();
         let mut sorted = keys.clone();
         sorted.sort();
         assert_eq!(keys, sorted);
-        let b = scene.ok("approval::list-pending", json!({"session_id": "s_b"})).await;
+        let b = scene
+            .ok("approval::list-pending", json!({"session_id": "s_b"}))
+            .await;
         assert_eq!(b["pending"].as_array().unwrap().len(), 3);
-        let m = scene.ok("approval::list-pending", json!({"metadata": {"owner": "u_1"}})).await;
+        let m = scene
+            .ok(
+                "approval::list-pending",
+                json!({"metadata": {"owner": "u_1"}}),
+            )
+            .await;
         assert_eq!(m["pending"].as_array().unwrap().len(), 3);
-        let m = scene.ok("approval::list-pending", json!({"metadata": {}})).await;
+        let m = scene
+            .ok("approval::list-pending", json!({"metadata": {}}))
+            .await;
         assert_eq!(m["pending"].as_array().unwrap().len(), 7);
-        let one = scene.ok("approval::list-pending", json!({"limit": 0})).await;
-        assert_eq!(one["pending"].as_array().unwrap().len(), 1, "limit clamps to 1");
-        let err = scene.call("approval::list-pending", json!({"cursor": "%%%"})).await.unwrap_err();
+        let one = scene
+            .ok("approval::list-pending", json!({"limit": 0}))
+            .await;
+        assert_eq!(
+            one["pending"].as_array().unwrap().len(),
+            1,
+            "limit clamps to 1"
+        );
+        let err = scene
+            .call("approval::list-pending", json!({"cursor": "%%%"}))
+            .await
+            .unwrap_err();
         assert_eq!(message_of(&err), "approval/invalid_payload: invalid cursor");
     })
     .await;
