@@ -132,17 +132,25 @@ pub async fn bootstrap_config(
     match stored {
         None => {
             let initial = seed.unwrap_or_else(ApprovalConfig::defaults_json);
-            sibling
-                .configuration_register(CONFIG_ID, name, description, &schema, Some(&initial))
-                .await
-                .map_err(|e| fatal("configuration::register", e))?;
+            with_retries(|| {
+                sibling.configuration_register(
+                    CONFIG_ID,
+                    name,
+                    description,
+                    &schema,
+                    Some(&initial),
+                )
+            })
+            .await
+            .map_err(|e| fatal("configuration::register", e))?;
             tracing::info!("configuration entry seeded");
         }
         Some(value) => {
-            sibling
-                .configuration_register(CONFIG_ID, name, description, &schema, None)
-                .await
-                .map_err(|e| fatal("configuration::register", e))?;
+            with_retries(|| {
+                sibling.configuration_register(CONFIG_ID, name, description, &schema, None)
+            })
+            .await
+            .map_err(|e| fatal("configuration::register", e))?;
             if let Value::Object(map) = &value {
                 if !map.contains_key("rules") {
                     let mut merged = map.clone();
@@ -167,6 +175,34 @@ pub async fn bootstrap_config(
         tracing::error!(error = %err, "rule does not compile; the rule set falls back to empty (every call reaching the rules holds)");
     }
     Ok(snapshot)
+}
+
+/// Retries a boot-time configuration call a few times on errors that may be
+/// passing (an adapter's I/O error, a timeout); answers such as `NOT_FOUND` or
+/// `SCHEMA_INVALID` are returned at once. Bounded: about two seconds.
+async fn with_retries<F, Fut>(mut f: F) -> Result<Value, CallError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Value, CallError>>,
+{
+    let mut attempt = 0u64;
+    loop {
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(e)
+                if attempt < 3
+                    && !matches!(
+                        e.code.as_str(),
+                        "NOT_FOUND" | "SCHEMA_INVALID" | "NOT_REGISTERED"
+                    ) =>
+            {
+                attempt += 1;
+                tracing::warn!(attempt, error = %e, "configuration call failed; retrying");
+                tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Boots the worker: connect, configuration, functions, bindings, ready.

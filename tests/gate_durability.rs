@@ -1,0 +1,262 @@
+//! The gate across crashes, restarts and races (contract §3, §4, §8).
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use approval_gate::testkit::harness::{CallSpec, HarnessDouble, HarnessOptions};
+use approval_gate::testkit::session::SessionDouble;
+use approval_gate::testkit::targets::TargetWorker;
+use approval_gate::testkit::worker::{start_in_process, WorkerProcess};
+use common::*;
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_approval-gate");
+
+fn gate_bindings(list: &Value) -> Vec<Value> {
+    list["registered_triggers"]
+        .as_array()
+        .map(|ts| {
+            ts.iter()
+                .filter(|t| {
+                    t["function_id"] == "approval::gate"
+                        && t["trigger_type"] == "harness::hook::pre-trigger"
+                })
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn durable_gate_binding_fails_closed_when_the_worker_dies_and_is_never_duplicated() {
+    on_each_engine("durable_gate_binding", |engine| async move {
+        let mut scene = Scene::start(engine).await;
+        scene.stop_worker().await;
+        // The harness still holds the gate's binding; the call is denied.
+        assert!(!scene
+            .harness
+            .bindings("harness::hook::pre-trigger")
+            .is_empty());
+        let out = scene
+            .harness
+            .call(CallSpec::new("s_k", "t_k", "c_k", "demo::echo", json!({})))
+            .await;
+        let reason = out
+            .deny_reason()
+            .unwrap_or_else(|| panic!("a dead gate must deny: {out:?}"));
+        assert!(reason.contains("approval::gate"), "{reason}");
+        assert_eq!(scene.harness.target_runs("demo::echo"), 0);
+
+        scene.restart_worker().await;
+        scene.restart_worker().await;
+        let list = scene
+            .ok("engine::registered-triggers::list", json!({}))
+            .await;
+        assert_eq!(gate_bindings(&list).len(), 1, "{list}");
+        assert_eq!(
+            scene.harness.bindings("harness::hook::pre-trigger").len(),
+            1
+        );
+        assert!(scene
+            .harness
+            .call(CallSpec::new("s_k", "t_k", "c_k2", "demo::echo", json!({})))
+            .await
+            .is_held());
+
+        // unbind removes it; the harness then runs calls ungated.
+        scene.stop_worker().await;
+        let mut unbind = WorkerProcess::spawn_raw(BIN.as_ref(), &scene.engine.url(), &["unbind"]);
+        assert_eq!(
+            unbind.wait(Duration::from_secs(30)).await,
+            Some(0),
+            "{}",
+            unbind.output()
+        );
+        assert!(
+            unbind.output().contains("removed 1 durable binding"),
+            "{}",
+            unbind.output()
+        );
+        let list = scene
+            .ok("engine::registered-triggers::list", json!({}))
+            .await;
+        assert!(gate_bindings(&list).is_empty(), "{list}");
+        assert!(
+            eventually(WAIT, || scene
+                .harness
+                .bindings("harness::hook::pre-trigger")
+                .is_empty())
+            .await
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn bindings_made_before_the_harness_exists_activate_when_it_appears() {
+    on_each_engine("bindings_before_harness", |engine| async move {
+        let _worker = start_in_process(&engine.url()).await;
+        let harness = HarnessDouble::start(&engine.url(), HarnessOptions::default()).await;
+        let _targets = TargetWorker::start(&engine.url(), TARGETS).await;
+        let _sessions = SessionDouble::start(&engine.url()).await;
+        assert!(
+            harness
+                .wait_for_binding(
+                    "harness::hook::pre-trigger",
+                    "approval::gate",
+                    Duration::from_secs(10)
+                )
+                .await
+                .is_some(),
+            "the durable gate binding did not reach a harness that appeared later"
+        );
+        assert!(
+            harness
+                .wait_for_binding(
+                    "harness::hook::post-trigger",
+                    "approval::grant-watch",
+                    Duration::from_secs(10)
+                )
+                .await
+                .is_some(),
+            "the grant-watch binding did not reach a harness that appeared later"
+        );
+        assert!(harness
+            .call(CallSpec::new("s_l", "t_l", "c_l", "demo::echo", json!({})))
+            .await
+            .is_held());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn hundred_holds_survive_a_sigkill_without_a_second_announcement() {
+    on_each_engine("hundred_holds_survive_sigkill", |engine| async move {
+        let harness = HarnessDouble::start(&engine.url(), HarnessOptions::default()).await;
+        let _targets = TargetWorker::start(&engine.url(), TARGETS).await;
+        let probe = engine.client("probe").await;
+        let created = Sink::bind(&engine, "kill-created", "approval::pending-created", json!({})).await;
+        let resolved = Sink::bind(&engine, "kill-resolved", "approval::pending-resolved", json!({})).await;
+        let mut worker = WorkerProcess::spawn(BIN.as_ref(), &engine.url(), &[], Duration::from_secs(30)).await;
+        assert!(harness.wait_for_binding("harness::hook::pre-trigger", "approval::gate", WAIT).await.is_some());
+        // Canary: wait until both sinks are live.
+        assert!(harness.call(CallSpec::new("canary", "t_c", "c", "demo::echo", json!({}))).await.is_held());
+        assert!(eventually(WAIT, || !created.events().is_empty()).await, "sink never bound");
+        approval_gate::testkit::fixture::call(&probe, "approval::resolve", json!({"session_id": "canary", "function_call_id": "c", "decision": "deny"})).await.unwrap();
+        assert!(eventually(WAIT, || !resolved.events().is_empty()).await, "sink never bound");
+
+        for i in 0..100 {
+            let out = harness.call(CallSpec::new(format!("s_{}", i % 10), format!("t_{i}"), format!("c_{i}"), "demo::echo", json!({"i": i}))).await;
+            assert!(out.is_held(), "{out:?}");
+        }
+        assert!(eventually(WAIT, || created.events().len() == 101).await);
+        let before = approval_gate::testkit::fixture::call(&probe, "approval::list-pending", json!({"limit": 500})).await.unwrap();
+        let before: HashMap<String, u64> = before["pending"].as_array().unwrap().iter()
+            .map(|r| (r["function_call_id"].as_str().unwrap().to_string(), r["pending_at"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(before.len(), 100);
+
+        worker.kill();
+        let _worker = WorkerProcess::spawn(BIN.as_ref(), &engine.url(), &[], Duration::from_secs(30)).await;
+        let after = approval_gate::testkit::fixture::call(&probe, "approval::list-pending", json!({"limit": 500})).await.unwrap();
+        let after: HashMap<String, u64> = after["pending"].as_array().unwrap().iter()
+            .map(|r| (r["function_call_id"].as_str().unwrap().to_string(), r["pending_at"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(after, before, "every held call is listed again with the same pending_at");
+        for i in 0..100 {
+            let out = approval_gate::testkit::fixture::call(&probe, "approval::resolve", json!({"session_id": format!("s_{}", i % 10), "function_call_id": format!("c_{i}"), "decision": "allow"})).await.unwrap();
+            assert_eq!(out["resolved"], true);
+        }
+        assert_eq!(harness.target_runs("demo::echo"), 100);
+        assert!(eventually(WAIT, || resolved.events().len() == 101).await);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(created.events().len(), 101, "no second pending-created after the restart");
+        assert_eq!(resolved.events().len(), 101);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn racing_resolve_turn_end_and_session_delete_emit_exactly_once() {
+    on_test_engine("racing_purges", |engine| async move {
+        run_races(engine, 1000).await;
+    })
+    .await;
+    if let Some(real) =
+        approval_gate::testkit::fixture::EngineFixture::start_real("racing_purges_real").await
+    {
+        tokio::time::timeout(Duration::from_secs(240), run_races(real, 200))
+            .await
+            .expect("bounded");
+    }
+}
+
+async fn run_races(engine: approval_gate::testkit::fixture::EngineFixture, trials: usize) {
+    let scene = Scene::start(engine).await;
+    let resolved = scene
+        .sink("race-resolved", "approval::pending-resolved", json!({}))
+        .await;
+    let batch = 50;
+    let mut done = 0;
+    while done < trials {
+        let n = batch.min(trials - done);
+        let holds = (done..done + n).map(|i| {
+            let h = scene.harness.clone();
+            async move {
+                h.call(CallSpec::new(
+                    format!("rs_{i}"),
+                    format!("rt_{i}"),
+                    format!("rc_{i}"),
+                    "demo::echo",
+                    json!({}),
+                ))
+                .await
+            }
+        });
+        for out in futures_util::future::join_all(holds).await {
+            assert!(out.is_held(), "{out:?}");
+        }
+        let races = (done..done + n).map(|i| {
+            let scene = &scene;
+            async move {
+                let sid = format!("rs_{i}");
+                let resolve = scene.call("approval::resolve", json!({"session_id": sid, "function_call_id": format!("rc_{i}"), "decision": if i % 2 == 0 { "allow" } else { "deny" }}));
+                let tid = format!("rt_{i}");
+                let turn = scene.harness.complete_turn(&sid, &tid, "cancelled");
+                let delete = scene.sessions.delete(&sid);
+                let (r, _, _) = tokio::join!(resolve, turn, delete);
+                r.expect("resolve never errors here");
+            }
+        });
+        futures_util::future::join_all(races).await;
+        done += n;
+    }
+    assert!(
+        eventually(Duration::from_secs(30), || resolved.events().len()
+            >= trials)
+        .await,
+        "got {}",
+        resolved.events().len()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut per_record: HashMap<String, usize> = HashMap::new();
+    for e in resolved.events() {
+        *per_record
+            .entry(e["function_call_id"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    assert_eq!(per_record.len(), trials);
+    assert!(
+        per_record.values().all(|&n| n == 1),
+        "a record announced twice: {:?}",
+        per_record
+            .iter()
+            .filter(|(_, &n)| n > 1)
+            .collect::<Vec<_>>()
+    );
+    assert!(scene.inbox().await.is_empty());
+    let left: Vec<Value> = scene.scope("approval_pending").await;
+    assert!(left.is_empty(), "left in approval_pending: {left:?}");
+}
