@@ -13,6 +13,7 @@
 pub mod boot;
 pub mod client;
 pub mod config;
+pub mod deep;
 pub mod error;
 pub mod functions;
 pub mod grant;

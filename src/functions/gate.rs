@@ -30,7 +30,8 @@ use crate::worker::Worker;
 /// How long a hold may wait for `session::get` (well inside the hook's 5 s).
 pub const SESSION_BUDGET: Duration = Duration::from_millis(1500);
 
-/// The call a hook is asked about.
+/// The call a hook is asked about. Its arguments are dropped iteratively
+/// (see [`crate::deep`]).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct HookCall {
     /// The call's id.
@@ -40,6 +41,55 @@ pub struct HookCall {
     /// The call's arguments.
     #[serde(default)]
     pub arguments: Option<Value>,
+}
+
+impl Drop for HookCall {
+    fn drop(&mut self) {
+        if let Some(arguments) = self.arguments.take() {
+            crate::deep::dismantle(arguments);
+        }
+    }
+}
+
+impl Drop for HookInput {
+    fn drop(&mut self) {
+        if let Some(result) = self.result.take() {
+            crate::deep::dismantle(result);
+        }
+    }
+}
+
+/// A hook input that does not have the contract's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("malformed hook input")]
+pub struct MalformedInput;
+
+/// Parses a hook input without recursing into the call's arguments (they are
+/// moved, not deserialized). Any shape error is [`MalformedInput`].
+pub fn parse_hook_input(mut input: Value) -> Result<HookInput, MalformedInput> {
+    let arguments = input
+        .get_mut("call")
+        .and_then(Value::as_object_mut)
+        .and_then(|call| call.remove("arguments"));
+    let result = input.as_object_mut().and_then(|o| o.remove("result"));
+    let parsed = serde_json::from_value::<HookInput>(input);
+    let mut parsed = match parsed {
+        Ok(p) => p,
+        Err(_) => {
+            arguments
+                .into_iter()
+                .chain(result)
+                .for_each(crate::deep::dismantle);
+            return Err(());
+        }
+    };
+    if let Some(call) = parsed.call.as_mut() {
+        call.arguments = arguments;
+    } else if let Some(a) = arguments {
+        crate::deep::dismantle(a);
+    }
+    parsed.result = result;
+    Ok(parsed)
 }
 
 /// The harness's hook input (unknown fields ignored).
@@ -158,7 +208,7 @@ pub fn build_record(
 
 /// The gate.
 pub async fn gate(worker: &Worker, input: Value) -> HookOutput {
-    let input: HookInput = match serde_json::from_value(input) {
+    let input = match parse_hook_input(input) {
         Ok(input) => input,
         Err(_) => {
             tracing::warn!("malformed pre_trigger hook input; denying");

@@ -15,7 +15,7 @@ use iii_sdk::RegisterFunction;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::gate::{build_record, session_context, HookInput, HookOutput};
+use super::gate::{build_record, parse_hook_input, session_context, HookInput, HookOutput};
 use super::schema_of;
 use crate::error::validate_id;
 use crate::grant::hint::{contains, recognise};
@@ -79,7 +79,7 @@ pub struct Attempts {
 
 /// The watch: decides hold or continue.
 pub async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, StandDown> {
-    let input: HookInput = serde_json::from_value(input).map_err(|_| StandDown::NoCall)?;
+    let input: HookInput = parse_hook_input(input).map_err(|_| StandDown::NoCall)?;
     let call = input.call.clone().ok_or(StandDown::NoCall)?;
     let (sid, cid) = (input.session_id.clone(), call.id.clone());
     if validate_id("session_id", &sid).is_err() || validate_id("function_call_id", &cid).is_err() {
