@@ -80,7 +80,7 @@ pub fn parse_hook_input(mut input: Value) -> Result<HookInput, MalformedInput> {
                 .into_iter()
                 .chain(result)
                 .for_each(crate::deep::dismantle);
-            return Err(());
+            return Err(MalformedInput);
         }
     };
     if let Some(call) = parsed.call.as_mut() {
