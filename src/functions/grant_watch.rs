@@ -118,7 +118,12 @@ pub async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, StandDow
 
     let lock = worker.pending.lock(&sid, &cid).await;
     if let Some(existing) = worker.pending.get(&sid, &cid) {
-        if existing.grant_request.as_ref() == Some(&grant) {
+        // The same prompt again is a redelivery, unless that prompt is being
+        // resolved right now: then the released call failed on the same dir
+        // again, which is a new ask.
+        if existing.grant_request.as_ref() == Some(&grant)
+            && !worker.pending.is_resolving(&existing)
+        {
             return Ok(HookOutput::Hold);
         }
     }

@@ -184,6 +184,14 @@ impl PendingStore {
         }
     }
 
+    /// Whether a resolve of exactly this record is in flight.
+    pub fn is_resolving(&self, record: &PendingRecord) -> bool {
+        self.resolving
+            .get(&record.key())
+            .map(|r| *r.record == *record)
+            .unwrap_or(false)
+    }
+
     /// Ends a resolve without a decision (the harness failed): the record stays.
     pub fn abandon_resolve(&self, key: &RecordKey) {
         self.resolving.remove(key);

@@ -6,5 +6,6 @@ pub mod engine;
 pub mod fixture;
 pub mod harness;
 pub mod session;
+pub mod shell;
 pub mod targets;
 pub mod worker;

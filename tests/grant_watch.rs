@@ -1,0 +1,464 @@
+//! The grant watch (contract §6) and folder-access resolution (§5).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use approval_gate::testkit::harness::{CallSpec, CallState, HarnessOptions};
+use approval_gate::testkit::shell::{Dialect, JailShell};
+use common::*;
+use serde_json::{json, Value};
+
+const WS: &str = "/w/s1";
+
+async fn scene_with(
+    engine: approval_gate::testkit::fixture::EngineFixture,
+    options: HarnessOptions,
+    reask: u32,
+) -> Scene {
+    let scene = Scene::start_with(engine, options).await;
+    scene
+        .targets
+        .add(
+            "shell::read",
+            Arc::new(JailShell::new(Dialect::Shell, &["/srv"])),
+        )
+        .await;
+    scene
+        .targets
+        .add("coder::edit", Arc::new(JailShell::new(Dialect::Coder, &[])))
+        .await;
+    scene
+        .targets
+        .add(
+            "coder::patch",
+            Arc::new(JailShell::new(Dialect::CoderGeneric, &[])),
+        )
+        .await;
+    scene
+        .targets
+        .add(
+            "shell::deny",
+            Arc::new(JailShell::new(Dialect::Denylisted, &[])),
+        )
+        .await;
+    scene
+        .targets
+        .add(
+            "shell::stubborn",
+            Arc::new(JailShell::stubborn(Dialect::Shell)),
+        )
+        .await;
+    scene
+        .ok("configuration::set", json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "shell::*", "coder::*", "demo::*"], "grant_reask_limit": reask}}))
+        .await;
+    let w = scene.worker.as_ref().unwrap().worker.clone();
+    assert!(
+        eventually(WAIT, || w.config.load().config.grant_reask_limit == reask
+            && w.config.load().config.rules.len() == 4)
+        .await
+    );
+    scene
+}
+
+async fn run(scene: &Scene, sid: &str, cid: &str, fid: &str, path: &str) -> CallState {
+    scene
+        .harness
+        .call(
+            CallSpec::new(sid, format!("t_{sid}"), cid, fid, json!({"path": path}))
+                .with_working_dir(&format!("/w/{sid}")),
+        )
+        .await
+}
+
+fn is_original_error(state: &CallState, code: &str) -> bool {
+    match state.result() {
+        Some(r) => r["is_error"] == true && r.to_string().contains(code),
+        None => false,
+    }
+}
+
+fn succeeded(state: &CallState) -> bool {
+    matches!(state, CallState::Completed { result } if result["is_error"] != true)
+}
+
+async fn resolve(
+    scene: &Scene,
+    sid: &str,
+    cid: &str,
+    decision: &str,
+    scope: Option<&str>,
+) -> Value {
+    let mut req = json!({"session_id": sid, "function_call_id": cid, "decision": decision});
+    if let Some(s) = scope {
+        req["grant_scope"] = json!(s);
+    }
+    scene.ok("approval::resolve", req).await
+}
+
+#[tokio::test]
+async fn grant_stand_downs_deliver_the_original_error_and_no_record() {
+    on_each_engine("grant_stand_downs", |engine| async move {
+        let scene = scene_with(engine, HarnessOptions::default(), 3).await;
+        // the workspace itself, and a dir under it (path's parent is the dir)
+        assert!(is_original_error(
+            &run(&scene, "s1", "c1", "shell::stubborn", &format!("{WS}/x")).await,
+            "S215"
+        ));
+        assert!(is_original_error(
+            &run(
+                &scene,
+                "s1",
+                "c2",
+                "shell::stubborn",
+                &format!("{WS}/a/b/x")
+            )
+            .await,
+            "S215"
+        ));
+        // a non-jail code (denylisted: no tail), a message without a hint
+        assert!(is_original_error(
+            &run(&scene, "s1", "c3", "shell::deny", "/etc/shadow").await,
+            "denylisted"
+        ));
+        scene.targets.fail("shell::run", "S999", "boom");
+        assert!(is_original_error(
+            &run(&scene, "s1", "c4", "shell::run", "/x").await,
+            "S999"
+        ));
+        scene.targets.fail(
+            "shell::run",
+            "S215",
+            "path escapes the fs jail roots []: /x",
+        );
+        assert!(is_original_error(
+            &run(&scene, "s1", "c5", "shell::run", "/x").await,
+            "S215"
+        ));
+        // a hint with trailing text
+        scene.targets.fail(
+            "shell::run",
+            "S215",
+            r#"path escapes [] grant_hint={"v":1,"dir":"/x","path":"/x/y","code":"S215"} (retry)"#,
+        );
+        assert!(is_original_error(
+            &run(&scene, "s1", "c6", "shell::run", "/x/y").await,
+            "S215"
+        ));
+        // an already-granted root
+        scene
+            .ok(
+                "harness::workspace::grant",
+                json!({"session_id": "s1", "root": "/data"}),
+            )
+            .await;
+        assert!(is_original_error(
+            &run(&scene, "s1", "c7", "shell::stubborn", "/data/sub/f").await,
+            "S215"
+        ));
+        assert!(scene.inbox().await.is_empty(), "{:?}", scene.inbox().await);
+        assert!(scene.scope("approval_pending").await.is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn grant_older_harness_without_grants_stands_down() {
+    on_each_engine("grant_older_harness", |engine| async move {
+        let options = HarnessOptions {
+            workspace_grants: false,
+            ..HarnessOptions::default()
+        };
+        let scene = scene_with(engine, options, 3).await;
+        let out = run(&scene, "s1", "c1", "shell::read", "/data/f").await;
+        assert!(is_original_error(&out, "S215"), "{out:?}");
+        assert!(scene.inbox().await.is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn grant_every_jail_form_is_recognised() {
+    on_each_engine("grant_jail_forms", |engine| async move {
+        let scene = scene_with(engine, HarnessOptions::default(), 3).await;
+        for (cid, fid, code) in [("c1", "shell::read", "S215"), ("c2", "coder::edit", "C215"), ("c3", "coder::patch", "C215")] {
+            let out = run(&scene, "s1", cid, fid, "/data/proj/f.txt").await;
+            assert!(out.is_held(), "{fid}: {out:?}");
+            assert_eq!(out.held_by(), Some("approval::grant-watch"));
+            let rec = scene.ok("approval::get-pending", json!({"session_id": "s1", "function_call_id": cid})).await;
+            assert_eq!(rec["pending"]["kind"], "folder_access");
+            assert_eq!(rec["pending"]["grant_request"], json!({"dir": "/data/proj", "offending_path": "/data/proj/f.txt", "error_code": code}));
+            assert_eq!(rec["pending"]["arguments_excerpt"], json!({"path": "/data/proj/f.txt"}));
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn grant_allow_once_session_and_always() {
+    on_each_engine("grant_scopes", |engine| async move {
+        let scene = scene_with(engine, HarnessOptions::default(), 3).await;
+        scene
+            .ok("configuration::register", json!({"id": "shell", "name": "shell", "description": "shell", "schema": {"type": "object"},
+                 "initial_value": {"fs": {"host_roots": ["/srv"], "deny": ["/etc"]}, "other": 1}}))
+            .await;
+        // once: the retried call succeeds with extra_roots; the next call to the dir asks again.
+        assert!(run(&scene, "s1", "c1", "shell::read", "/data/a/f").await.is_held());
+        assert_eq!(resolve(&scene, "s1", "c1", "allow", None).await["resolved"], true);
+        let st = scene.harness.state("s1", "c1").unwrap();
+        assert!(succeeded(&st), "{st:?}");
+        let last = scene.harness.runs_of("shell::read").last().cloned().unwrap();
+        assert_eq!(last.extra_roots, vec!["/data/a".to_string()]);
+        assert!(run(&scene, "s1", "c2", "shell::read", "/data/a/g").await.is_held(), "once is one call only");
+        resolve(&scene, "s1", "c2", "deny", None).await;
+
+        // session: the grant is stored; later calls succeed without a prompt.
+        assert!(run(&scene, "s1", "c3", "shell::read", "/data/b/f").await.is_held());
+        resolve(&scene, "s1", "c3", "allow", Some("session")).await;
+        assert!(succeeded(&scene.harness.state("s1", "c3").unwrap()));
+        assert_eq!(scene.harness.grants("s1"), vec!["/data/b".to_string()]);
+        assert!(scene.harness.runs_of("shell::read").last().unwrap().extra_roots.is_empty());
+        assert!(succeeded(&run(&scene, "s1", "c4", "shell::read", "/data/b/deeper/g").await));
+
+        // always: as session, plus the shell configuration lists the dir once.
+        assert!(run(&scene, "s1", "c5", "shell::read", "/data/c/f").await.is_held());
+        resolve(&scene, "s1", "c5", "allow", Some("always")).await;
+        assert!(run(&scene, "s2", "c6", "shell::read", "/data/c/f").await.is_held(), "another session: not granted by the harness double");
+        resolve(&scene, "s2", "c6", "allow", Some("always")).await;
+        let shell = scene.ok("configuration::get", json!({"id": "shell"})).await;
+        assert_eq!(shell["value"], json!({"fs": {"host_roots": ["/srv", "/data/c"], "deny": ["/etc"]}, "other": 1}));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn grant_failing_session_grant_still_releases_with_extra_roots() {
+    on_test_engine("grant_failing_grant", |engine| async move {
+        let scene = scene_with(engine, HarnessOptions::default(), 3).await;
+        assert!(run(&scene, "s1", "c1", "shell::read", "/data/a/f")
+            .await
+            .is_held());
+        scene.engine.test_engine().unwrap().faults().fail(
+            "harness::workspace::grant",
+            "DOWN",
+            "grant store down",
+            None,
+        );
+        resolve(&scene, "s1", "c1", "allow", Some("session")).await;
+        assert!(succeeded(&scene.harness.state("s1", "c1").unwrap()));
+        assert_eq!(
+            scene
+                .harness
+                .runs_of("shell::read")
+                .last()
+                .unwrap()
+                .extra_roots,
+            vec!["/data/a".to_string()]
+        );
+        // "always" with no shell configuration entry: the persist fails, the release does not.
+        scene.engine.test_engine().unwrap().faults().clear_all();
+        assert!(run(&scene, "s1", "c2", "shell::read", "/data/z/f")
+            .await
+            .is_held());
+        resolve(&scene, "s1", "c2", "allow", Some("always")).await;
+        assert!(succeeded(&scene.harness.state("s1", "c2").unwrap()));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn grant_deny_is_remembered_for_the_session() {
+    on_each_engine("grant_deny_remembered", |engine| async move {
+        let scene = scene_with(engine, HarnessOptions::default(), 3).await;
+        assert!(run(&scene, "s1", "c1", "shell::read", "/data/a/f")
+            .await
+            .is_held());
+        resolve(&scene, "s1", "c1", "deny", None).await;
+        let st = scene.harness.state("s1", "c1").unwrap();
+        assert!(
+            format!("{st:?}").contains("user denied folder access to /data/a"),
+            "{st:?}"
+        );
+        let again = run(&scene, "s1", "c2", "shell::read", "/data/a/g").await;
+        assert!(
+            is_original_error(&again, "S215"),
+            "no second prompt: {again:?}"
+        );
+        let under = run(&scene, "s1", "c3", "shell::read", "/data/a/sub/g").await;
+        assert!(
+            is_original_error(&under, "S215"),
+            "a dir under a denied one: {under:?}"
+        );
+        assert!(scene.inbox().await.is_empty());
+        // Session deletion forgets it: the same session id is asked again.
+        scene.sessions.delete("s1").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(run(&scene, "s1", "c4", "shell::read", "/data/a/f")
+            .await
+            .is_held());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn grant_reask_limit_one_and_default_three() {
+    on_each_engine("grant_reask_limit", |engine| async move {
+        let scene = scene_with(engine, HarnessOptions::default(), 1).await;
+        assert!(run(&scene, "s1", "c1", "shell::stubborn", "/data/a/f").await.is_held());
+        resolve(&scene, "s1", "c1", "allow", None).await;
+        let st = scene.harness.state("s1", "c1").unwrap();
+        assert!(is_original_error(&st, "S215"), "limit 1: the second rejection stands down: {st:?}");
+
+        scene.ok("configuration::set", json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "shell::*", "coder::*", "demo::*"]}})).await;
+        let w = scene.worker.as_ref().unwrap().worker.clone();
+        assert!(eventually(WAIT, || w.config.load().config.grant_reask_limit == 3).await);
+        assert!(run(&scene, "s1", "c2", "shell::stubborn", "/data/b/f").await.is_held());
+        for round in 1..=3 {
+            resolve(&scene, "s1", "c2", "allow", None).await;
+            let st = scene.harness.state("s1", "c2").unwrap();
+            if round < 3 {
+                assert!(st.is_held(), "round {round}: {st:?}");
+            } else {
+                assert!(is_original_error(&st, "S215"), "after 3 asks the watch stands down: {st:?}");
+            }
+        }
+        let attempts = scene.ok("state::get", json!({"scope": "approval_grant_attempts", "key": "s1/c2"})).await;
+        assert_eq!(attempts["count"], 3);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn grant_function_hold_becomes_folder_hold_under_the_same_call_id() {
+    on_each_engine("grant_follow_up_hold", |engine| async move {
+        let scene = scene_with(engine, HarnessOptions::default(), 3).await;
+        scene
+            .ok(
+                "configuration::set",
+                json!({"id": "approval-gate", "value": {"rules": ["!approval::*"]}}),
+            )
+            .await;
+        let w = scene.worker.as_ref().unwrap().worker.clone();
+        assert!(eventually(WAIT, || w.config.load().config.rules.len() == 1).await);
+        let created = scene
+            .sink("fu-created", "approval::pending-created", json!({}))
+            .await;
+        let resolved = scene
+            .sink("fu-resolved", "approval::pending-resolved", json!({}))
+            .await;
+        let out = run(&scene, "s1", "c1", "shell::read", "/data/a/f").await;
+        assert_eq!(out.held_by(), Some("approval::gate"));
+        let first = scene
+            .ok(
+                "approval::get-pending",
+                json!({"session_id": "s1", "function_call_id": "c1"}),
+            )
+            .await["pending"]
+            .clone();
+        assert_eq!(first["kind"], "function");
+        let r = resolve(&scene, "s1", "c1", "allow", None).await;
+        assert_eq!(r["resolved"], true);
+        let st = scene.harness.state("s1", "c1").unwrap();
+        assert_eq!(st.held_by(), Some("approval::grant-watch"), "{st:?}");
+        let second = scene
+            .ok(
+                "approval::get-pending",
+                json!({"session_id": "s1", "function_call_id": "c1"}),
+            )
+            .await["pending"]
+            .clone();
+        assert_eq!(
+            second["kind"], "folder_access",
+            "the follow-up survives the first resolve"
+        );
+        assert!(second["grant_request"].is_object());
+        assert_ne!(
+            (
+                first["pending_at"].clone(),
+                first["kind"].clone(),
+                first["grant_request"].clone()
+            ),
+            (
+                second["pending_at"].clone(),
+                second["kind"].clone(),
+                second["grant_request"].clone()
+            )
+        );
+        assert!(eventually(WAIT, || created.events().len() == 2).await);
+        assert_eq!(created.events()[1]["kind"], "folder_access");
+        assert!(eventually(WAIT, || resolved.events().len() == 1).await);
+        assert_eq!(resolved.events()[0]["outcome"], "allow");
+        // The folder prompt resolves as usual.
+        resolve(&scene, "s1", "c1", "allow", None).await;
+        assert!(succeeded(&scene.harness.state("s1", "c1").unwrap()));
+        assert!(eventually(WAIT, || resolved.events().len() == 2).await);
+        assert!(scene.inbox().await.is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn grant_redelivered_post_trigger_counts_once() {
+    on_each_engine("grant_redelivery", |engine| async move {
+        let scene = scene_with(engine, HarnessOptions::default(), 3).await;
+        let created = scene.sink("rd-created", "approval::pending-created", json!({})).await;
+        let input = json!({"point": "post_trigger", "session_id": "s1", "turn_id": "t1", "step": 1, "depth": 0,
+            "metadata": {"working_dir": WS},
+            "call": {"id": "c1", "function_id": "shell::read", "arguments": {"path": "/data/a/f"}},
+            "result": {"function_call_id": "c1", "function_id": "shell::read", "is_error": true,
+                "content": [{"type": "text", "text": "x"}],
+                "details": {"error": {"code": "S215", "message": "path escapes the fs jail roots [/w/s1]: /data/a/f grant_hint={\"v\":1,\"dir\":\"/data/a\",\"path\":\"/data/a/f\",\"code\":\"S215\"}"}}}});
+        for _ in 0..3 {
+            let out = scene.ok("approval::grant-watch", input.clone()).await;
+            assert_eq!(out, json!({"decision": "hold"}));
+        }
+        assert_eq!(scene.inbox().await.len(), 1);
+        assert!(eventually(WAIT, || !created.events().is_empty()).await);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(created.events().len(), 1);
+        let attempts = scene.ok("state::get", json!({"scope": "approval_grant_attempts", "key": "s1/c1"})).await;
+        assert_eq!(attempts["count"], 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn grant_two_concurrent_always_grants_keep_both_dirs() {
+    on_each_engine("grant_concurrent_always", |engine| async move {
+        let scene = scene_with(engine, HarnessOptions::default(), 3).await;
+        scene
+            .ok("configuration::register", json!({"id": "shell", "name": "shell", "description": "shell", "schema": {"type": "object"}, "initial_value": {}}))
+            .await;
+        assert!(run(&scene, "s1", "c1", "shell::read", "/data/a/f").await.is_held());
+        assert!(run(&scene, "s2", "c2", "shell::read", "/data/b/f").await.is_held());
+        let (a, b) = tokio::join!(resolve(&scene, "s1", "c1", "allow", Some("always")), resolve(&scene, "s2", "c2", "allow", Some("always")));
+        assert_eq!(a["resolved"], true);
+        assert_eq!(b["resolved"], true);
+        let shell = scene.ok("configuration::get", json!({"id": "shell"})).await;
+        let mut roots: Vec<String> = serde_json::from_value(shell["value"]["fs"]["host_roots"].clone()).unwrap();
+        roots.sort();
+        assert_eq!(roots, vec!["/data/a".to_string(), "/data/b".to_string()]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn grant_session_deletion_clears_counters() {
+    on_each_engine("grant_session_deletion", |engine| async move {
+        let scene = scene_with(engine, HarnessOptions::default(), 1).await;
+        assert!(run(&scene, "s1", "c1", "shell::read", "/data/a/f")
+            .await
+            .is_held());
+        assert!(!scene.scope("approval_grant_attempts").await.is_empty());
+        scene.sessions.delete("s1").await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(scene.inbox().await.is_empty());
+        assert!(scene.scope("approval_grant_attempts").await.is_empty());
+        // The same call id in a new session of the same id is asked again (limit 1).
+        assert!(run(&scene, "s1", "c1", "shell::read", "/data/a/f")
+            .await
+            .is_held());
+    })
+    .await;
+}
