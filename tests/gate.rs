@@ -33,7 +33,7 @@ fn spec(sid: &str, cid: &str, fid: &str, args: Value) -> CallSpec {
 
 async fn record_count(scene: &Scene) -> usize {
     scene
-        .scope("approval_pending")
+        .pending_in_state()
         .await
         .iter()
         .filter(|v| !v.is_null())

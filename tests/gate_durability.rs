@@ -257,6 +257,26 @@ async fn run_races(engine: approval_gate::testkit::fixture::EngineFixture, trial
             .collect::<Vec<_>>()
     );
     assert!(scene.inbox().await.is_empty());
-    let left: Vec<Value> = scene.scope("approval_pending").await;
+    let left: Vec<Value> = scene.pending_in_state().await;
     assert!(left.is_empty(), "left in approval_pending: {left:?}");
+}
+
+#[tokio::test]
+async fn records_of_the_single_scope_layout_are_migrated_at_boot() {
+    on_each_engine("legacy_layout_migrated", |engine| async move {
+        let probe = engine.client("probe").await;
+        let record = json!({"session_id": "s_old", "turn_id": "t_old", "function_call_id": "c_old", "function_id": "demo::echo",
+                            "arguments_excerpt": {}, "pending_at": 1_700_000_000_000u64, "depth": 0});
+        approval_gate::testkit::fixture::call(&probe, "state::set", json!({"scope": "approval_pending", "key": "s_old/c_old", "value": record})).await.unwrap();
+        let _worker = start_in_process(&engine.url()).await;
+        let listed = approval_gate::testkit::fixture::call(&probe, "approval::list-pending", json!({})).await.unwrap();
+        assert_eq!(listed["pending"][0]["function_call_id"], "c_old");
+        assert_eq!(listed["pending"][0]["kind"], "function", "a record without kind reads as function");
+        let legacy = approval_gate::testkit::fixture::call(&probe, "state::list", json!({"scope": "approval_pending"})).await.unwrap();
+        assert_eq!(legacy, json!([]));
+        let scope = approval_gate::pending::store::bucket_scope("s_old", "c_old");
+        let moved = approval_gate::testkit::fixture::call(&probe, "state::get", json!({"scope": scope, "key": "s_old/c_old"})).await.unwrap();
+        assert_eq!(moved["pending_at"], 1_700_000_000_000u64);
+    })
+    .await;
 }

@@ -158,7 +158,7 @@ async fn grant_stand_downs_deliver_the_original_error_and_no_record() {
             "S215"
         ));
         assert!(scene.inbox().await.is_empty(), "{:?}", scene.inbox().await);
-        assert!(scene.scope("approval_pending").await.is_empty());
+        assert!(scene.pending_in_state().await.is_empty());
     })
     .await;
 }

@@ -1,4 +1,4 @@
-//! The pending store: `approval_pending` in state is the source of truth; the
+//! The pending store: state (the `approval_pending.NN` scopes) is the source of truth; the
 //! in-memory [`PendingIndex`] serves every read and purge and is rebuilt from
 //! `state::list` at boot.
 //!
@@ -26,13 +26,41 @@ use crate::client::{CallError, Sibling};
 use crate::pending::index::{ListPage, ListQuery, PendingIndex};
 use crate::pending::record::{PendingRecord, RecordKey};
 
-/// The state scope of held calls.
-pub const PENDING_SCOPE: &str = "approval_pending";
+/// The state scope of held calls written by the first layout (one scope);
+/// read at boot and migrated into the buckets.
+pub const LEGACY_SCOPE: &str = "approval_pending";
+/// Held calls are spread over this many scopes, `approval_pending.00` …
+/// `approval_pending.63`: `state::list` returns a whole scope in one message
+/// and the SDK caps a message at 64 MiB, so one scope would stop boot from
+/// rebuilding the index long before 100k held calls.
+pub const BUCKETS: u32 = 64;
 const STRIPES: usize = 256;
 
 /// The state key of a record: `<session_id>/<function_call_id>`.
 pub fn state_key(session_id: &str, function_call_id: &str) -> String {
     format!("{session_id}/{function_call_id}")
+}
+
+/// FNV-1a: a hash that is the same in every process and Rust version (the
+/// bucket of a record must not change across restarts).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The scope holding a record.
+pub fn bucket_scope(session_id: &str, function_call_id: &str) -> String {
+    let bucket = fnv1a(state_key(session_id, function_call_id).as_bytes()) % u64::from(BUCKETS);
+    format!("{LEGACY_SCOPE}.{bucket:02}")
+}
+
+/// Every scope that may hold records (the buckets, then the legacy scope).
+pub fn all_scopes() -> Vec<String> {
+    (0..BUCKETS)
+        .map(|b| format!("{LEGACY_SCOPE}.{b:02}"))
+        .chain(std::iter::once(LEGACY_SCOPE.to_string()))
+        .collect()
 }
 
 /// A resolve in flight for one record.
@@ -92,22 +120,56 @@ impl PendingStore {
         self.stripes[(h.finish() as usize) % STRIPES].lock().await
     }
 
-    /// Rebuilds the index from `state::list`. Tombstones and unreadable
-    /// values are skipped. Returns the number of records loaded.
+    /// Rebuilds the index from `state::list` of every bucket (a few at a
+    /// time). Tombstones and unreadable values are skipped; records of the
+    /// legacy single scope are moved into their bucket. Returns the number of
+    /// records loaded.
     pub async fn load(&self) -> Result<usize, CallError> {
-        let values = self.sibling.state_list(PENDING_SCOPE).await?;
-        let records: Vec<PendingRecord> = values
-            .into_iter()
-            .filter(|v| !v.is_null())
-            .filter_map(|v| serde_json::from_value::<PendingRecord>(v).ok())
-            .collect();
-        let n = records.len();
-        self.with_index(|index| {
-            for record in records {
-                index.insert(record);
-            }
-        });
+        use futures_util::stream::{self, StreamExt, TryStreamExt};
+        let buckets: Vec<Vec<Value>> =
+            stream::iter((0..BUCKETS).map(|b| format!("{LEGACY_SCOPE}.{b:02}")))
+                .map(|scope| async move { self.sibling.state_list(&scope).await })
+                .buffer_unordered(8)
+                .try_collect()
+                .await?;
+        let mut n = 0;
+        for values in buckets {
+            let records = values
+                .into_iter()
+                .filter(|v| !v.is_null())
+                .filter_map(|v| serde_json::from_value::<PendingRecord>(v).ok());
+            self.with_index(|index| {
+                for record in records {
+                    index.insert(record);
+                    n += 1;
+                }
+            });
+        }
+        n += self.migrate_legacy().await?;
         Ok(n)
+    }
+
+    /// Moves records of the legacy scope into their buckets.
+    async fn migrate_legacy(&self) -> Result<usize, CallError> {
+        let mut moved = 0;
+        for value in self.sibling.state_list(LEGACY_SCOPE).await? {
+            let Ok(record) = serde_json::from_value::<PendingRecord>(value) else {
+                continue;
+            };
+            let key = state_key(&record.session_id, &record.function_call_id);
+            if self
+                .get(&record.session_id, &record.function_call_id)
+                .is_none()
+            {
+                let scope = bucket_scope(&record.session_id, &record.function_call_id);
+                let value = serde_json::to_value(&record).unwrap_or(Value::Null);
+                self.sibling.state_set(&scope, &key, value).await?;
+                self.with_index(|index| index.insert(record));
+                moved += 1;
+            }
+            self.sibling.state_delete(LEGACY_SCOPE, &key).await?;
+        }
+        Ok(moved)
     }
 
     /// The live record under a key.
@@ -145,12 +207,13 @@ impl PendingStore {
     /// resolve's record as superseded (it still gets its event).
     pub async fn write(&self, record: PendingRecord) -> Result<Written, CallError> {
         let key = state_key(&record.session_id, &record.function_call_id);
+        let scope = bucket_scope(&record.session_id, &record.function_call_id);
         let value = serde_json::to_value(&record).map_err(|e| CallError {
             function_id: "state::set".into(),
             code: "serialization".into(),
             message: e.to_string(),
         })?;
-        let outcome = self.sibling.state_set(PENDING_SCOPE, &key, value).await?;
+        let outcome = self.sibling.state_set(&scope, &key, value).await?;
         let previous = self.with_index(|index| index.insert(record.clone()));
         if let Some(previous) = previous {
             if *previous != record {
@@ -244,13 +307,34 @@ impl PendingStore {
     /// the record in place (a later event retries).
     async fn settle_locked(&self, record: &Arc<PendingRecord>) -> Result<bool, CallError> {
         let key = state_key(&record.session_id, &record.function_call_id);
-        self.sibling
-            .state_set(PENDING_SCOPE, &key, Value::Null)
-            .await?;
+        let scope = bucket_scope(&record.session_id, &record.function_call_id);
+        self.sibling.state_set(&scope, &key, Value::Null).await?;
         let removed = self.with_index(|index| index.remove_if_same(record));
-        if let Err(err) = self.sibling.state_delete(PENDING_SCOPE, &key).await {
+        if let Err(err) = self.sibling.state_delete(&scope, &key).await {
             tracing::warn!(key, error = %err, "tombstone not deleted; it is skipped at load");
         }
         Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_stable_and_spread() {
+        assert_eq!(bucket_scope("s_1", "c_1"), bucket_scope("s_1", "c_1"));
+        // Pinned: a record's bucket must never move between versions.
+        assert_eq!(fnv1a(b"s_1/c_1"), 15326720578296868152);
+        assert_eq!(bucket_scope("s_1", "c_1"), "approval_pending.56");
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..1000 {
+            seen.insert(bucket_scope("s", &format!("c{i}")));
+        }
+        assert_eq!(seen.len(), BUCKETS as usize);
+        assert_eq!(all_scopes().len(), BUCKETS as usize + 1);
+        assert!(all_scopes()
+            .iter()
+            .all(|s| s.starts_with("approval_pending")));
     }
 }

@@ -170,6 +170,15 @@ impl Scene {
         out["pending"].as_array().cloned().unwrap_or_default()
     }
 
+    /// Every live record in the pending store's state scopes.
+    pub async fn pending_in_state(&self) -> Vec<Value> {
+        let mut all = Vec::new();
+        for scope in approval_gate::pending::store::all_scopes() {
+            all.extend(self.scope(&scope).await);
+        }
+        all
+    }
+
     /// The values of a state scope.
     pub async fn scope(&self, scope: &str) -> Vec<Value> {
         let out = self.ok("state::list", json!({"scope": scope})).await;
