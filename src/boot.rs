@@ -120,9 +120,7 @@ pub async fn bootstrap_config(
 ) -> Result<Snapshot, BootError> {
     let fatal = |what: &str, e: CallError| BootError::Configuration(format!("{what} failed: {e}"));
     let schema = schema();
-    let name = "Approval gate";
-    let description =
-        "Policy for the approval gate: default mode, rules, folder-access re-ask limit.";
+    let (name, description) = entry_texts();
     let stored = match sibling.configuration_get(CONFIG_ID, true).await {
         Ok(Value::Null) => None,
         Ok(value) => Some(value),
@@ -316,30 +314,51 @@ pub async fn ensure_gate_binding(sibling: &Sibling) -> Result<String, CallError>
     }
 }
 
-/// After the SDK reconnects (an engine restart), the durable gate binding is
-/// checked again: an engine that lost it must not run calls ungated.
+/// After the SDK reconnects (an engine restart), what the SDK does not replay
+/// is made again: the configuration entry's schema (an engine restarted from
+/// its store keeps values but not schemas), a fresh read of the policy, and
+/// the durable gate binding — an engine that lost it must not run calls
+/// ungated.
 async fn rebind_on_reconnect(worker: Arc<Worker>) {
     use iii_sdk::runtime::IIIConnectionState;
     let mut was_connected = true;
     loop {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let connected =
-            worker.sibling.iii().get_connection_state() == IIIConnectionState::Connected;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let connected = worker.sibling.iii().get_connection_state() == IIIConnectionState::Connected;
         if connected && !was_connected {
-            // Give the replay a moment, then check.
+            // Let the replay land first.
             tokio::time::sleep(Duration::from_millis(500)).await;
-            match ensure_gate_binding(&worker.sibling).await {
-                Ok(id) => tracing::info!(id, "reconnected; durable gate binding checked"),
-                Err(err) => {
-                    tracing::warn!(error = %err, "reconnected; durable gate binding not checked")
-                }
-            }
+            after_reconnect(&worker).await;
         }
         if !connected && worker.sibling.iii().fatal_error().is_some() {
             return;
         }
         was_connected = connected;
     }
+}
+
+/// The work [`rebind_on_reconnect`] does once the link is back.
+pub async fn after_reconnect(worker: &Worker) {
+    let (name, description) = entry_texts();
+    let schema = schema();
+    if let Err(err) = with_retries(|| worker.sibling.configuration_register(CONFIG_ID, name, description, &schema, None)).await {
+        tracing::warn!(error = %err, "reconnected; configuration schema not registered again");
+    }
+    if let Err(err) = crate::functions::config_change::reload(worker).await {
+        tracing::error!(error = %err, "reconnected; configuration not re-read, keeping the last good one");
+    }
+    match ensure_gate_binding(&worker.sibling).await {
+        Ok(id) => tracing::info!(id, "reconnected; durable gate binding checked"),
+        Err(err) => tracing::warn!(error = %err, "reconnected; durable gate binding not checked"),
+    }
+}
+
+/// The entry's display name and description.
+fn entry_texts() -> (&'static str, &'static str) {
+    (
+        "Approval gate",
+        "Policy for the approval gate: default mode, rules, folder-access re-ask limit.",
+    )
 }
 
 /// The ordinary (non-durable) bindings of the worker: `(type, function, config)`.

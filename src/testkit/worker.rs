@@ -37,7 +37,18 @@ impl WorkerProcess {
     /// line (panics with the collected output after `timeout`). Waits
     /// asynchronously: an in-process test engine runs on the same runtime.
     pub async fn spawn(bin: &Path, url: &str, args: &[&str], timeout: Duration) -> WorkerProcess {
-        let process = Self::spawn_raw(bin, url, args);
+        Self::spawn_with(bin, url, args, &[], timeout).await
+    }
+
+    /// As [`WorkerProcess::spawn`], with extra environment variables.
+    pub async fn spawn_with(
+        bin: &Path,
+        url: &str,
+        args: &[&str],
+        envs: &[(&str, &str)],
+        timeout: Duration,
+    ) -> WorkerProcess {
+        let process = Self::spawn_raw_with(bin, url, args, envs);
         if !process.wait_for_line("approval-gate ready", timeout).await {
             let out = process.output();
             panic!("worker not ready within {timeout:?}:\n{out}");
@@ -47,6 +58,11 @@ impl WorkerProcess {
 
     /// Spawns without waiting for readiness.
     pub fn spawn_raw(bin: &Path, url: &str, args: &[&str]) -> WorkerProcess {
+        Self::spawn_raw_with(bin, url, args, &[])
+    }
+
+    /// As [`WorkerProcess::spawn_raw`], with extra environment variables.
+    pub fn spawn_raw_with(bin: &Path, url: &str, args: &[&str], envs: &[(&str, &str)]) -> WorkerProcess {
         let mut child = Command::new(bin)
             .arg("--url")
             .arg(url)
@@ -57,6 +73,7 @@ impl WorkerProcess {
                 std::env::var("AG_TEST_LOG").unwrap_or_else(|_| "info".into()),
             )
             .env("NO_COLOR", "1")
+            .envs(envs.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

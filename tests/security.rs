@@ -1,0 +1,114 @@
+//! The security suite: self-escalation, injected fields, engine-injected ids.
+
+mod common;
+
+use approval_gate::testkit::harness::CallSpec;
+use common::*;
+use serde_json::{json, Value};
+
+const ESCALATIONS: &[&str] = &[
+    "approval::resolve",
+    "approval::set-mode",
+    "approval::approve-always",
+    "approval::add-always-allow",
+    "approval::clear-settings",
+    "approval::list-pending",
+    "configuration::set",
+    "configuration::register",
+    "ns/approval::resolve",
+    "tenant::approval::resolve",
+    " approval::resolve",
+    "APPROVAL::resolve",
+    "Configuration::Set",
+    "team-a::configuration::set",
+];
+
+#[tokio::test]
+async fn security_self_escalation_is_denied_in_every_configuration() {
+    on_each_engine("security_self_escalation", |engine| async move {
+        let scene = Scene::start(engine).await;
+        scene.ok("configuration::set", json!({"id": "approval-gate", "value": {"default_mode": "full", "rules": ["*", "approval::*", "configuration::*"]}})).await;
+        let w = scene.worker.as_ref().unwrap().worker.clone();
+        assert!(eventually(WAIT, || w.config.load().config.rules.len() == 3).await);
+        scene.ok("approval::set-mode", json!({"session_id": "s_x", "mode": "full"})).await;
+        scene.ok("approval::approve-always", json!({"session_id": "s_x", "function_id": "*"})).await;
+        scene.ok("approval::add-always-allow", json!({"session_id": "s_x", "function_id": "*"})).await;
+        for sid in ["s_x", "s_unseen"] {
+            for (i, fid) in ESCALATIONS.iter().enumerate() {
+                let out = scene.harness.call(CallSpec::new(sid, "t", format!("c{i}"), *fid, json!({"session_id": sid, "mode": "full"}))).await;
+                let reason = out.deny_reason().unwrap_or_else(|| panic!("{sid} {fid:?} was not denied: {out:?}"));
+                assert!(reason.contains("human_only_function"), "{fid:?}: {reason}");
+                let ev = scene.ok("approval::evaluate", json!({"session_id": sid, "function_id": fid})).await;
+                assert_eq!(ev["verdict"], "deny", "{fid:?}");
+            }
+        }
+        assert!(scene.inbox().await.is_empty());
+        // Names that merely contain the word are not the approval surface.
+        let out = scene.harness.call(CallSpec::new("s_x", "t", "c_ok", "demo::echo", json!({}))).await;
+        assert!(out.result().is_some(), "{out:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn security_injected_fields_neither_crash_nor_change_behaviour() {
+    on_each_engine("security_injected_fields", |engine| async move {
+        let scene = Scene::start(engine).await;
+        // A binding config with an extra field is refused; the worker keeps serving.
+        let err = scene
+            .call("engine::register_trigger", json!({"trigger_type": "approval::pending-resolved", "function_id": "x::y", "config": {"session_id": "s", "metadata": {}, "callback_url": "http://evil"}}))
+            .await
+            .unwrap_err();
+        assert!(message_of(&err).contains("invalid binding config"), "{err:?}");
+        let err = scene
+            .call("engine::register_trigger", json!({"trigger_type": "approval::pending-created", "function_id": "x::y", "config": {"metadata": "not-an-object"}}))
+            .await
+            .unwrap_err();
+        assert!(message_of(&err).contains("invalid binding config"), "{err:?}");
+
+        // A resolve carrying harness fields is a plain allow.
+        assert!(scene.harness.call(CallSpec::new("s_i", "t_i", "c_i", "demo::echo", json!({}))).await.is_held());
+        let out = scene
+            .ok("approval::resolve", json!({"session_id": "s_i", "function_call_id": "c_i", "decision": "allow",
+                "action": "deliver", "extra_roots": ["/"], "turn_id": "t_other", "is_error": true,
+                "content": [{"type": "text", "text": "forged"}], "grant_scope": "always", "_caller_worker_id": "w-forged"}))
+            .await;
+        assert_eq!(out["resolved"], true);
+        let req = scene.harness.resolve_requests().into_iter().find(|r| r["function_call_id"] == "c_i").unwrap();
+        assert_eq!(req, json!({"session_id": "s_i", "turn_id": "t_i", "function_call_id": "c_i", "action": "execute"}));
+        assert_eq!(scene.harness.target_runs("demo::echo"), 1);
+        assert!(scene.harness.runs_of("demo::echo")[0].extra_roots.is_empty());
+    })
+    .await;
+}
+
+fn contains_key(v: &Value, key: &str) -> bool {
+    match v {
+        Value::Object(m) => m.contains_key(key) || m.values().any(|x| contains_key(x, key)),
+        Value::Array(a) => a.iter().any(|x| contains_key(x, key)),
+        _ => false,
+    }
+}
+
+#[tokio::test]
+async fn security_engine_injected_caller_id_never_reaches_a_record() {
+    on_each_engine("security_caller_id", |engine| async move {
+        let scene = Scene::start(engine).await;
+        let created = scene.sink("caller-created", "approval::pending-created", json!({})).await;
+        assert!(scene.harness.call(CallSpec::new("s_c", "t_c", "c_c", "demo::echo", json!({"q": 1}))).await.is_held());
+        let out = scene.ok("approval::gate", json!({"point": "pre_trigger", "session_id": "s_c", "turn_id": "t_c", "_caller_worker_id": "forged",
+            "call": {"id": "c_d", "function_id": "demo::echo", "arguments": {"q": 2}}})).await;
+        assert_eq!(out["decision"], "hold");
+        for rec in scene.inbox().await {
+            assert!(!contains_key(&rec, "_caller_worker_id"), "{rec}");
+        }
+        for v in scene.pending_in_state().await {
+            assert!(!contains_key(&v, "_caller_worker_id"), "{v}");
+        }
+        assert!(eventually(WAIT, || created.events().len() == 2).await);
+        for e in created.events() {
+            assert!(!contains_key(&e, "_caller_worker_id"), "{e}");
+        }
+    })
+    .await;
+}
