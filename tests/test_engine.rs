@@ -14,11 +14,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use approval_gate::testkit::fixture::{call, wait_for_functions, EngineFixture, EngineKind};
+use futures_util::{SinkExt, StreamExt};
 use iii_sdk::protocol::{RegisterTriggerInput, TriggerRequest};
 use iii_sdk::trigger::{TriggerConfig, TriggerHandler};
 use iii_sdk::{IIIClient, RegisterFunction, RegisterTriggerType, TriggerAction};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -322,6 +324,161 @@ async fn an_engine_provider_refuses_a_bad_config() {
     assert_eq!(
         message,
         "Failed to parse trigger config: invalid type: string \"nope\", expected struct StateTriggerConfig"
+    );
+}
+
+// ── the wire, seen by a hand-written client ────────────────────────────
+
+type RawSocket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A client without the SDK: connects and returns the greeting.
+async fn raw_connect(engine: &EngineFixture) -> (RawSocket, Value) {
+    let (mut socket, _) = tokio_tungstenite::connect_async(format!("{}/", engine.url()))
+        .await
+        .unwrap();
+    let hello = raw_next(&mut socket).await.expect("a greeting");
+    (socket, hello)
+}
+
+async fn raw_send(socket: &mut RawSocket, frame: Value) {
+    socket
+        .send(WsMessage::Text(frame.to_string().into()))
+        .await
+        .unwrap();
+}
+
+/// The next JSON frame, or `None` when the engine closed the socket.
+async fn raw_next(socket: &mut RawSocket) -> Option<Value> {
+    loop {
+        match tokio::time::timeout(WAIT, socket.next()).await {
+            Ok(Some(Ok(WsMessage::Text(text)))) => {
+                return Some(serde_json::from_str(text.as_str()).unwrap())
+            }
+            Ok(Some(Ok(WsMessage::Close(_)))) | Ok(None) | Ok(Some(Err(_))) => return None,
+            Ok(Some(Ok(_))) => continue,
+            Err(_) => panic!("the engine sent nothing"),
+        }
+    }
+}
+
+fn announce(name: &str) -> Value {
+    json!({
+        "type": "invokefunction",
+        "function_id": "engine::workers::register",
+        "data": { "name": name, "pid": 1, "runtime": "rust" },
+        "action": { "type": "void" }
+    })
+}
+
+fn keys(frame: &Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = frame
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
+#[tokio::test]
+async fn wire_frames_have_the_real_engines_shape() {
+    let engine = EngineFixture::start().await;
+    let (mut provider, hello) = raw_connect(&engine).await;
+    assert_eq!(keys(&hello), vec!["reattach_token", "type", "worker_id"]);
+    assert_eq!(hello["type"], "workerregistered");
+    raw_send(
+        &mut provider,
+        json!({ "type": "registerfunction", "id": "wire::f" }),
+    )
+    .await;
+    raw_send(
+        &mut provider,
+        json!({ "type": "registertriggertype", "id": "wire::kind", "description": "d" }),
+    )
+    .await;
+    raw_send(&mut provider, announce("wire-provider")).await;
+    raw_send(&mut provider, json!({ "type": "ping" })).await;
+    assert_eq!(
+        raw_next(&mut provider).await.unwrap(),
+        json!({ "type": "pong" })
+    );
+
+    let (mut other, _) = raw_connect(&engine).await;
+    raw_send(
+        &mut other,
+        json!({ "type": "registerfunction", "id": "wire::f" }),
+    )
+    .await;
+    raw_send(&mut other, announce("wire-other")).await;
+    let rejected = raw_next(&mut other).await.unwrap();
+    assert_eq!(
+        keys(&rejected),
+        vec![
+            "code",
+            "function_id",
+            "namespace",
+            "owner_worker_id",
+            "type"
+        ]
+    );
+    assert_eq!(rejected["code"], "FUNCTION_NAMESPACE_CONFLICT");
+    assert_eq!(rejected["owner_worker_id"], hello["worker_id"]);
+
+    raw_send(
+        &mut other,
+        json!({ "type": "registertrigger", "id": "wire-t1", "trigger_type": "wire::kind",
+                "function_id": "wire::g", "config": { "c": 1 } }),
+    )
+    .await;
+    let forwarded = raw_next(&mut provider).await.unwrap();
+    assert_eq!(
+        forwarded,
+        json!({ "type": "registertrigger", "id": "wire-t1", "trigger_type": "wire::kind",
+                "function_id": "wire::g", "config": { "c": 1 } })
+    );
+    raw_send(
+        &mut other,
+        json!({ "type": "unregistertrigger", "id": "wire-t1" }),
+    )
+    .await;
+    assert_eq!(
+        raw_next(&mut provider).await.unwrap(),
+        json!({ "type": "unregistertrigger", "id": "wire-t1", "trigger_type": "wire::kind" })
+    );
+
+    // A void call still reaches the callee with an id of its own.
+    raw_send(
+        &mut other,
+        json!({ "type": "invokefunction", "function_id": "wire::f", "data": { "v": 1 },
+                "action": { "type": "void" } }),
+    )
+    .await;
+    let delivered = raw_next(&mut provider).await.unwrap();
+    assert_eq!(delivered["type"], "invokefunction");
+    assert!(delivered["invocation_id"].is_string());
+    assert!(delivered.get("action").is_none());
+    assert!(delivered["data"]["_caller_worker_id"].is_string());
+
+    let (mut twin, _) = raw_connect(&engine).await;
+    raw_send(&mut twin, announce("wire-provider")).await;
+    let refused = raw_next(&mut twin).await.unwrap();
+    assert_eq!(
+        keys(&refused),
+        vec![
+            "code",
+            "namespace",
+            "owner_worker_id",
+            "type",
+            "worker_name"
+        ]
+    );
+    assert_eq!(refused["code"], "WORKER_NAMESPACE_CONFLICT");
+    assert_eq!(refused["worker_name"], "wire-provider");
+    assert!(
+        raw_next(&mut twin).await.is_none(),
+        "the engine closes the twin"
     );
 }
 
