@@ -197,6 +197,21 @@ async fn calls_route_between_two_clients_sync_and_void() {
 }
 
 #[tokio::test]
+async fn messages_larger_than_one_frame_get_through() {
+    let engine = EngineFixture::start().await;
+    let server = engine.client("large-server").await;
+    let caller = engine.client("large-caller").await;
+    server.register_function("large::echo", echo());
+    wait_for_functions(&caller, &["large::echo"]).await;
+    // Past the SDK's 16 MiB frame size: the message travels in fragments.
+    let blob = "x".repeat(20 << 20);
+    let answer = call(&caller, "large::echo", json!({ "blob": blob }))
+        .await
+        .unwrap();
+    assert_eq!(answer["blob"].as_str().map(str::len), Some(20 << 20));
+}
+
+#[tokio::test]
 async fn the_callers_worker_id_is_stamped_into_object_payloads() {
     let engine = EngineFixture::start().await;
     let server = engine.client("stamp-server").await;
@@ -642,12 +657,20 @@ async fn a_new_provider_of_a_type_gets_its_bindings_again() {
     bind(&binder, "again::kind", "again::target", json!({ "n": 1 }));
     let original = next_bound(&mut first_seen).await;
 
-    first.shutdown_async().await;
+    // A provider registering the type while the first is still connected
+    // takes over its live bindings.
     let second = engine.client("again-provider-2").await;
     let mut second_seen = provide(&second, "again::kind");
-    let replayed = next_bound(&mut second_seen).await;
-    assert_eq!(replayed.id, original.id);
-    assert_eq!(replayed.config, json!({ "n": 1 }));
+    let taken_over = next_bound(&mut second_seen).await;
+    assert_eq!(taken_over.id, original.id);
+    assert_eq!(taken_over.config, json!({ "n": 1 }));
+
+    // Its provider gone, the binding parks; the next provider gets it.
+    second.shutdown_async().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let third = engine.client("again-provider-3").await;
+    let mut third_seen = provide(&third, "again::kind");
+    assert_eq!(next_bound(&mut third_seen).await.id, original.id);
 }
 
 #[tokio::test]

@@ -197,7 +197,9 @@ impl EngineFixture {
 
     /// An SDK client named `name` (the name is not overridden by
     /// `III_WORKER_NAME`), OpenTelemetry off, past its handshake. Its
-    /// registrations may still be in flight: see [`wait_for_functions`].
+    /// registrations may still be in flight: see [`wait_for_functions`]. A
+    /// client whose name the engine refused is returned too; its
+    /// `fatal_error()` says so.
     ///
     /// # Panics
     ///
@@ -217,13 +219,15 @@ impl EngineFixture {
         }
         let client = register_worker(&self.url(), options);
         self.clients().push(client.clone());
-        if let Err(err) = client.wait_until_registered(HANDSHAKE_TIMEOUT).await {
-            panic!(
+        match client.wait_until_registered(HANDSHAKE_TIMEOUT).await {
+            // The engine answered, by refusing the name: the caller may be
+            // testing exactly that, so the client is theirs to inspect.
+            Ok(()) | Err(iii_sdk::Error::RegistrationRejected { .. }) => client,
+            Err(err) => panic!(
                 "client {name} did not complete its handshake with {}: {err}",
                 self.url()
-            );
+            ),
         }
-        client
     }
 
     fn clients(&self) -> MutexGuard<'_, Vec<IIIClient>> {
