@@ -1355,6 +1355,26 @@ async fn a_process_restart_forgets_durable_bindings() {
         .all(|row| row["id"] != durable["id"]));
 }
 
+#[tokio::test]
+async fn the_fixture_runs_a_real_engine_when_there_is_one() {
+    let Some(engine) =
+        EngineFixture::start_real("the_fixture_runs_a_real_engine_when_there_is_one").await
+    else {
+        return;
+    };
+    assert_eq!(engine.kind(), EngineKind::Real);
+    assert!(engine.test_engine().is_none());
+    assert_eq!(engine.url(), format!("ws://127.0.0.1:{}", engine.port()));
+    let c = engine.client("real-user").await;
+    call(
+        &c,
+        "state::set",
+        json!({ "scope": "real", "key": "k", "value": 1 }),
+    )
+    .await
+    .unwrap();
+}
+
 // ── faults (test engine only) ──────────────────────────────────────────
 
 #[tokio::test]
@@ -1526,5 +1546,5 @@ async fn invocations_are_counted_per_function() {
     .await;
     assert_eq!(test_engine.invocations("count::missing"), 1);
     assert_eq!(test_engine.total_invocations() - before, 6);
-    assert!(matches!(engine.kind(), EngineKind::Test));
+    assert_eq!(engine.kind(), EngineKind::Test);
 }

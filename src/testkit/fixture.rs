@@ -6,7 +6,8 @@
 //! with a generated config (worker manager on a free loopback port, `iii-state`
 //! on a file store under the directory so [`EngineFixture::restart`] keeps
 //! state), with its output in `engine.log` there; it is killed, by its own
-//! pid, when the fixture drops. The `configuration` worker is mandatory in the
+//! pid, when the fixture drops (set `III_ENGINE_KEEP_DIR=1` to keep the
+//! directory and its log). The `configuration` worker is mandatory in the
 //! engine and needs no config entry.
 //!
 //! Every SDK client the fixture makes has OpenTelemetry off and is shut down
@@ -433,11 +434,13 @@ impl RealEngine {
         let deadline = Instant::now() + READY_TIMEOUT;
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
         loop {
-            if let Some(status) = self
+            // Read the status in its own statement: the lock must be released
+            // before `fail` takes it again to kill the child.
+            let exited = self
                 .child()
                 .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
+                .and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exited {
                 self.fail(&format!("exited during startup ({status})"));
             }
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
