@@ -610,6 +610,11 @@ impl Core {
 
     // ── functions ──────────────────────────────────────────────────────
 
+    /// One live owner per `(namespace, id)`: another connection's claim is
+    /// refused with `FUNCTION_NAMESPACE_CONFLICT` naming the owner, and that
+    /// connection keeps serving its other functions. Reserved ids (`engine::*`
+    /// outside `default`, as in the real engine; built-in ids, which the real
+    /// engine would let a worker shadow) are refused with an empty owner.
     fn register_function(
         &mut self,
         conn: ConnId,
