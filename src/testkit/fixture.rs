@@ -6,7 +6,8 @@
 //! with a generated config (worker manager on a free loopback port, `iii-state`
 //! on a file store under the directory so [`EngineFixture::restart`] keeps
 //! state), with its output in `engine.log` there; it is killed, by its own
-//! pid, when the fixture drops. The `configuration` worker is mandatory in the
+//! pid, when the fixture drops (set `III_ENGINE_KEEP_DIR=1` to keep the
+//! directory and its log). The `configuration` worker is mandatory in the
 //! engine and needs no config entry.
 //!
 //! Every SDK client the fixture makes has OpenTelemetry off and is shut down
@@ -39,12 +40,19 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long [`wait_for_functions`] polls.
 const FUNCTIONS_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// The timeout of each poll [`wait_for_functions`] makes.
+const POLL_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// How long [`EngineFixture::client`] waits for the handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The real engine's file store flushes this often (its minimum); a restart
 /// waits a few periods so the last writes are on disk.
 const STATE_SAVE_INTERVAL_MS: u64 = 100;
+
+/// Set (non-empty) to keep each real engine's directory, with its config and
+/// `engine.log`, after the test.
+pub const KEEP_DIR_VAR: &str = "III_ENGINE_KEEP_DIR";
 
 /// Which engine a fixture runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,8 +177,11 @@ impl EngineFixture {
         }
     }
 
-    /// Restarts the engine on the same port, keeping state, configuration
-    /// values and durable bindings. Clients reconnect by themselves.
+    /// Restarts the engine on the same port, keeping state and configuration
+    /// values (not schemas: an entry's schema is `null` until its owner
+    /// registers it again). Clients reconnect by themselves and replay their
+    /// registrations. Durable bindings survive a test-engine restart but not a
+    /// real one, whose bindings live in memory only.
     ///
     /// # Panics
     ///
@@ -187,7 +198,9 @@ impl EngineFixture {
 
     /// An SDK client named `name` (the name is not overridden by
     /// `III_WORKER_NAME`), OpenTelemetry off, past its handshake. Its
-    /// registrations may still be in flight: see [`wait_for_functions`].
+    /// registrations may still be in flight: see [`wait_for_functions`]. A
+    /// client whose name the engine refused is returned too; its
+    /// `fatal_error()` says so.
     ///
     /// # Panics
     ///
@@ -207,13 +220,15 @@ impl EngineFixture {
         }
         let client = register_worker(&self.url(), options);
         self.clients().push(client.clone());
-        if let Err(err) = client.wait_until_registered(HANDSHAKE_TIMEOUT).await {
-            panic!(
+        match client.wait_until_registered(HANDSHAKE_TIMEOUT).await {
+            // The engine answered, by refusing the name: the caller may be
+            // testing exactly that, so the client is theirs to inspect.
+            Ok(()) | Err(iii_sdk::Error::RegistrationRejected { .. }) => client,
+            Err(err) => panic!(
                 "client {name} did not complete its handshake with {}: {err}",
                 self.url()
-            );
+            ),
         }
-        client
     }
 
     fn clients(&self) -> MutexGuard<'_, Vec<IIIClient>> {
@@ -260,13 +275,17 @@ pub async fn call(
 pub async fn wait_for_functions(client: &IIIClient, ids: &[&str]) {
     let deadline = Instant::now() + FUNCTIONS_TIMEOUT;
     loop {
-        let listed = call(
-            client,
-            "engine::functions::list",
-            json!({ "include_internal": true }),
-        )
-        .await
-        .unwrap_or(Value::Null);
+        // A short timeout per poll: a poll lost with a dying connection costs
+        // one poll, not a whole call timeout.
+        let listed = client
+            .trigger(TriggerRequest {
+                function_id: "engine::functions::list".to_string(),
+                payload: json!({ "include_internal": true }),
+                action: None,
+                timeout_ms: Some(POLL_TIMEOUT.as_millis() as u64),
+            })
+            .await
+            .unwrap_or(Value::Null);
         let live: Vec<&str> = listed["functions"]
             .as_array()
             .map(|functions| {
@@ -292,7 +311,9 @@ pub async fn wait_for_functions(client: &IIIClient, ids: &[&str]) {
 
 struct RealEngine {
     bin: PathBuf,
-    dir: tempfile::TempDir,
+    /// Removed on drop unless [`KEEP_DIR_VAR`] is set.
+    dir: Option<tempfile::TempDir>,
+    root: PathBuf,
     port: u16,
     config: PathBuf,
     log: PathBuf,
@@ -342,13 +363,15 @@ impl RealEngine {
             .tempdir()
             .unwrap_or_else(|err| panic!("no temporary directory for the engine: {err}"));
         let port = free_port();
-        let config = dir.path().join("config.yaml");
-        let log = dir.path().join("engine.log");
-        std::fs::write(&config, config_yaml(port, &dir.path().join("state")))
+        let root = dir.path().to_path_buf();
+        let config = root.join("config.yaml");
+        let log = root.join("engine.log");
+        std::fs::write(&config, config_yaml(port, &root.join("state")))
             .unwrap_or_else(|err| panic!("cannot write {}: {err}", config.display()));
         let engine = RealEngine {
             bin,
-            dir,
+            dir: Some(dir),
+            root,
             port,
             config,
             log,
@@ -377,7 +400,7 @@ impl RealEngine {
             .arg("--config")
             .arg(&self.config)
             .arg("--no-update-check")
-            .current_dir(self.dir.path())
+            .current_dir(&self.root)
             .env("III_TELEMETRY_ENABLED", "false")
             .env("OTEL_ENABLED", "false")
             .stdin(Stdio::null())
@@ -411,11 +434,13 @@ impl RealEngine {
         let deadline = Instant::now() + READY_TIMEOUT;
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
         loop {
-            if let Some(status) = self
+            // Read the status in its own statement: the lock must be released
+            // before `fail` takes it again to kill the child.
+            let exited = self
                 .child()
                 .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
+                .and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exited {
                 self.fail(&format!("exited during startup ({status})"));
             }
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
@@ -442,6 +467,11 @@ impl RealEngine {
 impl Drop for RealEngine {
     fn drop(&mut self) {
         self.kill();
+        if std::env::var_os(KEEP_DIR_VAR).is_some_and(|keep| !keep.is_empty()) {
+            if let Some(dir) = self.dir.take() {
+                eprintln!("kept the engine directory {}", dir.keep().display());
+            }
+        }
     }
 }
 

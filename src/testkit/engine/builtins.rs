@@ -237,7 +237,7 @@ struct RegisterWorkerInput {
 }
 
 #[derive(Deserialize)]
-struct DurableBindInput {
+struct RegisterTriggerInput {
     trigger_type: String,
     function_id: String,
     #[serde(default)]
@@ -249,7 +249,7 @@ struct DurableBindInput {
 }
 
 #[derive(Deserialize)]
-struct DurableUnbindInput {
+struct UnregisterTriggerInput {
     id: String,
 }
 
@@ -312,13 +312,13 @@ impl Core {
     ) -> Outcome {
         let done = match function_id {
             "state::set" => input(function_id, data).map(|i| self.state_set(i)),
-            "state::get" => input::<state::KeyInput>(function_id, data)
+            "state::get" => input::<state::StateGetInput>(function_id, data)
                 .map(|i| self.state.get(&i.scope, &i.key)),
             "state::delete" => input(function_id, data).map(|i| self.state_delete(i)),
             "state::update" => input(function_id, data).map(|i| self.state_update(i)),
-            "state::list" => input::<state::ScopeInput>(function_id, data)
+            "state::list" => input::<state::StateGetGroupInput>(function_id, data)
                 .map(|i| Some(json!(self.state.list(&i.scope)))),
-            "state::list_groups" => input::<state::NoInput>(function_id, data)
+            "state::list_groups" => input::<state::StateListGroupsInput>(function_id, data)
                 .map(|_| Some(json!({ "groups": self.state.groups() }))),
             "configuration::register" => {
                 input(function_id, data).and_then(|i| self.configuration_register(i))
@@ -328,10 +328,14 @@ impl Core {
             }
             "configuration::get" => input(function_id, data)
                 .and_then(|i| self.configuration.get(i).map(Some).map_err(refusal)),
-            "configuration::list" => input::<configuration::ListInput>(function_id, data)
-                .map(|_| Some(self.configuration.list())),
-            "configuration::schema" => input::<configuration::IdInput>(function_id, data)
-                .and_then(|i| self.configuration.schema(&i.id).map(Some).map_err(refusal)),
+            "configuration::list" => {
+                input::<configuration::ConfigurationListInput>(function_id, data)
+                    .map(|_| Some(self.configuration.list()))
+            }
+            "configuration::schema" => {
+                input::<configuration::ConfigurationSchemaInput>(function_id, data)
+                    .and_then(|i| self.configuration.schema(&i.id).map(Some).map_err(refusal))
+            }
             "engine::functions::list" => {
                 input(function_id, data).map(|i| Some(self.functions_list(i)))
             }
@@ -341,7 +345,9 @@ impl Core {
             "engine::registered-triggers::list" => {
                 input(function_id, data).map(|i| Some(self.registered_triggers_list(i)))
             }
-            "engine::workers::list" => input(function_id, data).map(|i| Some(self.workers_list(i))),
+            "engine::workers::list" => {
+                input(function_id, data).map(|i| Some(self.workers_list(caller, i)))
+            }
             "engine::workers::register" => {
                 input(function_id, data).and_then(|i| self.workers_register(caller, i))
             }
@@ -351,7 +357,7 @@ impl Core {
                     Err(err) => Outcome::Done(Err(err)),
                 }
             }
-            "engine::unregister_trigger" => input::<DurableUnbindInput>(function_id, data)
+            "engine::unregister_trigger" => input::<UnregisterTriggerInput>(function_id, data)
                 .map(|i| Some(json!({ "removed": self.unregister_binding(&i.id) }))),
             other => Err(ErrorBody::new(
                 "function_not_found",
@@ -374,7 +380,7 @@ impl Core {
         });
     }
 
-    fn state_set(&mut self, input: state::SetInput) -> Option<Value> {
+    fn state_set(&mut self, input: state::StateSetInput) -> Option<Value> {
         let old = self
             .state
             .set(&input.scope, &input.key, input.value.clone());
@@ -394,7 +400,7 @@ impl Core {
     }
 
     /// The delete event goes out even for a missing key, as in the real engine.
-    fn state_delete(&mut self, input: state::KeyInput) -> Option<Value> {
+    fn state_delete(&mut self, input: state::StateDeleteInput) -> Option<Value> {
         let old = self.state.delete(&input.scope, &input.key);
         self.fire_state(state::event(
             StateEvent::Deleted,
@@ -406,7 +412,7 @@ impl Core {
         old
     }
 
-    fn state_update(&mut self, input: state::UpdateInput) -> Option<Value> {
+    fn state_update(&mut self, input: state::StateUpdateInput) -> Option<Value> {
         let (old, new, errors) = self.state.update(&input.scope, &input.key, &input.ops);
         let kind = if old.is_none() {
             StateEvent::Created
@@ -440,7 +446,7 @@ impl Core {
 
     fn configuration_register(
         &mut self,
-        input: configuration::RegisterInput,
+        input: configuration::ConfigurationRegisterInput,
     ) -> Result<Option<Value>, ErrorBody> {
         let change = self.configuration.register(input).map_err(refusal)?;
         self.fire_configuration(&change);
@@ -449,7 +455,7 @@ impl Core {
 
     fn configuration_set(
         &mut self,
-        input: configuration::SetInput,
+        input: configuration::ConfigurationSetInput,
     ) -> Result<Option<Value>, ErrorBody> {
         let change = self.configuration.set(input).map_err(refusal)?;
         self.fire_configuration(&change);
@@ -501,7 +507,7 @@ impl Core {
     /// `engine::register_trigger`: a binding nobody owns, so no disconnect
     /// removes it. Parked at once when nobody provides the type; otherwise
     /// answered with the provider's verdict.
-    fn durable_bind(&mut self, input: DurableBindInput) -> Outcome {
+    fn durable_bind(&mut self, input: RegisterTriggerInput) -> Outcome {
         let mut binding = Binding {
             id: new_id(),
             trigger_type: input.trigger_type,
@@ -734,8 +740,9 @@ impl Core {
     }
 
     /// Connected workers that announced a pid, then the in-process ones,
-    /// sorted by name.
-    fn workers_list(&self, input: WorkersListInput) -> Value {
+    /// sorted by name. A worker's `active_invocations` are the calls it is
+    /// waiting on, this one included.
+    fn workers_list(&self, caller: Option<ConnId>, input: WorkersListInput) -> Value {
         let mut rows: Vec<Value> = Vec::new();
         for (conn_id, conn) in &self.conns {
             let Some(info) = conn.info.as_ref().filter(|info| info.pid.is_some()) else {
@@ -746,6 +753,7 @@ impl Core {
                 .values()
                 .filter(|f| f.owner == *conn_id)
                 .count();
+            let active = self.calls_waiting_for(*conn_id) + usize::from(caller == Some(*conn_id));
             rows.push(json!({
                 "name": conn.name,
                 "description": info.description,
@@ -757,7 +765,7 @@ impl Core {
                 "status": "connected",
                 "function_count": function_count,
                 "connected_at_ms": conn.connected_at_ms,
-                "active_invocations": 0,
+                "active_invocations": active,
                 "isolation": info.isolation,
                 "ip_address": conn.ip,
             }));

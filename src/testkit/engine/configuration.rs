@@ -50,7 +50,7 @@ impl Entry {
 }
 
 #[derive(Debug, Deserialize)]
-pub(crate) struct RegisterInput {
+pub(crate) struct ConfigurationRegisterInput {
     pub id: String,
     pub name: String,
     pub description: String,
@@ -60,25 +60,25 @@ pub(crate) struct RegisterInput {
 }
 
 #[derive(Debug, Deserialize)]
-pub(crate) struct SetInput {
+pub(crate) struct ConfigurationSetInput {
     pub id: String,
     pub value: Value,
 }
 
 #[derive(Debug, Deserialize)]
-pub(crate) struct GetInput {
+pub(crate) struct ConfigurationGetInput {
     pub id: String,
     #[serde(default)]
     pub raw: bool,
 }
 
 #[derive(Debug, Deserialize)]
-pub(crate) struct IdInput {
+pub(crate) struct ConfigurationSchemaInput {
     pub id: String,
 }
 
 #[derive(Debug, Deserialize)]
-pub(crate) struct ListInput {}
+pub(crate) struct ConfigurationListInput {}
 
 /// `{configuration_id?, event_types?, condition_function_id?}`: the config of
 /// a `configuration` binding.
@@ -251,7 +251,7 @@ impl ConfigurationStore {
     /// Registering again with `initial_value` replaces the stored value;
     /// without it the stored value stays (and is not re-validated). A new
     /// entry without one stores `null`, never validated.
-    pub fn register(&mut self, input: RegisterInput) -> Result<Change, Refusal> {
+    pub fn register(&mut self, input: ConfigurationRegisterInput) -> Result<Change, Refusal> {
         valid_id(&input.id)?;
         let prior = self.entries.get(&input.id).cloned();
         let (value, check) = match (input.initial_value, &prior) {
@@ -290,7 +290,7 @@ impl ConfigurationStore {
         })
     }
 
-    pub fn set(&mut self, input: SetInput) -> Result<Change, Refusal> {
+    pub fn set(&mut self, input: ConfigurationSetInput) -> Result<Change, Refusal> {
         valid_id(&input.id)?;
         let Some(entry) = self.entries.get_mut(&input.id) else {
             return Err(refuse(
@@ -330,7 +330,7 @@ impl ConfigurationStore {
 
     /// `{id, value}` with placeholders expanded, refused when the expanded
     /// value no longer fits the schema (a `null` placeholder included).
-    pub fn get(&self, input: GetInput) -> Result<Value, Refusal> {
+    pub fn get(&self, input: ConfigurationGetInput) -> Result<Value, Refusal> {
         let Some(entry) = self.entries.get(&input.id) else {
             return Err(refuse(
                 "NOT_FOUND",
@@ -390,7 +390,7 @@ mod tests {
     use super::*;
 
     fn register(store: &mut ConfigurationStore, initial: Option<Value>) -> Result<Change, Refusal> {
-        store.register(RegisterInput {
+        store.register(ConfigurationRegisterInput {
             id: "gate".into(),
             name: "Gate".into(),
             description: "d".into(),
@@ -406,7 +406,7 @@ mod tests {
         let first = register(&mut store, None).unwrap();
         assert_eq!(first.event_type, "configuration:registered");
         let refused = store
-            .get(GetInput {
+            .get(ConfigurationGetInput {
                 id: "gate".into(),
                 raw: false,
             })
@@ -437,14 +437,14 @@ mod tests {
     fn ids_are_checked() {
         let mut store = ConfigurationStore::default();
         let refused = store
-            .set(SetInput {
+            .set(ConfigurationSetInput {
                 id: "Bad Id".into(),
                 value: json!(1),
             })
             .unwrap_err();
         assert_eq!(refused.code, "INVALID_ID");
         let refused = store
-            .set(SetInput {
+            .set(ConfigurationSetInput {
                 id: "nope".into(),
                 value: json!(1),
             })

@@ -310,6 +310,14 @@ impl Core {
         }
     }
 
+    /// Calls `conn` made that are still waiting for an answer.
+    pub fn calls_waiting_for(&self, conn: ConnId) -> usize {
+        self.invocations
+            .values()
+            .filter(|call| call.caller == Some(conn))
+            .count()
+    }
+
     pub fn take_deferred(&mut self) -> Vec<Deferred> {
         std::mem::take(&mut self.deferred)
     }
@@ -602,6 +610,11 @@ impl Core {
 
     // ── functions ──────────────────────────────────────────────────────
 
+    /// One live owner per `(namespace, id)`: another connection's claim is
+    /// refused with `FUNCTION_NAMESPACE_CONFLICT` naming the owner, and that
+    /// connection keeps serving its other functions. Reserved ids (`engine::*`
+    /// outside `default`, as in the real engine; built-in ids, which the real
+    /// engine would let a worker shadow) are refused with an empty owner.
     fn register_function(
         &mut self,
         conn: ConnId,
@@ -743,7 +756,11 @@ impl Core {
                             &call.function_id,
                             Err(ErrorBody::new(
                                 "enqueue_error",
-                                "No queue provider is installed: the test engine has no queue.",
+                                "No queue provider is installed. `TriggerAction::Enqueue` routes \
+                                 through the `engine::queue::enqueue` provider, which the \
+                                 standalone queue worker registers. Add it with `iii worker add \
+                                 queue`. (underlying: Function engine::queue::enqueue not found \
+                                 in namespace default)",
                             )),
                         ),
                     );

@@ -60,6 +60,11 @@ const MAX_MESSAGE_BYTES: usize = 64 << 20;
 /// before they apply in the default namespace.
 const NAMESPACE_GRACE: Duration = Duration::from_secs(5);
 
+/// How long `restart` waits after dropping the connections before it returns:
+/// time for every SDK client to see its socket close, so the test's next call
+/// queues for the reconnect instead of vanishing into the dead socket.
+const RESTART_SETTLE: Duration = Duration::from_millis(200);
+
 /// How long `restart` keeps trying to listen on the same port again.
 const REBIND_PATIENCE: Duration = Duration::from_secs(5);
 
@@ -206,8 +211,9 @@ impl TestEngine {
     /// Drops every connection whose worker registered as `worker_name`, the
     /// way a crash or a cut cable would: no close frame. Everything those
     /// connections owned is released at once (callers of their functions get
-    /// `invocation_stopped`); the SDK reconnects by itself 2 s later.
-    /// Returns how many connections were dropped.
+    /// `invocation_stopped`); the SDK reconnects by itself 2 s later. As on a
+    /// real network, a frame the worker sends before it notices (within a
+    /// millisecond or so) is lost. Returns how many connections were dropped.
     pub fn drop_connections_of(&self, worker_name: &str) -> usize {
         self.shared.with_core(|core| {
             core.conns_named(worker_name)
@@ -217,20 +223,37 @@ impl TestEngine {
         })
     }
 
-    /// Stops the engine and starts it again on the same port, as a process
-    /// restart would: every connection is dropped (the SDK reconnects within
-    /// about 2 s and replays its functions, trigger types and bindings);
-    /// state, configuration values and durable bindings are kept. As with the
-    /// real engine's file store, configuration schemas are not: an entry's
-    /// schema is `null` (so `configuration::set` answers
-    /// `SCHEMA_UNAVAILABLE`) until its owner registers it again.
+    /// Stops the engine and starts it again on the same port: every
+    /// connection is dropped (the SDK reconnects within about 2 s and
+    /// replays its functions, trigger types and bindings); state,
+    /// configuration values and durable bindings are kept. As with the real
+    /// engine's file store, configuration schemas are not: an entry's schema
+    /// is `null` (so `configuration::set` answers `SCHEMA_UNAVAILABLE`) until
+    /// its owner registers it again.
+    ///
+    /// The real engine keeps its bindings in memory only, so a real restart
+    /// also loses durable bindings: see
+    /// [`restart_forgetting_durable_bindings`](Self::restart_forgetting_durable_bindings).
     pub async fn restart(&self) -> std::io::Result<()> {
+        self.restart_with(false).await
+    }
+
+    /// [`restart`](Self::restart) as a real engine process restarts: durable
+    /// bindings (`engine::register_trigger`) are gone afterwards too.
+    pub async fn restart_forgetting_durable_bindings(&self) -> std::io::Result<()> {
+        self.restart_with(true).await
+    }
+
+    async fn restart_with(&self, forget_durable: bool) -> std::io::Result<()> {
         self.stop_listening().await;
         self.shared.with_core(|core| {
             for conn in core.conn_ids() {
                 core.abort(conn);
             }
             core.configuration.forget_schemas();
+            if forget_durable {
+                core.bindings.clear();
+            }
         });
         let started = tokio::time::Instant::now();
         let listener = loop {
@@ -245,6 +268,7 @@ impl TestEngine {
         };
         let accept = tokio::spawn(accept_loop(self.shared.clone(), listener));
         *self.shared.listener.lock().await = Some(accept);
+        tokio::time::sleep(RESTART_SETTLE).await;
         Ok(())
     }
 

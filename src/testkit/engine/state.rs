@@ -8,8 +8,11 @@ use indexmap::IndexMap;
 use serde::Deserialize;
 use serde_json::{json, Map, Number, Value};
 
+// Input types carry the real engine's names: a payload that does not fit is
+// refused with the same serde message (`expected struct StateSetInput`).
+
 #[derive(Debug, Deserialize)]
-pub(crate) struct SetInput {
+pub(crate) struct StateSetInput {
     pub scope: String,
     pub key: String,
     #[serde(alias = "data")]
@@ -17,25 +20,31 @@ pub(crate) struct SetInput {
 }
 
 #[derive(Debug, Deserialize)]
-pub(crate) struct KeyInput {
+pub(crate) struct StateGetInput {
     pub scope: String,
     pub key: String,
 }
 
 #[derive(Debug, Deserialize)]
-pub(crate) struct UpdateInput {
+pub(crate) struct StateDeleteInput {
+    pub scope: String,
+    pub key: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct StateUpdateInput {
     pub scope: String,
     pub key: String,
     pub ops: Vec<UpdateOp>,
 }
 
 #[derive(Debug, Deserialize)]
-pub(crate) struct ScopeInput {
+pub(crate) struct StateGetGroupInput {
     pub scope: String,
 }
 
 #[derive(Debug, Deserialize)]
-pub(crate) struct NoInput {}
+pub(crate) struct StateListGroupsInput {}
 
 /// A merge or append path: absent or `""` is the root, a string one
 /// first-level key, an array literal nested segments.
@@ -272,7 +281,9 @@ fn walk<'a>(root: &'a mut Value, segments: &[String]) -> Option<&'a mut Map<Stri
     }
 }
 
-fn append_to(target: &mut Value, value: &Value) -> Result<(), String> {
+/// Appends to an array, concatenates to a string, starts a missing value;
+/// the error is `(code, message)` as the real engine words it.
+fn append_to(target: &mut Value, value: &Value, path: &str) -> Result<(), (String, String)> {
     match target {
         Value::Array(items) => {
             items.push(value.clone());
@@ -283,13 +294,28 @@ fn append_to(target: &mut Value, value: &Value) -> Result<(), String> {
                 text.push_str(chunk);
                 Ok(())
             }
-            None => Err(format!("got {}", type_name(value))),
+            None => Err((
+                "append.type_mismatch".into(),
+                format!(
+                    "Expected string append value at path '{}', got {}.",
+                    label(path),
+                    type_name(value)
+                ),
+            )),
         },
         Value::Null => {
             *target = first_append(value);
             Ok(())
         }
-        other => Err(format!("target is {}", type_name(other))),
+        other => Err((
+            "append.type_mismatch".into(),
+            format!(
+                "Cannot append at path '{}': target is {}, expected array, string, null, or \
+                 missing field.",
+                label(path),
+                type_name(other)
+            ),
+        )),
     }
 }
 
@@ -334,7 +360,7 @@ fn apply_update_ops(old: Option<Value>, ops: &[UpdateOp]) -> (Value, Vec<Value>)
                     errors.push(op_error(
                         index,
                         "merge.value.not_an_object",
-                        format!("Merge value must be an object, got {}.", type_name(value)),
+                        "Merge value must be a JSON object".to_string(),
                     ));
                     continue;
                 };
@@ -403,9 +429,16 @@ fn apply_update_ops(old: Option<Value>, ops: &[UpdateOp]) -> (Value, Vec<Value>)
                     if missing {
                         current = Value::Null;
                     }
-                    append_to(&mut current, value)
+                    append_to(&mut current, value, "")
                 } else if !current.is_object() {
-                    Err(format!("target is {}", type_name(&current)))
+                    Err((
+                        "append.target_not_object".into(),
+                        format!(
+                            "Cannot append at path '[{}]': target is {}, expected object.",
+                            segments.join(", "),
+                            type_name(&current)
+                        ),
+                    ))
                 } else {
                     let (leaf, parents) = segments.split_last().map_or_else(
                         || (String::new(), Vec::new()),
@@ -413,9 +446,9 @@ fn apply_update_ops(old: Option<Value>, ops: &[UpdateOp]) -> (Value, Vec<Value>)
                     );
                     let nested = !parents.is_empty();
                     match walk(&mut current, &parents) {
-                        None => Err("target path cannot be resolved".to_string()),
+                        None => Ok(()),
                         Some(parent) => match parent.get_mut(&leaf) {
-                            Some(existing) => append_to(existing, value),
+                            Some(existing) => append_to(existing, value, &leaf),
                             None => {
                                 let initial = if nested {
                                     Value::Array(vec![value.clone()])
@@ -430,11 +463,7 @@ fn apply_update_ops(old: Option<Value>, ops: &[UpdateOp]) -> (Value, Vec<Value>)
                 };
                 match outcome {
                     Ok(()) => missing = false,
-                    Err(reason) => errors.push(op_error(
-                        index,
-                        "append.type_mismatch",
-                        format!("Cannot append: {reason}."),
-                    )),
+                    Err((code, message)) => errors.push(op_error(index, &code, message)),
                 }
             }
             UpdateOp::Remove { path } => {
