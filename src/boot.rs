@@ -324,10 +324,11 @@ async fn rebind_on_reconnect(worker: Arc<Worker>) {
     let mut was_connected = true;
     loop {
         tokio::time::sleep(Duration::from_millis(250)).await;
-        let connected = worker.sibling.iii().get_connection_state() == IIIConnectionState::Connected;
+        let connected =
+            worker.sibling.iii().get_connection_state() == IIIConnectionState::Connected;
         if connected && !was_connected {
-            // Let the replay land first.
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            // Let the SDK's replay land first.
+            tokio::time::sleep(Duration::from_millis(200)).await;
             after_reconnect(&worker).await;
         }
         if !connected && worker.sibling.iii().fatal_error().is_some() {
@@ -341,7 +342,13 @@ async fn rebind_on_reconnect(worker: Arc<Worker>) {
 pub async fn after_reconnect(worker: &Worker) {
     let (name, description) = entry_texts();
     let schema = schema();
-    if let Err(err) = with_retries(|| worker.sibling.configuration_register(CONFIG_ID, name, description, &schema, None)).await {
+    if let Err(err) = with_retries(|| {
+        worker
+            .sibling
+            .configuration_register(CONFIG_ID, name, description, &schema, None)
+    })
+    .await
+    {
         tracing::warn!(error = %err, "reconnected; configuration schema not registered again");
     }
     if let Err(err) = crate::functions::config_change::reload(worker).await {

@@ -19,12 +19,28 @@ const BIN: &str = env!("CARGO_BIN_EXE_approval-gate");
 async fn fault_state_failing_during_a_hold_denies() {
     on_test_engine("fault_state_hold", |engine| async move {
         let scene = Scene::start(engine).await;
-        scene.engine.test_engine().unwrap().faults().fail("state::set", "KV_DOWN", "kv down", Some(1));
-        let out = scene.harness.call(CallSpec::new("s", "t", "c", "demo::echo", json!({}))).await;
-        assert!(out.deny_reason().is_some_and(|r| r.contains("could not record")), "{out:?}");
+        scene.engine.test_engine().unwrap().faults().fail(
+            "state::set",
+            "KV_DOWN",
+            "kv down",
+            Some(1),
+        );
+        let out = scene
+            .harness
+            .call(CallSpec::new("s", "t", "c", "demo::echo", json!({})))
+            .await;
+        assert!(
+            out.deny_reason()
+                .is_some_and(|r| r.contains("could not record")),
+            "{out:?}"
+        );
         assert!(scene.inbox().await.is_empty());
         // Once state is back, the same call id holds normally.
-        assert!(scene.harness.call(CallSpec::new("s", "t", "c2", "demo::echo", json!({}))).await.is_held());
+        assert!(scene
+            .harness
+            .call(CallSpec::new("s", "t", "c2", "demo::echo", json!({})))
+            .await
+            .is_held());
     })
     .await;
 }
@@ -33,12 +49,27 @@ async fn fault_state_failing_during_a_hold_denies() {
 async fn fault_state_failing_during_a_purge_is_retried_on_the_next_event() {
     on_test_engine("fault_state_purge", |engine| async move {
         let scene = Scene::start(engine).await;
-        let resolved = scene.sink("purge-retry", "approval::pending-resolved", json!({})).await;
-        assert!(scene.harness.call(CallSpec::new("s_p", "t_p", "c_p", "demo::echo", json!({}))).await.is_held());
-        scene.engine.test_engine().unwrap().faults().fail("state::set", "KV_DOWN", "kv down", Some(1));
+        let resolved = scene
+            .sink("purge-retry", "approval::pending-resolved", json!({}))
+            .await;
+        assert!(scene
+            .harness
+            .call(CallSpec::new("s_p", "t_p", "c_p", "demo::echo", json!({})))
+            .await
+            .is_held());
+        scene.engine.test_engine().unwrap().faults().fail(
+            "state::set",
+            "KV_DOWN",
+            "kv down",
+            Some(1),
+        );
         scene.harness.complete_turn("s_p", "t_p", "failed").await;
         tokio::time::sleep(Duration::from_millis(500)).await;
-        assert_eq!(scene.inbox().await.len(), 1, "a failed purge keeps the record");
+        assert_eq!(
+            scene.inbox().await.len(),
+            1,
+            "a failed purge keeps the record"
+        );
         assert!(resolved.events().is_empty(), "and announces nothing");
         scene.sessions.delete("s_p").await;
         assert!(eventually(WAIT, || resolved.events().len() == 1).await);
@@ -54,15 +85,36 @@ async fn fault_state_failing_during_a_purge_is_retried_on_the_next_event() {
 async fn fault_harness_timing_out_during_resolve_keeps_the_record() {
     on_test_engine("fault_harness_timeout", |engine| async move {
         let scene = Scene::start(engine).await;
-        let resolved = scene.sink("timeout-retry", "approval::pending-resolved", json!({})).await;
-        assert!(scene.harness.call(CallSpec::new("s_t", "t_t", "c_t", "demo::echo", json!({}))).await.is_held());
-        scene.engine.test_engine().unwrap().faults().stall("harness::function::resolve", Duration::from_secs(25), Some(1));
+        let resolved = scene
+            .sink("timeout-retry", "approval::pending-resolved", json!({}))
+            .await;
+        assert!(scene
+            .harness
+            .call(CallSpec::new("s_t", "t_t", "c_t", "demo::echo", json!({})))
+            .await
+            .is_held());
+        scene.engine.test_engine().unwrap().faults().stall(
+            "harness::function::resolve",
+            Duration::from_secs(25),
+            Some(1),
+        );
         let started = Instant::now();
-        let err = scene.call("approval::resolve", json!({"session_id": "s_t", "function_call_id": "c_t", "decision": "allow"})).await.unwrap_err();
+        let err = scene
+            .call(
+                "approval::resolve",
+                json!({"session_id": "s_t", "function_call_id": "c_t", "decision": "allow"}),
+            )
+            .await
+            .unwrap_err();
         assert_eq!(code_of(&err), "approval/harness_unavailable");
         assert!(started.elapsed() < Duration::from_secs(25));
         assert_eq!(scene.inbox().await.len(), 1);
-        let out = scene.ok("approval::resolve", json!({"session_id": "s_t", "function_call_id": "c_t", "decision": "allow"})).await;
+        let out = scene
+            .ok(
+                "approval::resolve",
+                json!({"session_id": "s_t", "function_call_id": "c_t", "decision": "allow"}),
+            )
+            .await;
         assert_eq!(out["resolved"], true);
         assert!(eventually(WAIT, || resolved.events().len() == 1).await);
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -78,22 +130,46 @@ async fn fault_slow_session_manager_does_not_delay_the_hold_past_its_budget() {
         scene.sessions.put("s_slow", json!({"title": "Slow"}));
         scene.sessions.set_delay(Duration::from_secs(4));
         let started = Instant::now();
-        let out = scene.harness.call(CallSpec::new("s_slow", "t", "c", "demo::echo", json!({}))).await;
+        let out = scene
+            .harness
+            .call(CallSpec::new("s_slow", "t", "c", "demo::echo", json!({})))
+            .await;
         let took = started.elapsed();
         assert!(out.is_held(), "{out:?}");
-        assert!(took < Duration::from_millis(4500), "the hook's 5 s timeout must not be reached: {took:?}");
-        let rec = scene.ok("approval::get-pending", json!({"session_id": "s_slow", "function_call_id": "c"})).await;
-        assert!(rec["pending"].get("session_title").is_none(), "no context after the budget: {rec}");
+        assert!(
+            took < Duration::from_millis(4500),
+            "the hook's 5 s timeout must not be reached: {took:?}"
+        );
+        let rec = scene
+            .ok(
+                "approval::get-pending",
+                json!({"session_id": "s_slow", "function_call_id": "c"}),
+            )
+            .await;
+        assert!(
+            rec["pending"].get("session_title").is_none(),
+            "no context after the budget: {rec}"
+        );
         // An absent session manager: the hold still works.
         scene.sessions.shutdown().await;
-        let out = scene.harness.call(CallSpec::new("s_none", "t", "c", "demo::echo", json!({}))).await;
+        let out = scene
+            .harness
+            .call(CallSpec::new("s_none", "t", "c", "demo::echo", json!({})))
+            .await;
         assert!(out.is_held());
     })
     .await;
 }
 
 fn ids(list: &Value, key: &str, field: &str) -> HashSet<String> {
-    list[key].as_array().map(|a| a.iter().filter_map(|f| f[field].as_str().map(str::to_string)).collect()).unwrap_or_default()
+    list[key]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f[field].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[tokio::test]
@@ -130,8 +206,14 @@ async fn fault_engine_restart_keeps_everything_live() {
         assert!(scene.harness.wait_for_binding("harness::hook::pre-trigger", "approval::gate", Duration::from_secs(10)).await.is_some());
         let after = scene.inbox().await;
         assert_eq!(after, before, "held calls are still listed");
-        // The configuration is writable again (its schema is back) and applies.
-        scene.ok("configuration::set", json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "demo::other"]}})).await;
+        // The configuration is writable again once the worker registered its
+        // schema again (an engine restarted from its store keeps no schemas),
+        // and a change applies.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while let Err(err) = scene.call("configuration::set", json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "demo::other"]}})).await {
+            assert!(Instant::now() < deadline, "configuration not writable again: {err}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         let w = scene.worker.as_ref().unwrap().worker.clone();
         assert!(eventually(WAIT, || w.config.load().config.rules.len() == 2).await);
         let out = scene.ok("approval::resolve", json!({"session_id": "s_r", "function_call_id": "c0", "decision": "allow"})).await;
@@ -149,14 +231,26 @@ async fn fault_sigkill_under_load_loses_and_duplicates_nothing() {
         let harness = HarnessDouble::start(&engine.url(), HarnessOptions::default()).await;
         let _targets = TargetWorker::start(&engine.url(), TARGETS).await;
         let probe = engine.client("probe").await;
-        let mut worker = WorkerProcess::spawn(BIN.as_ref(), &engine.url(), &[], Duration::from_secs(30)).await;
-        assert!(harness.wait_for_binding("harness::hook::pre-trigger", "approval::gate", WAIT).await.is_some());
+        let mut worker =
+            WorkerProcess::spawn(BIN.as_ref(), &engine.url(), &[], Duration::from_secs(30)).await;
+        assert!(harness
+            .wait_for_binding("harness::hook::pre-trigger", "approval::gate", WAIT)
+            .await
+            .is_some());
         let load = {
             let harness = harness.clone();
             tokio::spawn(async move {
                 let mut outcomes = Vec::new();
                 for i in 0..300 {
-                    let out = harness.call(CallSpec::new(format!("s_{}", i % 7), format!("t_{i}"), format!("c_{i}"), "demo::echo", json!({}))).await;
+                    let out = harness
+                        .call(CallSpec::new(
+                            format!("s_{}", i % 7),
+                            format!("t_{i}"),
+                            format!("c_{i}"),
+                            "demo::echo",
+                            json!({}),
+                        ))
+                        .await;
                     outcomes.push((format!("s_{}", i % 7), format!("c_{i}"), out));
                 }
                 outcomes
@@ -165,22 +259,49 @@ async fn fault_sigkill_under_load_loses_and_duplicates_nothing() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         worker.kill();
         let outcomes = load.await.unwrap();
-        let _worker = WorkerProcess::spawn(BIN.as_ref(), &engine.url(), &[], Duration::from_secs(30)).await;
-        let listed = call(&probe, "approval::list-pending", json!({"limit": 500})).await.unwrap();
-        let listed: Vec<(String, String)> = listed["pending"].as_array().unwrap().iter()
-            .map(|r| (r["session_id"].as_str().unwrap().to_string(), r["function_call_id"].as_str().unwrap().to_string()))
+        let _worker =
+            WorkerProcess::spawn(BIN.as_ref(), &engine.url(), &[], Duration::from_secs(30)).await;
+        let listed = call(&probe, "approval::list-pending", json!({"limit": 500}))
+            .await
+            .unwrap();
+        let listed: Vec<(String, String)> = listed["pending"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["session_id"].as_str().unwrap().to_string(),
+                    r["function_call_id"].as_str().unwrap().to_string(),
+                )
+            })
             .collect();
         let unique: HashSet<_> = listed.iter().cloned().collect();
         assert_eq!(unique.len(), listed.len(), "a held call is listed twice");
-        let held: HashSet<(String, String)> = outcomes.iter().filter(|(_, _, o)| o.is_held()).map(|(s, c, _)| (s.clone(), c.clone())).collect();
+        let held: HashSet<(String, String)> = outcomes
+            .iter()
+            .filter(|(_, _, o)| o.is_held())
+            .map(|(s, c, _)| (s.clone(), c.clone()))
+            .collect();
         assert!(!held.is_empty(), "some calls were held before the kill");
         for key in &held {
-            assert!(unique.contains(key), "held call {key:?} is missing after the restart");
+            assert!(
+                unique.contains(key),
+                "held call {key:?} is missing after the restart"
+            );
         }
         // Nothing ran ungated while the worker was down.
-        let ran = outcomes.iter().filter(|(_, _, o)| matches!(o, CallState::Completed { .. })).count();
+        let ran = outcomes
+            .iter()
+            .filter(|(_, _, o)| matches!(o, CallState::Completed { .. }))
+            .count();
         assert_eq!(ran, 0, "with the gate down every call is held or denied");
-        eprintln!("sigkill under load: {} calls, {} held, {} denied while down, {} listed after restart", outcomes.len(), held.len(), outcomes.len() - held.len(), listed.len());
+        eprintln!(
+            "sigkill under load: {} calls, {} held, {} denied while down, {} listed after restart",
+            outcomes.len(),
+            held.len(),
+            outcomes.len() - held.len(),
+            listed.len()
+        );
     })
     .await;
 }
@@ -189,14 +310,79 @@ async fn fault_sigkill_under_load_loses_and_duplicates_nothing() {
 async fn fault_notification_worker_disconnecting_drops_its_bindings_only() {
     on_each_engine("fault_sink_disconnect", |engine| async move {
         let scene = Scene::start(engine).await;
-        let stays = scene.sink("sink-stays", "approval::pending-created", json!({})).await;
-        let goes = scene.sink("sink-goes", "approval::pending-created", json!({})).await;
+        let stays = scene
+            .sink("sink-stays", "approval::pending-created", json!({}))
+            .await;
+        let goes = scene
+            .sink("sink-goes", "approval::pending-created", json!({}))
+            .await;
         let before = scene.live_bindings();
         goes.client.shutdown_async().await;
-        assert!(eventually(Duration::from_secs(10), || scene.live_bindings() == before - 1).await, "the gone worker's binding was not dropped");
-        assert!(scene.harness.call(CallSpec::new("s", "t", "c", "demo::echo", json!({}))).await.is_held());
+        assert!(
+            eventually(Duration::from_secs(10), || scene.live_bindings()
+                == before - 1)
+            .await,
+            "the gone worker's binding was not dropped"
+        );
+        assert!(scene
+            .harness
+            .call(CallSpec::new("s", "t", "c", "demo::echo", json!({})))
+            .await
+            .is_held());
         assert!(eventually(WAIT, || stays.events().len() == 1).await);
         assert!(goes.events().is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn fault_engine_restart_that_forgets_durable_bindings_gets_the_gate_bound_again() {
+    on_test_engine("fault_restart_forgets_durable", |engine| async move {
+        let scene = Scene::start(engine).await;
+        scene
+            .engine
+            .test_engine()
+            .unwrap()
+            .restart_forgetting_durable_bindings()
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let bound = scene
+                .call("engine::registered-triggers::list", json!({}))
+                .await
+                .unwrap_or(Value::Null);
+            let gates = bound["registered_triggers"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter(|t| t["function_id"] == "approval::gate")
+                        .count()
+                })
+                .unwrap_or(0);
+            if gates == 1 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the gate was not bound again after the restart: {bound}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert!(scene
+            .harness
+            .wait_for_binding(
+                "harness::hook::pre-trigger",
+                "approval::gate",
+                Duration::from_secs(10)
+            )
+            .await
+            .is_some());
+        let out = scene
+            .harness
+            .call(CallSpec::new("s", "t", "c", "demo::echo", json!({})))
+            .await;
+        assert!(out.is_held(), "calls are gated again: {out:?}");
     })
     .await;
 }

@@ -472,19 +472,45 @@ async fn process_sigterm_exits_zero() {
 async fn process_worker_name_honours_iii_worker_name_and_warns_about_absent_types() {
     on_each_engine("process_worker_name", |engine| async move {
         let probe = engine.client("probe").await;
-        let worker = WorkerProcess::spawn_with(BIN.as_ref(), &engine.url(), &[], &[("III_WORKER_NAME", "approval-gate-b")], Duration::from_secs(30)).await;
-        let workers = call(&probe, "engine::workers::list", json!({})).await.unwrap();
-        assert!(workers.to_string().contains("\"approval-gate-b\""), "{workers}");
+        let worker = WorkerProcess::spawn_with(
+            BIN.as_ref(),
+            &engine.url(),
+            &[],
+            &[("III_WORKER_NAME", "approval-gate-b")],
+            Duration::from_secs(30),
+        )
+        .await;
+        let workers = call(&probe, "engine::workers::list", json!({}))
+            .await
+            .unwrap();
+        assert!(
+            workers.to_string().contains("\"approval-gate-b\""),
+            "{workers}"
+        );
         let out = worker.output();
-        for ty in ["harness::hook::pre-trigger", "harness::hook::post-trigger", "harness::turn-completed", "session::deleted"] {
+        for ty in [
+            "harness::hook::pre-trigger",
+            "harness::hook::post-trigger",
+            "harness::turn-completed",
+            "session::deleted",
+        ] {
             assert!(
-                out.lines().any(|l| l.contains("WARN") && l.contains("trigger_type_not_found") && l.contains(ty)),
+                out.lines().any(|l| l.contains("WARN")
+                    && l.contains("trigger_type_not_found")
+                    && l.contains(ty)),
                 "no WARN naming {ty}:\n{out}"
             );
         }
-        let ready: Vec<&str> = out.lines().filter(|l| l.contains("approval-gate ready")).collect();
+        let ready: Vec<&str> = out
+            .lines()
+            .filter(|l| l.contains("approval-gate ready"))
+            .collect();
         assert_eq!(ready.len(), 1, "{out}");
-        assert!(ready[0].contains("harness::hook::pre-trigger"), "the ready line names the parked bindings: {}", ready[0]);
+        assert!(
+            ready[0].contains("harness::hook::pre-trigger"),
+            "the ready line names the parked bindings: {}",
+            ready[0]
+        );
     })
     .await;
 }

@@ -467,8 +467,12 @@ async fn grant_session_deletion_clears_counters() {
 async fn grant_turn_completion_clears_that_turns_counters() {
     on_each_engine("grant_turn_clears_counters", |engine| async move {
         let scene = scene_with(engine, HarnessOptions::default(), 3).await;
-        assert!(run(&scene, "s1", "c1", "shell::read", "/data/a/f").await.is_held());
-        assert!(run(&scene, "s2", "c2", "shell::read", "/data/a/f").await.is_held());
+        assert!(run(&scene, "s1", "c1", "shell::read", "/data/a/f")
+            .await
+            .is_held());
+        assert!(run(&scene, "s2", "c2", "shell::read", "/data/a/f")
+            .await
+            .is_held());
         assert_eq!(scene.scope("approval_grant_attempts").await.len(), 2);
         scene.harness.complete_turn("s1", "t_s1", "completed").await;
         tokio::time::sleep(Duration::from_millis(500)).await;

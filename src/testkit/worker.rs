@@ -62,7 +62,12 @@ impl WorkerProcess {
     }
 
     /// As [`WorkerProcess::spawn_raw`], with extra environment variables.
-    pub fn spawn_raw_with(bin: &Path, url: &str, args: &[&str], envs: &[(&str, &str)]) -> WorkerProcess {
+    pub fn spawn_raw_with(
+        bin: &Path,
+        url: &str,
+        args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> WorkerProcess {
         let mut child = Command::new(bin)
             .arg("--url")
             .arg(url)
