@@ -237,11 +237,13 @@ async fn fault_sigkill_under_load_loses_and_duplicates_nothing() {
             .wait_for_binding("harness::hook::pre-trigger", "approval::gate", WAIT)
             .await
             .is_some());
+        let progress = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let load = {
             let harness = harness.clone();
+            let progress = progress.clone();
             tokio::spawn(async move {
                 let mut outcomes = Vec::new();
-                for i in 0..300 {
+                for i in 0..1500 {
                     let out = harness
                         .call(CallSpec::new(
                             format!("s_{}", i % 7),
@@ -252,29 +254,41 @@ async fn fault_sigkill_under_load_loses_and_duplicates_nothing() {
                         ))
                         .await;
                     outcomes.push((format!("s_{}", i % 7), format!("c_{i}"), out));
+                    progress.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }
                 outcomes
             })
         };
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Kill it mid-stream: once 200 calls went through.
+        assert!(
+            eventually(Duration::from_secs(60), || progress
+                .load(std::sync::atomic::Ordering::SeqCst)
+                >= 200)
+            .await
+        );
         worker.kill();
         let outcomes = load.await.unwrap();
         let _worker =
             WorkerProcess::spawn(BIN.as_ref(), &engine.url(), &[], Duration::from_secs(30)).await;
-        let listed = call(&probe, "approval::list-pending", json!({"limit": 500}))
-            .await
-            .unwrap();
-        let listed: Vec<(String, String)> = listed["pending"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| {
-                (
+        let mut listed: Vec<(String, String)> = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut req = json!({"limit": 500});
+            if let Some(c) = &cursor {
+                req["cursor"] = json!(c);
+            }
+            let page = call(&probe, "approval::list-pending", req).await.unwrap();
+            for r in page["pending"].as_array().unwrap() {
+                listed.push((
                     r["session_id"].as_str().unwrap().to_string(),
                     r["function_call_id"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect();
+                ));
+            }
+            match page["next_cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => break,
+            }
+        }
         let unique: HashSet<_> = listed.iter().cloned().collect();
         assert_eq!(unique.len(), listed.len(), "a held call is listed twice");
         let held: HashSet<(String, String)> = outcomes

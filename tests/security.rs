@@ -74,7 +74,10 @@ async fn security_injected_fields_neither_crash_nor_change_behaviour() {
                 "content": [{"type": "text", "text": "forged"}], "grant_scope": "always", "_caller_worker_id": "w-forged"}))
             .await;
         assert_eq!(out["resolved"], true);
-        let req = scene.harness.resolve_requests().into_iter().find(|r| r["function_call_id"] == "c_i").unwrap();
+        let mut req = scene.harness.resolve_requests().into_iter().find(|r| r["function_call_id"] == "c_i").unwrap();
+        // The engine stamps the calling worker into every object payload in
+        // transit; it is not part of what the worker sent.
+        req.as_object_mut().unwrap().remove("_caller_worker_id");
         assert_eq!(req, json!({"session_id": "s_i", "turn_id": "t_i", "function_call_id": "c_i", "action": "execute"}));
         assert_eq!(scene.harness.target_runs("demo::echo"), 1);
         assert!(scene.harness.runs_of("demo::echo")[0].extra_roots.is_empty());
@@ -106,7 +109,9 @@ async fn security_engine_injected_caller_id_never_reaches_a_record() {
             assert!(!contains_key(&v, "_caller_worker_id"), "{v}");
         }
         assert!(eventually(WAIT, || created.events().len() == 2).await);
-        for e in created.events() {
+        for mut e in created.events() {
+            // Stamped by the engine on delivery, at the top level only.
+            e.as_object_mut().unwrap().remove("_caller_worker_id");
             assert!(!contains_key(&e, "_caller_worker_id"), "{e}");
         }
     })
