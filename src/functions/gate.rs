@@ -279,12 +279,27 @@ async fn hold(worker: &Worker, input: &HookInput, call: &HookCall) -> HookOutput
             ))
         }
         Ok(Written::DuplicateWon) => HookOutput::Hold,
-        Ok(Written::New) => {
+        Ok(Written::New { displaced }) => {
             drop(lock);
+            announce_displaced(worker, displaced);
             tracing::info!(session_id = sid, function_call_id = cid, function_id = %call.function_id, decision = "hold", rule = "no_match", "call held");
             worker.subscriptions.emit_created(&worker.sibling, &record);
             HookOutput::Hold
         }
+    }
+}
+
+/// Announces, as aborted, a record a new hold replaced outside any resolve.
+pub fn announce_displaced(worker: &Worker, displaced: Option<Arc<PendingRecord>>) {
+    if let Some(old) = displaced {
+        worker.subscriptions.emit_resolved(
+            &worker.sibling,
+            crate::subscriptions::PendingResolved::of(
+                &old,
+                crate::subscriptions::Outcome::Aborted,
+                None,
+            ),
+        );
     }
 }
 

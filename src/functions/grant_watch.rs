@@ -159,10 +159,11 @@ pub async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, StandDow
     match worker.pending.write(record.clone()).await {
         Err(_) => Err(StandDown::StateFailed),
         Ok(written) => {
-            tracing::info!(session_id = %sid, function_call_id = %cid, function_id = %call.function_id, decision = "hold", rule = "folder_access", attempt = count + 1, "folder access asked");
-            if written == Written::New || written == Written::DuplicateWon {
-                worker.subscriptions.emit_created(&worker.sibling, &record);
+            if let Written::New { displaced } = written {
+                super::gate::announce_displaced(worker, displaced);
             }
+            tracing::info!(session_id = %sid, function_call_id = %cid, function_id = %call.function_id, decision = "hold", rule = "folder_access", attempt = count + 1, "folder access asked");
+            worker.subscriptions.emit_created(&worker.sibling, &record);
             Ok(HookOutput::Hold)
         }
     }

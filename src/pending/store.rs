@@ -72,12 +72,18 @@ struct Resolving {
 }
 
 /// How a hold write ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Written {
-    /// The record is new: announce it.
-    New,
-    /// A concurrent writer had already stored a record under the key: say
-    /// nothing.
+    /// The record is new: announce it. `displaced` is a different record that
+    /// was under the key with no resolve in flight for it: it left the inbox,
+    /// and its caller announces it as aborted (a record displaced while its
+    /// resolve runs is announced by that resolve).
+    New {
+        /// The record this write replaced, if it must be announced.
+        displaced: Option<Arc<PendingRecord>>,
+    },
+    /// State already held a record under the key that the index did not
+    /// know (a concurrent duplicate won): say nothing.
     DuplicateWon,
 }
 
@@ -215,17 +221,22 @@ impl PendingStore {
         })?;
         let outcome = self.sibling.state_set(&scope, &key, value).await?;
         let previous = self.with_index(|index| index.insert(record.clone()));
+        let mut displaced = None;
         if let Some(previous) = previous {
             if *previous != record {
-                if let Some(mut resolving) = self.resolving.get_mut(&record.key()) {
-                    if resolving.record == previous {
-                        resolving.superseded = true;
+                match self.resolving.get_mut(&record.key()) {
+                    Some(mut resolving) if resolving.record == previous => {
+                        resolving.superseded = true
                     }
+                    _ => displaced = Some(previous),
                 }
             }
+            // The index knew the old record: this is a replacement, not a
+            // lost race.
+            return Ok(Written::New { displaced });
         }
         Ok(if outcome.old_value.is_null() {
-            Written::New
+            Written::New { displaced: None }
         } else {
             Written::DuplicateWon
         })
