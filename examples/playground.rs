@@ -23,7 +23,9 @@
 //!
 //! Decisions (typed, or listed in `--script` in order): `allow`, `deny` (or
 //! `deny:<reason>`, typed also `deny <reason>`), and for the folder prompt
-//! `once`, `session`, `always` or `deny`.
+//! `once`, `session`, `always` or `deny`. While a prompt waits, a decision
+//! made anywhere else — `iii trigger approval::resolve` from another
+//! terminal, a console — is picked up and the walk-through moves on.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, Write};
@@ -241,7 +243,11 @@ impl Decisions {
             screen.prompt(options);
             let answer = match self {
                 Decisions::Script(items) => {
-                    let item = items.pop_front().ok_or_else(|| {
+                    let next = items.pop_front();
+                    if next.is_none() {
+                        let _ = writeln!(screen.out);
+                    }
+                    let item = next.ok_or_else(|| {
                         "--script ran out of decisions (add one more: the walk-through asks up to three times)"
                             .to_string()
                     })?;
@@ -405,7 +411,14 @@ impl World {
                 (fixture.url(), Some(fixture))
             }
         };
-        // Peers first, so the worker finds their trigger types at boot.
+        // The console first: an engine that is not there is a clear message,
+        // not a double timing out.
+        let console = connect(&url, "playground-console");
+        console
+            .wait_until_registered(Duration::from_secs(15))
+            .await
+            .map_err(|e| format!("cannot reach the engine at {url}: {e}"))?;
+        // Peers before the worker, so it finds their trigger types at boot.
         let harness = HarnessDouble::start(&url, HarnessOptions::default()).await;
         let sessions = SessionDouble::start(&url).await;
         let shell: Arc<dyn Behaviour> = Arc::new(JailShell::new(Dialect::Shell, &[]));
@@ -420,11 +433,6 @@ impl World {
             ],
         )
         .await;
-        let console = connect(&url, "playground-console");
-        console
-            .wait_until_registered(Duration::from_secs(15))
-            .await
-            .map_err(|e| format!("cannot reach the engine at {url}: {e}"))?;
 
         let embedded = match fixture {
             Some(fixture) => {
@@ -562,6 +570,19 @@ pub async fn run(
     );
     let world = World::start(&args, &mut screen).await?;
     let result = walk(&world, &mut decisions, &mut screen).await;
+    if result.is_err() {
+        // Leave no held call behind in a real engine's inbox: an ended turn
+        // takes its held calls out (outcome aborted).
+        world
+            .harness
+            .complete_turn(&world.session_id, "t1", "cancelled")
+            .await;
+        screen.say(
+            "harness",
+            "turn t1 cancelled: its held calls leave the inbox (outcome aborted)",
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
     world.stop().await;
     result
 }
