@@ -8,6 +8,8 @@
 #[path = "../examples/playground.rs"]
 mod playground;
 
+use approval_gate::testkit::fixture::EngineFixture;
+use approval_gate::testkit::worker::start_in_process;
 use clap::Parser;
 use playground::{Args, Choice, Decisions};
 
@@ -37,62 +39,89 @@ fn assert_in_order(out: &str, needles: &[&str]) {
     }
 }
 
+/// What a `--script allow,deny,session` walk-through of session `play`
+/// shows, in order.
+const ALLOW_DENY_SESSION: &[&str] = &[
+    // 1: held, in the inbox (redacted), allowed, run, announced
+    "agent    calls demo::deploy",
+    "hook     pre_trigger approval::gate → hold  (held: no rule matched)",
+    "event    approval::pending-created play/c1 demo::deploy, kind function",
+    "inbox    approval::list-pending {\"session_id\":\"play\"} → 1 held",
+    "· play/c1 demo::deploy function, in \"Release prep\"",
+    "\"api_key\":\"<redacted>\"",
+    "decide   allow | deny [reason] > allow   (from --script)",
+    "console  approval::resolve {\"decision\":\"allow\",\"function_call_id\":\"c1\",\"session_id\":\"play\"}",
+    "→ {\"resolved\":true,\"turn_resumed\":true}",
+    "target   demo::deploy ran",
+    "agent    got demo::deploy's result:",
+    "event    approval::pending-resolved play/c1 demo::deploy, outcome allow",
+    // 2: held, denied, the agent gets the operator's denial
+    "agent    calls demo::deploy {\"env\":\"prod\"}",
+    "hook     pre_trigger approval::gate → hold",
+    "decide   allow | deny [reason] > deny   (from --script)",
+    "agent    got an error result (denied_by user): Rejected by operator.",
+    "event    approval::pending-resolved play/c2 demo::deploy, outcome deny",
+    // 3: the jail rejects, the grant watch asks, a session grant releases
+    "console  approval::approve-always",
+    "agent    calls shell::run",
+    "hook     pre_trigger approval::gate → continue  (allowed: approved_always entry shell::run)",
+    "target   shell::run failed: S215 path escapes the fs jail roots [/w/play]: /data/reports/q3.csv (+ grant_hint)",
+    "hook     post_trigger approval::grant-watch → hold  (a folder prompt instead of the error)",
+    "event    approval::pending-created play/c3 shell::run, kind folder_access, dir /data/reports",
+    "· play/c3 shell::run folder_access /data/reports (S215)",
+    "decide   once | session | always | deny [reason] > session   (from --script)",
+    "\"grant_scope\":\"session\"",
+    "target   shell::run ran",
+    "agent    got shell::run's result:",
+    "event    approval::pending-resolved play/c3 shell::run, outcome allow",
+    "harness  durable workspace grants of play: /data/reports",
+    // 4: the grant holds for the next read
+    "agent    calls shell::run {\"cmd\":\"cat\",\"path\":\"/data/reports/q4.csv\"}",
+    "target   shell::run ran",
+    "note     no prompt this time",
+    // the end: nothing held, the session's memory gone with it
+    "approval::list-pending {\"session_id\":\"play\"} → 0 held",
+    "get-settings source: defaults",
+];
+
 #[tokio::test]
 async fn scripted_walk_through_shows_hold_decision_release_and_the_folder_prompt() {
     let (result, out) = run(&["--script", "allow,deny,session"]).await;
     println!("{out}");
     result.unwrap_or_else(|e| panic!("playground failed: {e}\n{out}"));
-    assert_in_order(
-        &out,
-        &[
-            // 1: held, in the inbox (redacted), allowed, run, announced
-            "agent    calls demo::deploy",
-            "hook     pre_trigger approval::gate → hold  (held: no rule matched)",
-            "event    approval::pending-created play/c1 demo::deploy, kind function",
-            "inbox    approval::list-pending {\"session_id\":\"play\"} → 1 held",
-            "· play/c1 demo::deploy function, in \"Release prep\"",
-            "\"api_key\":\"<redacted>\"",
-            "decide   allow | deny [reason] > allow   (from --script)",
-            "console  approval::resolve {\"decision\":\"allow\",\"function_call_id\":\"c1\",\"session_id\":\"play\"}",
-            "→ {\"resolved\":true,\"turn_resumed\":true}",
-            "target   demo::deploy ran",
-            "agent    got demo::deploy's result:",
-            "event    approval::pending-resolved play/c1 demo::deploy, outcome allow",
-            // 2: held, denied, the agent gets the operator's denial
-            "agent    calls demo::deploy {\"env\":\"prod\"}",
-            "hook     pre_trigger approval::gate → hold",
-            "decide   allow | deny [reason] > deny   (from --script)",
-            "agent    got an error result (denied_by user): Rejected by operator.",
-            "event    approval::pending-resolved play/c2 demo::deploy, outcome deny",
-            // 3: the jail rejects, the grant watch asks, a session grant releases
-            "console  approval::approve-always",
-            "agent    calls shell::run",
-            "hook     pre_trigger approval::gate → continue  (allowed: approved_always entry shell::run)",
-            "target   shell::run failed: S215 path escapes the fs jail roots [/w/play]: /data/reports/q3.csv (+ grant_hint)",
-            "hook     post_trigger approval::grant-watch → hold  (a folder prompt instead of the error)",
-            "event    approval::pending-created play/c3 shell::run, kind folder_access, dir /data/reports",
-            "· play/c3 shell::run folder_access /data/reports (S215)",
-            "decide   once | session | always | deny [reason] > session   (from --script)",
-            "\"grant_scope\":\"session\"",
-            "target   shell::run ran",
-            "agent    got shell::run's result:",
-            "event    approval::pending-resolved play/c3 shell::run, outcome allow",
-            "harness  durable workspace grants of play: /data/reports",
-            // 4: the grant holds for the next read
-            "agent    calls shell::run {\"cmd\":\"cat\",\"path\":\"/data/reports/q4.csv\"}",
-            "target   shell::run ran",
-            "note     no prompt this time",
-            // the end: nothing held, the session's memory gone with it
-            "approval::list-pending {\"session_id\":\"play\"} → 0 held",
-            "get-settings source: defaults",
-        ],
-    );
+    assert_in_order(&out, ALLOW_DENY_SESSION);
     // The agent's line shows the secret as sent; the inbox only redacted.
     let inbox: Vec<&str> = out.lines().filter(|l| l.contains("· play/")).collect();
     assert!(
         !inbox.is_empty() && inbox.iter().all(|l| !l.contains("sk-live-4242")),
         "{out}"
     );
+}
+
+#[tokio::test]
+async fn against_a_real_engine_where_the_worker_runs() {
+    let Some(engine) = EngineFixture::start_real("playground --url").await else {
+        return;
+    };
+    let worker = start_in_process(&engine.url()).await;
+    let url = engine.url();
+    let (result, out) = run(&[
+        "--url",
+        &url,
+        "--session",
+        "play",
+        "--script",
+        "allow,deny,session",
+    ])
+    .await;
+    println!("{out}");
+    result.unwrap_or_else(|e| panic!("playground failed: {e}\n{out}"));
+    assert!(
+        out.contains("setup    worker: approval-gate, already running there"),
+        "{out}"
+    );
+    assert_in_order(&out, ALLOW_DENY_SESSION);
+    worker.shutdown(std::time::Duration::from_secs(2)).await;
 }
 
 #[tokio::test]
