@@ -5,9 +5,10 @@
 
 use std::sync::Arc;
 
+use schemars::JsonSchema;
 use serde_json::Value;
 
-use super::register_typed;
+use super::register_shaped;
 use super::settings::Ack;
 use crate::config::{ApprovalConfig, Snapshot, CONFIG_ID};
 use crate::worker::Worker;
@@ -46,9 +47,28 @@ pub async fn reload(worker: &Worker) -> Result<(), ReloadError> {
     Ok(())
 }
 
+/// A `configuration` change event; the worker re-reads the entry rather
+/// than trust it.
+// Only a schema: the handler takes the payload as raw JSON and ignores it.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+pub struct ConfigurationEvent {
+    /// Always `configuration`.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// `configuration:registered`, `configuration:updated` or `configuration:deleted`.
+    pub event_type: Option<String>,
+    /// The entry's id (`approval-gate`).
+    pub id: Option<String>,
+    /// The value before the change.
+    pub old_value: Option<Value>,
+    /// The value after the change.
+    pub new_value: Option<Value>,
+}
+
 /// Registers `approval::on-config-change`.
 pub fn register(worker: &Arc<Worker>) {
-    register_typed(
+    register_shaped::<ConfigurationEvent, _, _, _>(
         worker,
         "approval::on-config-change",
         "Internal (configuration trigger): re-reads the approval-gate entry and swaps the compiled policy.",

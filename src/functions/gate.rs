@@ -30,8 +30,8 @@ use crate::worker::Worker;
 /// How long a hold may wait for `session::get` (well inside the hook's 5 s).
 pub const SESSION_BUDGET: Duration = Duration::from_millis(1500);
 
-/// The call a hook is asked about. Its arguments are dropped iteratively
-/// (see [`crate::deep`]).
+/// The call a hook is asked about.
+// Its arguments are dropped iteratively (see `crate::deep`).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct HookCall {
     /// The call's id.
@@ -103,7 +103,9 @@ pub struct HookInput {
     /// The turn.
     pub turn_id: String,
     /// The step within the turn.
+    // Read as raw JSON: the gate never looks at it.
     #[serde(default)]
+    #[schemars(with = "Option<u64>")]
     pub step: Option<Value>,
     /// Nesting depth of the session (0 = top level).
     #[serde(default)]
@@ -115,8 +117,41 @@ pub struct HookInput {
     #[serde(default)]
     pub call: Option<HookCall>,
     /// The call's result (post_trigger only).
+    // Kept as raw JSON: only the grant watch reads it, field by field.
     #[serde(default)]
+    #[schemars(with = "Option<HookResult>")]
     pub result: Option<Value>,
+}
+
+/// A call's result, as the harness hands it to post-trigger hooks.
+// Only a schema: `HookInput::result` is read as raw JSON.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+pub struct HookResult {
+    /// The call's id.
+    pub function_call_id: String,
+    /// The target function.
+    pub function_id: String,
+    /// What the model would see.
+    pub content: Vec<ContentBlock>,
+    /// Whether the target failed.
+    pub is_error: bool,
+    /// On a target error, `error: {code, message}` (a jail rejection carries
+    /// its `grant_hint=` at the end of the message); `error` is a plain
+    /// string when the harness's dispatch policy refused the call.
+    #[serde(default)]
+    pub details: Option<Map<String, Value>>,
+}
+
+/// One block of a result's content.
+#[derive(JsonSchema)]
+#[allow(dead_code)] // only a schema
+pub struct ContentBlock {
+    /// The block type (`text`).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The text.
+    pub text: String,
 }
 
 /// The hook's answer.

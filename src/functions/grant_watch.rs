@@ -207,6 +207,18 @@ async fn forget_attempts(worker: &Worker, which: impl Fn(&Attempts) -> bool) {
     }
 }
 
+/// The ids a stand-down log names, read before the input is parsed (the
+/// parse consumes it). Strings only; the arguments are never looked at.
+fn log_ids(input: &Value) -> (String, String, String) {
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
+    let call = input.get("call");
+    (
+        text(input.get("session_id")),
+        text(call.and_then(|c| c.get("id"))),
+        text(call.and_then(|c| c.get("function_id"))),
+    )
+}
+
 /// Registers `approval::grant-watch` (raw input; it only holds or continues).
 pub fn register(worker: &Arc<Worker>) {
     let w = worker.clone();
@@ -214,11 +226,21 @@ pub fn register(worker: &Arc<Worker>) {
         let worker = w.clone();
         async move {
             let _running = worker.enter();
+            let (session_id, function_call_id, function_id) = log_ids(&input);
             let out = match watch(&worker, input).await {
                 Ok(out) => out,
                 Err(reason) => {
+                    // A result that is not a jail rejection is the common
+                    // case, not a stand-down: it is not logged.
                     if reason != StandDown::NoHint {
-                        tracing::info!(stand_down = reason.as_str(), "grant watch stood down");
+                        tracing::info!(
+                            session_id,
+                            function_call_id,
+                            function_id,
+                            decision = "continue",
+                            rule = reason.as_str(),
+                            "grant watch stood down"
+                        );
                     }
                     HookOutput::Continue
                 }

@@ -35,14 +35,15 @@ pub struct SessionDeleted {
 }
 
 /// Takes records out through the emit gate, announcing each as aborted. A
-/// state failure leaves that record for the next event.
-async fn purge(worker: &Worker, keys: Vec<RecordKey>) -> usize {
+/// state failure leaves that record for the next event. `why` names the
+/// lifecycle event in the log (`turn_completed`, `session_deleted`).
+async fn purge(worker: &Worker, keys: Vec<RecordKey>, why: &'static str) -> usize {
     let mut purged = 0;
     for (sid, cid) in keys {
         match worker.pending.settle(&sid, &cid).await {
             Ok(Some(record)) => {
                 purged += 1;
-                tracing::info!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, decision = "aborted", "held call purged");
+                tracing::info!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, decision = "aborted", rule = why, "held call purged");
                 worker.subscriptions.emit_resolved(
                     &worker.sibling,
                     PendingResolved::of(&record, Outcome::Aborted, None),
@@ -65,7 +66,7 @@ pub async fn on_turn_completed(worker: &Worker, event: TurnCompleted) -> usize {
         .into_iter()
         .filter(|(sid, _)| event.session_id.as_deref().is_none_or(|s| s == sid))
         .collect();
-    let purged = purge(worker, keys).await;
+    let purged = purge(worker, keys, "turn_completed").await;
     super::grant_watch::forget_turn(worker, &event.turn_id, event.session_id.as_deref()).await;
     purged
 }
@@ -76,7 +77,12 @@ pub async fn on_session_deleted(worker: &Worker, event: SessionDeleted) -> usize
         return 0;
     }
     let sid = event.session_id.as_str();
-    let purged = purge(worker, worker.pending.keys_of_session(sid)).await;
+    let purged = purge(
+        worker,
+        worker.pending.keys_of_session(sid),
+        "session_deleted",
+    )
+    .await;
     if let Err(err) = worker.settings.clear(sid).await {
         tracing::warn!(session_id = sid, error = %err, "settings not cleared");
     }

@@ -89,6 +89,38 @@ pub fn register_typed<Req, Resp, F, Fut>(
     F: Fn(Arc<Worker>, Req) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Resp, ApprovalError>> + Send + 'static,
 {
+    register_with_schema(worker, id, description, schema_of::<Req>(), handler);
+}
+
+/// As [`register_typed`] for a handler that reads its input as raw JSON (a
+/// trigger payload it only partly looks at) while callers still see the
+/// payload's shape: `Shape`'s schema is published as the request format.
+pub fn register_shaped<Shape, Resp, F, Fut>(
+    worker: &Arc<Worker>,
+    id: &str,
+    description: &str,
+    handler: F,
+) where
+    Shape: JsonSchema,
+    Resp: Serialize + JsonSchema + Send + 'static,
+    F: Fn(Arc<Worker>, Value) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Resp, ApprovalError>> + Send + 'static,
+{
+    register_with_schema(worker, id, description, schema_of::<Shape>(), handler);
+}
+
+fn register_with_schema<Req, Resp, F, Fut>(
+    worker: &Arc<Worker>,
+    id: &str,
+    description: &str,
+    request_schema: Value,
+    handler: F,
+) where
+    Req: DeserializeOwned + Send + 'static,
+    Resp: Serialize + JsonSchema + Send + 'static,
+    F: Fn(Arc<Worker>, Req) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Resp, ApprovalError>> + Send + 'static,
+{
     let handler = Arc::new(handler);
     let w = worker.clone();
     let registration = RegisterFunction::new_async(move |input: Value| {
@@ -102,7 +134,7 @@ pub fn register_typed<Req, Resp, F, Fut>(
         }
     })
     .description(description)
-    .request_format(schema_of::<Req>())
+    .request_format(request_schema)
     .response_format(schema_of::<Resp>());
     worker.sibling.iii().register_function(id, registration);
 }

@@ -33,6 +33,16 @@ pub enum ResolveDecision {
     Deny,
 }
 
+impl ResolveDecision {
+    /// The wire spelling (also what the logs say).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResolveDecision::Allow => "allow",
+            ResolveDecision::Deny => "deny",
+        }
+    }
+}
+
 /// How long a folder grant lasts (folder_access records only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -44,6 +54,21 @@ pub enum GrantScope {
     /// The session, and the shell's configured roots.
     Always,
 }
+
+impl GrantScope {
+    /// The wire spelling (also what the logs say).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrantScope::Once => "once",
+            GrantScope::Session => "session",
+            GrantScope::Always => "always",
+        }
+    }
+}
+
+/// What the logs name as the rule behind a human's decision, as the denial
+/// envelope names the decider (`denied_by: "user"`).
+pub const USER_RULE: &str = "user";
 
 /// `approval::resolve` request.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -170,7 +195,7 @@ pub async fn resolve(
         Ok(reply) => reply,
         Err(err) => {
             worker.pending.abandon_resolve(&record.key());
-            tracing::warn!(session_id = sid, function_call_id = cid, error = %err, "harness did not take the decision; the call stays held");
+            tracing::warn!(session_id = sid, function_call_id = cid, function_id = %record.function_id, decision = request.decision.as_str(), error = %err, "harness did not take the decision; the call stays held");
             return Err(ApprovalError::HarnessUnavailable(err.to_string()));
         }
     };
@@ -196,7 +221,23 @@ pub async fn resolve(
             PendingResolved::of(&record, outcome, reason),
         );
     }
-    tracing::info!(session_id = sid, function_call_id = cid, function_id = %record.function_id, decision = ?request.decision, settled, "call resolved");
+    let grant_scope = match record.kind {
+        RecordKind::FolderAccess if request.decision == ResolveDecision::Allow => {
+            Some(request.grant_scope.unwrap_or(GrantScope::Once).as_str())
+        }
+        _ => None,
+    };
+    tracing::info!(
+        session_id = sid,
+        function_call_id = cid,
+        function_id = %record.function_id,
+        decision = request.decision.as_str(),
+        rule = USER_RULE,
+        kind = record.kind.as_str(),
+        grant_scope,
+        settled,
+        "call resolved"
+    );
     Ok(ResolveResponse {
         resolved: settled,
         turn_resumed,

@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::register_typed;
+use super::{register_shaped, register_typed};
 use crate::error::{validate_function_id, validate_id, ApprovalError};
 use crate::settings::model::{ApprovalSettings, Mode};
 use crate::settings::store::{event_key, SettingsSource};
@@ -79,6 +79,27 @@ fn validated(session_id: &str, function_id: Option<&str>) -> Result<(), Approval
         validate_function_id(fid)?;
     }
     Ok(())
+}
+
+/// A `state` change event on the settings scope; only `scope` and `key`
+/// are read.
+// Only a schema: the handler takes the payload as raw JSON.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+pub struct StateEvent {
+    /// Always `state`.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// `state:created`, `state:updated` or `state:deleted`.
+    pub event_type: Option<String>,
+    /// The state scope (`approval_settings`).
+    pub scope: Option<String>,
+    /// The key: a session id.
+    pub key: Option<String>,
+    /// The stored settings before the write.
+    pub old_value: Option<Value>,
+    /// The stored settings after the write.
+    pub new_value: Option<Value>,
 }
 
 /// Registers the settings RPCs and the view's change hook.
@@ -150,7 +171,7 @@ pub fn register(worker: &Arc<Worker>) {
         },
     );
 
-    register_typed(worker, "approval::on-settings-change", "Internal (state trigger on approval_settings): keeps the in-memory settings view in step with writes made elsewhere.", |w, event: Value| async move {
+    register_shaped::<StateEvent, _, _, _>(worker, "approval::on-settings-change", "Internal (state trigger on approval_settings): keeps the in-memory settings view in step with writes made elsewhere.", |w, event: Value| async move {
             if let Some(session_id) = event_key(&event) {
                 if validate_id("session_id", session_id).is_ok() {
                     w.settings.refresh(session_id).await;

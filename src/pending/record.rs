@@ -17,6 +17,16 @@ pub enum RecordKind {
     FolderAccess,
 }
 
+impl RecordKind {
+    /// The wire spelling (also what the logs say).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordKind::Function => "function",
+            RecordKind::FolderAccess => "folder_access",
+        }
+    }
+}
+
 /// What a folder-access prompt asks for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct GrantRequest {

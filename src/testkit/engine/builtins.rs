@@ -91,6 +91,16 @@ pub(crate) const BUILTINS: &[Builtin] = &[
         description: "List registered functions with their owning worker name.",
     },
     Builtin {
+        id: "engine::functions::info",
+        worker: ENGINE,
+        description: "Inspect functions: schemas, owner, and registered triggers. Single `function_id`, or `function_ids: [...]` (max 32) to fetch several contracts in one call.",
+    },
+    Builtin {
+        id: "engine::triggers::info",
+        worker: ENGINE,
+        description: "Inspect one trigger type: schemas, owner, and live instance count.",
+    },
+    Builtin {
         id: "engine::triggers::list",
         worker: ENGINE,
         description: "List trigger types registered with the engine.",
@@ -268,6 +278,26 @@ struct FunctionsListInput {
 }
 
 #[derive(Deserialize, Default)]
+struct FunctionInfoInput {
+    #[serde(default)]
+    function_id: Option<String>,
+    #[serde(default)]
+    function_ids: Option<Vec<String>>,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+/// Most ids one `engine::functions::info` call takes, as the real engine.
+const FUNCTION_INFO_MAX_IDS: usize = 32;
+
+#[derive(Deserialize)]
+struct TriggerInfoInput {
+    id: String,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
 struct TriggersListInput {
     #[serde(default)]
     search: Option<String>,
@@ -341,6 +371,12 @@ impl Core {
             }
             "engine::triggers::list" => {
                 input(function_id, data).map(|i| Some(self.triggers_list(i)))
+            }
+            "engine::functions::info" => {
+                input(function_id, data).and_then(|i| self.functions_info(i).map(Some))
+            }
+            "engine::triggers::info" => {
+                input(function_id, data).and_then(|i| self.triggers_info(i).map(Some))
             }
             "engine::registered-triggers::list" => {
                 input(function_id, data).map(|i| Some(self.registered_triggers_list(i)))
@@ -643,6 +679,124 @@ impl Core {
             })
             .collect();
         json!({ "functions": functions })
+    }
+
+    /// `engine::functions::info`: one function's detail (`function_id`), or
+    /// several (`function_ids`, answered as `{functions: [...]}` with
+    /// `{function_id, error: "not_found"}` for an unknown id). The schemas are
+    /// the `request_format` / `response_format` the owner registered;
+    /// built-ins carry none here.
+    fn functions_info(&self, input: FunctionInfoInput) -> Result<Value, ErrorBody> {
+        let namespace = input
+            .namespace
+            .clone()
+            .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+        match (input.function_id, input.function_ids) {
+            (Some(id), None) => self.function_detail(&namespace, &id).ok_or_else(|| {
+                ErrorBody::new("NOT_FOUND", format!("Function '{id}' is not registered."))
+            }),
+            (None, Some(ids)) if ids.len() <= FUNCTION_INFO_MAX_IDS => {
+                let mut seen = Vec::new();
+                let functions: Vec<Value> = ids
+                    .into_iter()
+                    .filter(|id| {
+                        let first = !seen.contains(id);
+                        seen.push(id.clone());
+                        first
+                    })
+                    .map(|id| {
+                        self.function_detail(&namespace, &id)
+                            .unwrap_or_else(|| json!({ "function_id": id, "error": "not_found" }))
+                    })
+                    .collect();
+                Ok(json!({ "functions": functions }))
+            }
+            (None, Some(ids)) => Err(ErrorBody::new(
+                "INVALID_INPUT",
+                format!(
+                    "function_ids takes at most {FUNCTION_INFO_MAX_IDS} ids, got {}",
+                    ids.len()
+                ),
+            )),
+            _ => Err(ErrorBody::new(
+                "INVALID_INPUT",
+                "exactly one of function_id / function_ids must be set",
+            )),
+        }
+    }
+
+    fn function_detail(&self, namespace: &str, id: &str) -> Option<Value> {
+        let key = (namespace.to_string(), id.to_string());
+        let (description, request_schema, response_schema) = match self.functions.get(&key) {
+            Some(f) => (
+                f.description.clone(),
+                f.request_format.clone(),
+                f.response_format.clone(),
+            ),
+            None => {
+                let builtin = BUILTINS
+                    .iter()
+                    .find(|b| b.id == id && namespace == DEFAULT_NAMESPACE)?;
+                (Some(builtin.description.to_string()), None, None)
+            }
+        };
+        let registered_triggers: Vec<Value> = self
+            .bindings
+            .values()
+            .filter(|b| b.provider.is_some() && b.function_id == id && b.namespace == namespace)
+            .map(|b| json!({ "id": b.id, "trigger_type": b.trigger_type, "config": b.config }))
+            .collect();
+        Some(json!({
+            "function_id": id,
+            "namespace": namespace,
+            "worker_name": self.owner_name(namespace, id),
+            "description": description,
+            "request_schema": request_schema,
+            "response_schema": response_schema,
+            "registered_triggers": registered_triggers,
+        }))
+    }
+
+    /// `engine::triggers::info`: a trigger type's binding-config schema
+    /// (`configuration_schema`), payload schema (`request_schema`), owner
+    /// and live binding count.
+    fn triggers_info(&self, input: TriggerInfoInput) -> Result<Value, ErrorBody> {
+        let namespace = input
+            .namespace
+            .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+        let key = (namespace.clone(), input.id.clone());
+        let entry = self.trigger_types.get(&key).ok_or_else(|| {
+            ErrorBody::new(
+                "NOT_FOUND",
+                format!(
+                    "Trigger type '{}' is not registered in namespace '{namespace}'.",
+                    input.id
+                ),
+            )
+        })?;
+        let worker_name = match entry.provider {
+            Provider::Builtin(BuiltinTrigger::State) => STATE.to_string(),
+            Provider::Builtin(BuiltinTrigger::Configuration) => CONFIGURATION.to_string(),
+            Provider::Conn(conn) => self
+                .conns
+                .get(&conn)
+                .and_then(|c| c.name.clone())
+                .unwrap_or_else(|| first_segment(&input.id).to_string()),
+        };
+        let instance_count = self
+            .bindings
+            .values()
+            .filter(|b| b.provider.as_ref() == Some(&key))
+            .count();
+        Ok(json!({
+            "id": input.id,
+            "namespace": namespace,
+            "worker_name": worker_name,
+            "description": entry.description,
+            "configuration_schema": entry.formats.0,
+            "request_schema": entry.formats.1,
+            "instance_count": instance_count,
+        }))
     }
 
     fn triggers_list(&self, input: TriggersListInput) -> Value {

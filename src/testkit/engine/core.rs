@@ -158,7 +158,13 @@ pub(crate) struct FunctionEntry {
     pub owner: ConnId,
     pub description: Option<String>,
     pub metadata: Option<Value>,
+    pub request_format: Option<Value>,
+    pub response_format: Option<Value>,
 }
+
+/// The schemas a registration carried: `(request, response)` of a function,
+/// `(binding config, payload)` of a trigger type.
+pub(crate) type Formats = (Option<Value>, Option<Value>);
 
 /// A trigger type the engine provides itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,6 +191,8 @@ pub(crate) enum Provider {
 pub(crate) struct TriggerTypeEntry {
     pub provider: Provider,
     pub description: String,
+    /// `(binding config, payload)` schemas; `None` for the engine's own types.
+    pub formats: Formats,
 }
 
 /// One binding of a function to a trigger type.
@@ -290,6 +298,7 @@ impl Core {
                 TriggerTypeEntry {
                     provider: Provider::Builtin(kind),
                     description: description.to_string(),
+                    formats: (None, None),
                 },
             );
         }
@@ -484,7 +493,8 @@ impl Core {
                 description,
                 metadata,
                 invocation,
-                ..
+                request_format,
+                response_format,
             } => {
                 if invocation.is_some() {
                     tracing::warn!(
@@ -493,7 +503,13 @@ impl Core {
                     );
                     return;
                 }
-                self.register_function(conn, id, description, metadata);
+                self.register_function(
+                    conn,
+                    id,
+                    description,
+                    metadata,
+                    (request_format, response_format),
+                );
             }
             Inbound::UnregisterFunction { id } => {
                 let namespace = self.conn_namespace(conn);
@@ -506,7 +522,15 @@ impl Core {
                 id,
                 description,
                 namespace,
-            } => self.register_trigger_type(conn, id, description, namespace),
+                trigger_request_format,
+                call_request_format,
+            } => self.register_trigger_type(
+                conn,
+                id,
+                description,
+                namespace,
+                (trigger_request_format, call_request_format),
+            ),
             Inbound::RegisterTrigger {
                 id,
                 trigger_type,
@@ -621,6 +645,7 @@ impl Core {
         id: String,
         description: Option<String>,
         metadata: Option<Value>,
+        (request_format, response_format): Formats,
     ) {
         let namespace = self.conn_namespace(conn);
         let reserved = (id.starts_with("engine::") && namespace != DEFAULT_NAMESPACE)
@@ -659,6 +684,8 @@ impl Core {
                 owner: conn,
                 description,
                 metadata,
+                request_format,
+                response_format,
             },
         );
     }
@@ -1062,6 +1089,7 @@ impl Core {
         id: String,
         description: String,
         namespace: Option<String>,
+        formats: Formats,
     ) {
         if wire::is_blank(&namespace) {
             tracing::error!(trigger_type = %id, "{}", wire::blank_namespace_message("namespace"));
@@ -1082,6 +1110,7 @@ impl Core {
             TriggerTypeEntry {
                 provider: Provider::Conn(conn),
                 description,
+                formats,
             },
         );
 

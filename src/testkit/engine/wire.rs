@@ -62,6 +62,12 @@ pub(crate) enum Inbound {
         description: Option<String>,
         #[serde(default)]
         metadata: Option<Value>,
+        /// JSON schemas of the input and output, served back by
+        /// `engine::functions::info`.
+        #[serde(default)]
+        request_format: Option<Value>,
+        #[serde(default)]
+        response_format: Option<Value>,
         /// HTTP-invoked functions need the engine's HTTP module, which the test
         /// engine does not have.
         #[serde(default)]
@@ -76,6 +82,12 @@ pub(crate) enum Inbound {
         description: String,
         #[serde(default)]
         namespace: Option<String>,
+        /// JSON schemas of a binding's config and of the payload the
+        /// provider fires, served back by `engine::triggers::info`.
+        #[serde(default)]
+        trigger_request_format: Option<Value>,
+        #[serde(default)]
+        call_request_format: Option<Value>,
     },
     RegisterTrigger {
         id: String,
