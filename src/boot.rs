@@ -162,10 +162,21 @@ pub async fn bootstrap_config(
             }
         }
     }
-    let value = sibling
-        .configuration_get(CONFIG_ID, false)
-        .await
-        .map_err(|e| fatal("configuration::get", e))?;
+    // The real engine may answer NOT_FOUND for a moment right after a
+    // register (its store applies the write asynchronously): the read after
+    // our own register retries that too.
+    let mut attempt = 0u64;
+    let value = loop {
+        match sibling.configuration_get(CONFIG_ID, false).await {
+            Ok(value) => break value,
+            Err(e) if attempt < 5 && e.code != "SCHEMA_INVALID" => {
+                attempt += 1;
+                tracing::warn!(attempt, error = %e, "configuration not readable yet; retrying");
+                tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+            }
+            Err(e) => return Err(fatal("configuration::get", e)),
+        }
+    };
     let config = ApprovalConfig::from_value(&value)
         .map_err(|e| BootError::Configuration(format!("stored value is invalid: {e}")))?;
     let snapshot = Snapshot::compile(config);
