@@ -247,10 +247,7 @@ impl Decisions {
                     if next.is_none() {
                         let _ = writeln!(screen.out);
                     }
-                    let item = next.ok_or_else(|| {
-                        "--script ran out of decisions (add one more: the walk-through asks up to three times)"
-                            .to_string()
-                    })?;
+                    let item = next.ok_or_else(|| "--script ran out of decisions (add one more: the walk-through asks up to three times)".to_string())?;
                     let _ = writeln!(screen.out, "{item}   (from --script)");
                     item
                 }
@@ -271,10 +268,7 @@ impl Decisions {
                         }
                         None => {
                             let _ = writeln!(screen.out);
-                            return Err(
-                                "stdin closed before a decision; pass --script allow,deny,session to run without a terminal"
-                                    .into(),
-                            );
+                            return Err("stdin closed before a decision; pass --script allow,deny,session to run without a terminal".into());
                         }
                     }
                 }
@@ -464,9 +458,7 @@ impl World {
                     .as_array()
                     .is_some_and(|f| f.iter().any(|f| f["function_id"] == "approval::resolve"));
                 if !running {
-                    return Err(format!(
-                        "approval-gate is not running against {url}: start it with `approval-gate --url {url}`"
-                    ));
+                    return Err(format!("approval-gate is not running against {url}: start it with `approval-gate --url {url}`"));
                 }
                 screen.say("setup", "worker: approval-gate, already running there");
                 None
@@ -486,10 +478,7 @@ impl World {
                 ));
             }
         }
-        screen.say(
-            "setup",
-            "harness: the gate is bound to pre-trigger, the grant watch to post-trigger on shell::* / coder::*",
-        );
+        screen.say("setup", "harness: the gate is bound to pre-trigger, the grant watch to post-trigger on shell::* / coder::*");
         screen.say(
             "setup",
             "targets: demo::deploy (echoes), shell::run (a shell jailed to the session workspace)",
@@ -521,10 +510,7 @@ impl World {
             // give the engine a moment to hand it over.
             None => tokio::time::sleep(Duration::from_millis(500)).await,
         }
-        screen.say(
-            "setup",
-            format!("console: bound approval::pending-created / pending-resolved with {{\"session_id\":\"{session_id}\"}}"),
-        );
+        screen.say("setup", format!("console: bound approval::pending-created / pending-resolved with {{\"session_id\":\"{session_id}\"}}"));
         Ok(World {
             embedded,
             harness,

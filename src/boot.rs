@@ -19,8 +19,7 @@ use crate::worker::Worker;
 /// The worker's registered name (notification workers find the gate by it).
 pub const WORKER_NAME: &str = "approval-gate";
 /// What the worker does, as shown by `engine::workers::list`.
-pub const DESCRIPTION: &str =
-    "Human-in-the-loop approval gate: decides whether each agent function call runs, is denied, or waits for a human";
+pub const DESCRIPTION: &str = "Human-in-the-loop approval gate: decides whether each agent function call runs, is denied, or waits for a human";
 
 /// How to start.
 #[derive(Debug, Clone)]
@@ -416,7 +415,11 @@ async fn bind_all(worker: &Arc<Worker>) -> Vec<String> {
     let present = worker.sibling.trigger_type_ids().await.unwrap_or_default();
     let mut parked = Vec::new();
     if !present.iter().any(|t| t == PRE_TRIGGER) {
-        tracing::warn!(trigger_type = PRE_TRIGGER, function_id = GATE_FUNCTION, "trigger_type_not_found: durable gate binding parked until the harness registers the type");
+        tracing::warn!(
+            trigger_type = PRE_TRIGGER,
+            function_id = GATE_FUNCTION,
+            "trigger_type_not_found: durable gate binding parked until the harness registers the type"
+        );
         parked.push(PRE_TRIGGER.to_string());
     }
     match ensure_gate_binding(&worker.sibling).await {

@@ -183,7 +183,10 @@ impl Subscriptions {
                 RegisterTriggerType::new(
                     PENDING_CREATED,
                     "A call was held and its inbox record written. Payload: the redacted record plus status: pending. Config: {session_id?, metadata?}.",
-                    TypeHandler { trigger_type: PENDING_CREATED, subs: self.clone() },
+                    TypeHandler {
+                        trigger_type: PENDING_CREATED,
+                        subs: self.clone(),
+                    },
                 )
                 .trigger_request_format::<BindingFilter>()
                 .call_request_format::<PendingCreated>(),
@@ -192,7 +195,10 @@ impl Subscriptions {
                 RegisterTriggerType::new(
                     PENDING_RESOLVED,
                     "A held call left the inbox (exactly once per record): ids, outcome allow|deny|aborted, the operator's reason on deny. Config: {session_id?, metadata?}.",
-                    TypeHandler { trigger_type: PENDING_RESOLVED, subs: self.clone() },
+                    TypeHandler {
+                        trigger_type: PENDING_RESOLVED,
+                        subs: self.clone(),
+                    },
                 )
                 .trigger_request_format::<BindingFilter>()
                 .call_request_format::<PendingResolved>(),

@@ -143,50 +143,28 @@ fn hooks_called(h: &HarnessDouble, point: HookPoint) -> Vec<String> {
 
 #[tokio::test]
 async fn a_binding_with_an_unknown_key_is_rejected() {
-    on_each_engine(
-        "a_binding_with_an_unknown_key_is_rejected",
-        |engine| async move {
-            let w = world(
-                engine,
-                HarnessOptions::default(),
-                vec![
-                    ("t::bad", reply(Value::Null)),
-                    ("t::good", reply(Value::Null)),
-                ],
-            )
-            .await;
-            bind(w.t.client(), PRE, "t::bad", json!({"timeout": 5000}));
-            bind(w.t.client(), PRE, "t::bad", json!({"priority": "first"}));
-            hook(
-                &w.h,
-                &w.t,
-                PRE,
-                "t::good",
-                json!({"timeout_ms": 5000, "on_error": "fail_closed"}),
-            )
-            .await;
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            let bound: Vec<_> =
-                w.h.bindings(PRE)
-                    .into_iter()
-                    .map(|b| b.function_id)
-                    .collect();
-            assert_eq!(bound, vec!["t::good"]);
-            w.h.call(spec("c1", "demo::echo", json!({}))).await;
-            assert_eq!(hooks_called(&w.h, HookPoint::PreTrigger), vec!["t::good"]);
+    on_each_engine("a_binding_with_an_unknown_key_is_rejected", |engine| async move {
+        let w = world(engine, HarnessOptions::default(), vec![("t::bad", reply(Value::Null)), ("t::good", reply(Value::Null))]).await;
+        bind(w.t.client(), PRE, "t::bad", json!({"timeout": 5000}));
+        bind(w.t.client(), PRE, "t::bad", json!({"priority": "first"}));
+        hook(&w.h, &w.t, PRE, "t::good", json!({"timeout_ms": 5000, "on_error": "fail_closed"})).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let bound: Vec<_> = w.h.bindings(PRE).into_iter().map(|b| b.function_id).collect();
+        assert_eq!(bound, vec!["t::good"]);
+        w.h.call(spec("c1", "demo::echo", json!({}))).await;
+        assert_eq!(hooks_called(&w.h, HookPoint::PreTrigger), vec!["t::good"]);
 
-            // The synchronous (durable) form hands the rejection to the binder.
-            let durable = call(
-                w.t.client(),
-                "engine::register_trigger",
-                json!({"trigger_type": POST, "function_id": "t::bad", "config": {"functions": ["*"], "retries": 1}}),
-            )
-            .await;
-            let err = durable.expect_err("the harness rejects the binding");
-            assert!(format!("{err}").contains("invalid binding config"), "{err}");
-            assert!(w.h.bindings(POST).is_empty());
-        },
-    )
+        // The synchronous (durable) form hands the rejection to the binder.
+        let durable = call(
+            w.t.client(),
+            "engine::register_trigger",
+            json!({"trigger_type": POST, "function_id": "t::bad", "config": {"functions": ["*"], "retries": 1}}),
+        )
+        .await;
+        let err = durable.expect_err("the harness rejects the binding");
+        assert!(format!("{err}").contains("invalid binding config"), "{err}");
+        assert!(w.h.bindings(POST).is_empty());
+    })
     .await;
 }
 
@@ -346,7 +324,7 @@ async fn deny_answers_with_an_error_result_and_stops_the_chain() {
 async fn hold_parks_the_call_and_execute_runs_the_rest_once() {
     on_each_engine("hold_parks_the_call_and_execute_runs_the_rest_once", |engine| async move {
         let w = world(
- engine,
+            engine,
             HarnessOptions::default(),
             vec![
                 ("t::first", reply(Value::Null)),
@@ -362,7 +340,13 @@ async fn hold_parks_the_call_and_execute_runs_the_rest_once() {
         hook(&w.h, &w.t, POST, "t::post", json!({})).await;
 
         let state = w.h.call(spec("c1", "demo::echo", json!({"a": 1}))).await;
-        assert_eq!(state, CallState::Held { held_by: "t::hold".into(), point: HookPoint::PreTrigger });
+        assert_eq!(
+            state,
+            CallState::Held {
+                held_by: "t::hold".into(),
+                point: HookPoint::PreTrigger
+            }
+        );
         assert_eq!(w.h.held_calls("s1", "t1"), vec!["c1"]);
         assert_eq!(w.t.runs("t::after"), 0, "the hold stopped the chain");
         assert_eq!(w.t.runs("demo::echo"), 0);
@@ -445,9 +429,7 @@ async fn resolve_needs_a_held_call_of_that_turn_and_resumes_the_turn_last() {
         hook(&w.h, &w.t, PRE, "t::hold", json!({})).await;
         assert!(w.h.call(spec("c1", "demo::echo", json!({}))).await.is_held());
         assert!(w.h.call(spec("c2", "demo::echo", json!({}))).await.is_held());
-        let resolve = |call_id: &str, turn: &str| {
-            json!({"session_id": "s1", "turn_id": turn, "function_call_id": call_id, "action": "deliver"})
-        };
+        let resolve = |call_id: &str, turn: &str| json!({"session_id": "s1", "turn_id": turn, "function_call_id": call_id, "action": "deliver"});
         let wrong_turn = call(w.t.client(), "harness::function::resolve", resolve("c1", "t2")).await.unwrap();
         assert_eq!(wrong_turn, json!({"resolved": false, "turn_resumed": false}));
         let unknown = call(w.t.client(), "harness::function::resolve", resolve("nope", "t1")).await.unwrap();
@@ -473,7 +455,13 @@ async fn a_post_trigger_hold_reruns_the_target_on_execute() {
         w.t.fail("shell::run", "S215", &message);
 
         let state = w.h.call(spec("c1", "shell::run", json!({"cmd": "cat /data/x"})).with_working_dir("/w/s1")).await;
-        assert_eq!(state, CallState::Held { held_by: "t::watch".into(), point: HookPoint::PostTrigger });
+        assert_eq!(
+            state,
+            CallState::Held {
+                held_by: "t::watch".into(),
+                point: HookPoint::PostTrigger
+            }
+        );
         let seen = w.h.hook_calls()[0].input["result"].clone();
         assert_eq!(
             seen,
@@ -797,7 +785,7 @@ async fn an_older_harness_has_no_workspace_grants() {
 async fn turn_completed_reaches_bindings_whose_filter_matches() {
     on_each_engine("turn_completed_reaches_bindings_whose_filter_matches", |engine| async move {
         let w = world(
- engine,
+            engine,
             HarnessOptions::default(),
             vec![
                 ("t::all", reply(json!({"ok": true}))),

@@ -190,17 +190,29 @@ async fn fault_engine_restart_keeps_everything_live() {
             let bound = scene.call("engine::registered-triggers::list", json!({})).await.unwrap_or(Value::Null);
             let f = ids(&functions, "functions", "function_id");
             let t = ids(&triggers, "triggers", "id");
-            let b: Vec<String> = bound["registered_triggers"].as_array().map(|a| a.iter().filter_map(|x| x["function_id"].as_str().map(str::to_string)).collect()).unwrap_or_default();
+            let b: Vec<String> = bound["registered_triggers"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|x| x["function_id"].as_str().map(str::to_string)).collect())
+                .unwrap_or_default();
             let all_functions = approval_gate::functions::FUNCTION_IDS.iter().all(|id| f.contains(*id));
             let all_types = t.contains("approval::pending-created") && t.contains("approval::pending-resolved");
             let gate_bound = b.iter().filter(|x| *x == "approval::gate").count() == 1;
-            let others = ["approval::grant-watch", "approval::on-turn-completed", "approval::on-session-deleted", "approval::on-config-change", "approval::on-settings-change"]
-                .iter()
-                .all(|x| b.iter().any(|y| y == x));
+            let others = [
+                "approval::grant-watch",
+                "approval::on-turn-completed",
+                "approval::on-session-deleted",
+                "approval::on-config-change",
+                "approval::on-settings-change",
+            ]
+            .iter()
+            .all(|x| b.iter().any(|y| y == x));
             if all_functions && all_types && gate_bound && others {
                 break;
             }
-            assert!(Instant::now() < deadline, "not live again after a restart: functions {all_functions}, types {all_types}, gate {gate_bound}, others {others}\n{bound}");
+            assert!(
+                Instant::now() < deadline,
+                "not live again after a restart: functions {all_functions}, types {all_types}, gate {gate_bound}, others {others}\n{bound}"
+            );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         assert!(scene.harness.wait_for_binding("harness::hook::pre-trigger", "approval::gate", Duration::from_secs(10)).await.is_some());
@@ -210,7 +222,10 @@ async fn fault_engine_restart_keeps_everything_live() {
         // schema again (an engine restarted from its store keeps no schemas),
         // and a change applies.
         let deadline = Instant::now() + Duration::from_secs(10);
-        while let Err(err) = scene.call("configuration::set", json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "demo::other"]}})).await {
+        while let Err(err) = scene
+            .call("configuration::set", json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "demo::other"]}}))
+            .await
+        {
             assert!(Instant::now() < deadline, "configuration not writable again: {err}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -220,7 +235,11 @@ async fn fault_engine_restart_keeps_everything_live() {
         assert_eq!(out["resolved"], true);
         let out = scene.harness.call(CallSpec::new("s_r", "t_r", "c_new", "demo::echo", json!({}))).await;
         assert!(out.is_held(), "the gate still gates after the restart: {out:?}");
-        assert!(eventually(WAIT, || created.events().len() == 6).await, "the notification binding is live again: {}", created.events().len());
+        assert!(
+            eventually(WAIT, || created.events().len() == 6).await,
+            "the notification binding is live again: {}",
+            created.events().len()
+        );
     })
     .await;
 }

@@ -157,9 +157,13 @@ async fn config_reload_changes_defaults_without_a_restart_and_bad_values_keep_th
         assert_eq!(after["settings"]["mode"], "auto");
         assert_eq!(after["source"], "defaults");
         // Passes the schema (an integer ≥ 0) but does not fit the worker (u32).
-        call(&probe, "configuration::set", json!({"id": "approval-gate", "value": {"default_mode": "full", "grant_reask_limit": 8_589_934_592u64}}))
-            .await
-            .unwrap();
+        call(
+            &probe,
+            "configuration::set",
+            json!({"id": "approval-gate", "value": {"default_mode": "full", "grant_reask_limit": 8_589_934_592u64}}),
+        )
+        .await
+        .unwrap();
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(w.config.load().config.default_mode.as_str(), "auto", "an unusable value must keep the last good snapshot");
         let still = call(&probe, "approval::get-settings", json!({"session_id": "unseen"})).await.unwrap();

@@ -83,14 +83,22 @@ async fn gate_mode_matrix() {
         assert_eq!(scene.harness.target_runs("shell::run"), 0);
 
         // a modes: ["auto"] rule applies only in auto
-        set_rules(&scene, json!({"rules": ["!approval::*", {"function": "demo::other", "action": "allow", "modes": ["auto"], "rule_id": "auto-only"}]})).await;
+        set_rules(
+            &scene,
+            json!({"rules": ["!approval::*", {"function": "demo::other", "action": "allow", "modes": ["auto"], "rule_id": "auto-only"}]}),
+        )
+        .await;
         scene.ok("approval::set-mode", json!({"session_id": "s_mo", "mode": "auto"})).await;
         assert!(matches!(scene.harness.call(spec("s_mo", "c1", "demo::other", json!({}))).await, CallState::Completed { .. }));
         scene.ok("approval::set-mode", json!({"session_id": "s_mo", "mode": "manual"})).await;
         assert!(scene.harness.call(spec("s_mo", "c2", "demo::other", json!({}))).await.is_held());
 
         // an args constraint allows one value and holds another
-        set_rules(&scene, json!({"rules": ["!approval::*", {"function": "shell::run", "action": "allow", "args": {"cmd": {"equals": "ls"}}}]})).await;
+        set_rules(
+            &scene,
+            json!({"rules": ["!approval::*", {"function": "shell::run", "action": "allow", "args": {"cmd": {"equals": "ls"}}}]}),
+        )
+        .await;
         assert!(matches!(scene.harness.call(spec("s_x", "c1", "shell::run", json!({"cmd": "ls"}))).await, CallState::Completed { .. }));
         assert!(scene.harness.call(spec("s_x", "c2", "shell::run", json!({"cmd": "rm -rf /"}))).await.is_held());
     })
@@ -315,7 +323,12 @@ async fn gate_resolve_deny_delivers_the_operator_reason_and_envelope() {
         let scene = Scene::start(engine).await;
         let resolved = scene.sink("resolved-deny", "approval::pending-resolved", json!({})).await;
         assert!(scene.harness.call(spec("s_d", "c_d", "shell::run", json!({"cmd": "deploy", "password": "hunter2"}))).await.is_held());
-        let out = scene.ok("approval::resolve", json!({"session_id": "s_d", "function_call_id": "c_d", "decision": "deny", "reason": "not on prod"})).await;
+        let out = scene
+            .ok(
+                "approval::resolve",
+                json!({"session_id": "s_d", "function_call_id": "c_d", "decision": "deny", "reason": "not on prod"}),
+            )
+            .await;
         assert_eq!(out["resolved"], true);
         assert_eq!(scene.harness.target_runs("shell::run"), 0);
         let state = scene.harness.state("s_d", "c_d").unwrap();
@@ -342,7 +355,9 @@ async fn gate_resolve_deny_delivers_the_operator_reason_and_envelope() {
 
         // No reason → "Rejected by operator."
         assert!(scene.harness.call(spec("s_d", "c_e", "shell::run", json!({}))).await.is_held());
-        scene.ok("approval::resolve", json!({"session_id": "s_d", "function_call_id": "c_e", "decision": "deny", "reason": null})).await;
+        scene
+            .ok("approval::resolve", json!({"session_id": "s_d", "function_call_id": "c_e", "decision": "deny", "reason": null}))
+            .await;
         let req = scene.harness.resolve_requests().into_iter().find(|r| r["function_call_id"] == "c_e").unwrap();
         assert_eq!(req["content"][0]["text"], "Rejected by operator.");
         let ev = resolved.wait_for(2, WAIT).await;
@@ -466,7 +481,10 @@ async fn gate_notification_filters_receive_exactly_their_records() {
 
         // A binding with an unknown key is rejected by the provider.
         let err = scene
-            .call("engine::register_trigger", json!({"trigger_type": "approval::pending-created", "function_id": "n-all::on-event", "config": {"sesion_id": "x"}}))
+            .call(
+                "engine::register_trigger",
+                json!({"trigger_type": "approval::pending-created", "function_id": "n-all::on-event", "config": {"sesion_id": "x"}}),
+            )
             .await
             .unwrap_err();
         assert!(message_of(&err).contains("invalid binding config"), "{err:?}");

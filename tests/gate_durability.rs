@@ -144,16 +144,23 @@ async fn hundred_holds_survive_a_sigkill_without_a_second_announcement() {
         // Canary: wait until both sinks are live.
         assert!(harness.call(CallSpec::new("canary", "t_c", "c", "demo::echo", json!({}))).await.is_held());
         assert!(eventually(WAIT, || !created.events().is_empty()).await, "sink never bound");
-        approval_gate::testkit::fixture::call(&probe, "approval::resolve", json!({"session_id": "canary", "function_call_id": "c", "decision": "deny"})).await.unwrap();
+        approval_gate::testkit::fixture::call(&probe, "approval::resolve", json!({"session_id": "canary", "function_call_id": "c", "decision": "deny"}))
+            .await
+            .unwrap();
         assert!(eventually(WAIT, || !resolved.events().is_empty()).await, "sink never bound");
 
         for i in 0..100 {
-            let out = harness.call(CallSpec::new(format!("s_{}", i % 10), format!("t_{i}"), format!("c_{i}"), "demo::echo", json!({"i": i}))).await;
+            let out = harness
+                .call(CallSpec::new(format!("s_{}", i % 10), format!("t_{i}"), format!("c_{i}"), "demo::echo", json!({"i": i})))
+                .await;
             assert!(out.is_held(), "{out:?}");
         }
         assert!(eventually(WAIT, || created.events().len() == 101).await);
         let before = approval_gate::testkit::fixture::call(&probe, "approval::list-pending", json!({"limit": 500})).await.unwrap();
-        let before: HashMap<String, u64> = before["pending"].as_array().unwrap().iter()
+        let before: HashMap<String, u64> = before["pending"]
+            .as_array()
+            .unwrap()
+            .iter()
             .map(|r| (r["function_call_id"].as_str().unwrap().to_string(), r["pending_at"].as_u64().unwrap()))
             .collect();
         assert_eq!(before.len(), 100);
@@ -161,12 +168,21 @@ async fn hundred_holds_survive_a_sigkill_without_a_second_announcement() {
         worker.kill();
         let _worker = WorkerProcess::spawn(BIN.as_ref(), &engine.url(), &[], Duration::from_secs(30)).await;
         let after = approval_gate::testkit::fixture::call(&probe, "approval::list-pending", json!({"limit": 500})).await.unwrap();
-        let after: HashMap<String, u64> = after["pending"].as_array().unwrap().iter()
+        let after: HashMap<String, u64> = after["pending"]
+            .as_array()
+            .unwrap()
+            .iter()
             .map(|r| (r["function_call_id"].as_str().unwrap().to_string(), r["pending_at"].as_u64().unwrap()))
             .collect();
         assert_eq!(after, before, "every held call is listed again with the same pending_at");
         for i in 0..100 {
-            let out = approval_gate::testkit::fixture::call(&probe, "approval::resolve", json!({"session_id": format!("s_{}", i % 10), "function_call_id": format!("c_{i}"), "decision": "allow"})).await.unwrap();
+            let out = approval_gate::testkit::fixture::call(
+                &probe,
+                "approval::resolve",
+                json!({"session_id": format!("s_{}", i % 10), "function_call_id": format!("c_{i}"), "decision": "allow"}),
+            )
+            .await
+            .unwrap();
             assert_eq!(out["resolved"], true);
         }
         assert_eq!(harness.target_runs("demo::echo"), 100);
@@ -222,7 +238,10 @@ async fn run_races(engine: approval_gate::testkit::fixture::EngineFixture, trial
             let scene = &scene;
             async move {
                 let sid = format!("rs_{i}");
-                let resolve = scene.call("approval::resolve", json!({"session_id": sid, "function_call_id": format!("rc_{i}"), "decision": if i % 2 == 0 { "allow" } else { "deny" }}));
+                let resolve = scene.call(
+                    "approval::resolve",
+                    json!({"session_id": sid, "function_call_id": format!("rc_{i}"), "decision": if i % 2 == 0 { "allow" } else { "deny" }}),
+                );
                 let tid = format!("rt_{i}");
                 let turn = scene.harness.complete_turn(&sid, &tid, "cancelled");
                 let delete = scene.sessions.delete(&sid);
@@ -267,7 +286,9 @@ async fn records_of_the_single_scope_layout_are_migrated_at_boot() {
         let probe = engine.client("probe").await;
         let record = json!({"session_id": "s_old", "turn_id": "t_old", "function_call_id": "c_old", "function_id": "demo::echo",
                             "arguments_excerpt": {}, "pending_at": 1_700_000_000_000u64, "depth": 0});
-        approval_gate::testkit::fixture::call(&probe, "state::set", json!({"scope": "approval_pending", "key": "s_old/c_old", "value": record})).await.unwrap();
+        approval_gate::testkit::fixture::call(&probe, "state::set", json!({"scope": "approval_pending", "key": "s_old/c_old", "value": record}))
+            .await
+            .unwrap();
         let _worker = start_in_process(&engine.url()).await;
         let listed = approval_gate::testkit::fixture::call(&probe, "approval::list-pending", json!({})).await.unwrap();
         assert_eq!(listed["pending"][0]["function_call_id"], "c_old");
@@ -275,7 +296,9 @@ async fn records_of_the_single_scope_layout_are_migrated_at_boot() {
         let legacy = approval_gate::testkit::fixture::call(&probe, "state::list", json!({"scope": "approval_pending"})).await.unwrap();
         assert_eq!(legacy, json!([]));
         let scope = approval_gate::pending::store::bucket_scope("s_old", "c_old");
-        let moved = approval_gate::testkit::fixture::call(&probe, "state::get", json!({"scope": scope, "key": "s_old/c_old"})).await.unwrap();
+        let moved = approval_gate::testkit::fixture::call(&probe, "state::get", json!({"scope": scope, "key": "s_old/c_old"}))
+            .await
+            .unwrap();
         assert_eq!(moved["pending_at"], 1_700_000_000_000u64);
     })
     .await;

@@ -51,7 +51,10 @@ async fn scene_with(
         )
         .await;
     scene
-        .ok("configuration::set", json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "shell::*", "coder::*", "demo::*"], "grant_reask_limit": reask}}))
+        .ok(
+            "configuration::set",
+            json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "shell::*", "coder::*", "demo::*"], "grant_reask_limit": reask}}),
+        )
         .await;
     let w = scene.worker.as_ref().unwrap().worker.clone();
     assert!(
@@ -70,6 +73,12 @@ async fn run(scene: &Scene, sid: &str, cid: &str, fid: &str, path: &str) -> Call
                 .with_working_dir(&format!("/w/{sid}")),
         )
         .await
+}
+
+/// Asserts a call is held, showing what happened instead.
+#[track_caller]
+fn held(state: CallState) {
+    assert!(state.is_held(), "expected a hold, got {state:?}");
 }
 
 fn is_original_error(state: &CallState, code: &str) -> bool {
@@ -200,21 +209,24 @@ async fn grant_allow_once_session_and_always() {
     on_each_engine("grant_scopes", |engine| async move {
         let scene = scene_with(engine, HarnessOptions::default(), 3).await;
         scene
-            .ok("configuration::register", json!({"id": "shell", "name": "shell", "description": "shell", "schema": {"type": "object"},
-                 "initial_value": {"fs": {"host_roots": ["/srv"], "deny": ["/etc"]}, "other": 1}}))
+            .ok(
+                "configuration::register",
+                json!({"id": "shell", "name": "shell", "description": "shell", "schema": {"type": "object"},
+                 "initial_value": {"fs": {"host_roots": ["/srv"], "deny": ["/etc"]}, "other": 1}}),
+            )
             .await;
         // once: the retried call succeeds with extra_roots; the next call to the dir asks again.
-        assert!(run(&scene, "s1", "c1", "shell::read", "/data/a/f").await.is_held());
+        held(run(&scene, "s1", "c1", "shell::read", "/data/a/f").await);
         assert_eq!(resolve(&scene, "s1", "c1", "allow", None).await["resolved"], true);
         let st = scene.harness.state("s1", "c1").unwrap();
         assert!(succeeded(&st), "{st:?}");
         let last = scene.harness.runs_of("shell::read").last().cloned().unwrap();
         assert_eq!(last.extra_roots, vec!["/data/a".to_string()]);
-        assert!(run(&scene, "s1", "c2", "shell::read", "/data/a/g").await.is_held(), "once is one call only");
+        held(run(&scene, "s1", "c2", "shell::read", "/data/a/g").await);
         resolve(&scene, "s1", "c2", "deny", None).await;
 
         // session: the grant is stored; later calls succeed without a prompt.
-        assert!(run(&scene, "s1", "c3", "shell::read", "/data/b/f").await.is_held());
+        held(run(&scene, "s1", "c3", "shell::read", "/data/b/f").await);
         resolve(&scene, "s1", "c3", "allow", Some("session")).await;
         assert!(succeeded(&scene.harness.state("s1", "c3").unwrap()));
         assert_eq!(scene.harness.grants("s1"), vec!["/data/b".to_string()]);
@@ -222,9 +234,12 @@ async fn grant_allow_once_session_and_always() {
         assert!(succeeded(&run(&scene, "s1", "c4", "shell::read", "/data/b/deeper/g").await));
 
         // always: as session, plus the shell configuration lists the dir once.
-        assert!(run(&scene, "s1", "c5", "shell::read", "/data/c/f").await.is_held());
+        held(run(&scene, "s1", "c5", "shell::read", "/data/c/f").await);
         resolve(&scene, "s1", "c5", "allow", Some("always")).await;
-        assert!(run(&scene, "s2", "c6", "shell::read", "/data/c/f").await.is_held(), "another session: not granted by the harness double");
+        assert!(
+            run(&scene, "s2", "c6", "shell::read", "/data/c/f").await.is_held(),
+            "another session: not granted by the harness double"
+        );
         resolve(&scene, "s2", "c6", "allow", Some("always")).await;
         let shell = scene.ok("configuration::get", json!({"id": "shell"})).await;
         assert_eq!(shell["value"], json!({"fs": {"host_roots": ["/srv", "/data/c"], "deny": ["/etc"]}, "other": 1}));
@@ -236,9 +251,7 @@ async fn grant_allow_once_session_and_always() {
 async fn grant_failing_session_grant_still_releases_with_extra_roots() {
     on_test_engine("grant_failing_grant", |engine| async move {
         let scene = scene_with(engine, HarnessOptions::default(), 3).await;
-        assert!(run(&scene, "s1", "c1", "shell::read", "/data/a/f")
-            .await
-            .is_held());
+        held(run(&scene, "s1", "c1", "shell::read", "/data/a/f").await);
         scene.engine.test_engine().unwrap().faults().fail(
             "harness::workspace::grant",
             "DOWN",
@@ -258,9 +271,7 @@ async fn grant_failing_session_grant_still_releases_with_extra_roots() {
         );
         // "always" with no shell configuration entry: the persist fails, the release does not.
         scene.engine.test_engine().unwrap().faults().clear_all();
-        assert!(run(&scene, "s1", "c2", "shell::read", "/data/z/f")
-            .await
-            .is_held());
+        held(run(&scene, "s1", "c2", "shell::read", "/data/z/f").await);
         resolve(&scene, "s1", "c2", "allow", Some("always")).await;
         assert!(succeeded(&scene.harness.state("s1", "c2").unwrap()));
     })
@@ -271,9 +282,7 @@ async fn grant_failing_session_grant_still_releases_with_extra_roots() {
 async fn grant_deny_is_remembered_for_the_session() {
     on_each_engine("grant_deny_remembered", |engine| async move {
         let scene = scene_with(engine, HarnessOptions::default(), 3).await;
-        assert!(run(&scene, "s1", "c1", "shell::read", "/data/a/f")
-            .await
-            .is_held());
+        held(run(&scene, "s1", "c1", "shell::read", "/data/a/f").await);
         resolve(&scene, "s1", "c1", "deny", None).await;
         let st = scene.harness.state("s1", "c1").unwrap();
         assert!(
@@ -294,9 +303,7 @@ async fn grant_deny_is_remembered_for_the_session() {
         // Session deletion forgets it: the same session id is asked again.
         scene.sessions.delete("s1").await;
         tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(run(&scene, "s1", "c4", "shell::read", "/data/a/f")
-            .await
-            .is_held());
+        held(run(&scene, "s1", "c4", "shell::read", "/data/a/f").await);
     })
     .await;
 }
@@ -305,15 +312,20 @@ async fn grant_deny_is_remembered_for_the_session() {
 async fn grant_reask_limit_one_and_default_three() {
     on_each_engine("grant_reask_limit", |engine| async move {
         let scene = scene_with(engine, HarnessOptions::default(), 1).await;
-        assert!(run(&scene, "s1", "c1", "shell::stubborn", "/data/a/f").await.is_held());
+        held(run(&scene, "s1", "c1", "shell::stubborn", "/data/a/f").await);
         resolve(&scene, "s1", "c1", "allow", None).await;
         let st = scene.harness.state("s1", "c1").unwrap();
         assert!(is_original_error(&st, "S215"), "limit 1: the second rejection stands down: {st:?}");
 
-        scene.ok("configuration::set", json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "shell::*", "coder::*", "demo::*"]}})).await;
+        scene
+            .ok(
+                "configuration::set",
+                json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "shell::*", "coder::*", "demo::*"]}}),
+            )
+            .await;
         let w = scene.worker.as_ref().unwrap().worker.clone();
         assert!(eventually(WAIT, || w.config.load().config.grant_reask_limit == 3).await);
-        assert!(run(&scene, "s1", "c2", "shell::stubborn", "/data/b/f").await.is_held());
+        held(run(&scene, "s1", "c2", "shell::stubborn", "/data/b/f").await);
         for round in 1..=3 {
             resolve(&scene, "s1", "c2", "allow", None).await;
             let st = scene.harness.state("s1", "c2").unwrap();
@@ -428,10 +440,13 @@ async fn grant_two_concurrent_always_grants_keep_both_dirs() {
     on_each_engine("grant_concurrent_always", |engine| async move {
         let scene = scene_with(engine, HarnessOptions::default(), 3).await;
         scene
-            .ok("configuration::register", json!({"id": "shell", "name": "shell", "description": "shell", "schema": {"type": "object"}, "initial_value": {}}))
+            .ok(
+                "configuration::register",
+                json!({"id": "shell", "name": "shell", "description": "shell", "schema": {"type": "object"}, "initial_value": {}}),
+            )
             .await;
-        assert!(run(&scene, "s1", "c1", "shell::read", "/data/a/f").await.is_held());
-        assert!(run(&scene, "s2", "c2", "shell::read", "/data/b/f").await.is_held());
+        held(run(&scene, "s1", "c1", "shell::read", "/data/a/f").await);
+        held(run(&scene, "s2", "c2", "shell::read", "/data/b/f").await);
         let (a, b) = tokio::join!(resolve(&scene, "s1", "c1", "allow", Some("always")), resolve(&scene, "s2", "c2", "allow", Some("always")));
         assert_eq!(a["resolved"], true);
         assert_eq!(b["resolved"], true);
@@ -447,18 +462,14 @@ async fn grant_two_concurrent_always_grants_keep_both_dirs() {
 async fn grant_session_deletion_clears_counters() {
     on_each_engine("grant_session_deletion", |engine| async move {
         let scene = scene_with(engine, HarnessOptions::default(), 1).await;
-        assert!(run(&scene, "s1", "c1", "shell::read", "/data/a/f")
-            .await
-            .is_held());
+        held(run(&scene, "s1", "c1", "shell::read", "/data/a/f").await);
         assert!(!scene.scope("approval_grant_attempts").await.is_empty());
         scene.sessions.delete("s1").await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(scene.inbox().await.is_empty());
         assert!(scene.scope("approval_grant_attempts").await.is_empty());
         // The same call id in a new session of the same id is asked again (limit 1).
-        assert!(run(&scene, "s1", "c1", "shell::read", "/data/a/f")
-            .await
-            .is_held());
+        held(run(&scene, "s1", "c1", "shell::read", "/data/a/f").await);
     })
     .await;
 }
@@ -467,12 +478,8 @@ async fn grant_session_deletion_clears_counters() {
 async fn grant_turn_completion_clears_that_turns_counters() {
     on_each_engine("grant_turn_clears_counters", |engine| async move {
         let scene = scene_with(engine, HarnessOptions::default(), 3).await;
-        assert!(run(&scene, "s1", "c1", "shell::read", "/data/a/f")
-            .await
-            .is_held());
-        assert!(run(&scene, "s2", "c2", "shell::read", "/data/a/f")
-            .await
-            .is_held());
+        held(run(&scene, "s1", "c1", "shell::read", "/data/a/f").await);
+        held(run(&scene, "s2", "c2", "shell::read", "/data/a/f").await);
         assert_eq!(scene.scope("approval_grant_attempts").await.len(), 2);
         scene.harness.complete_turn("s1", "t_s1", "completed").await;
         tokio::time::sleep(Duration::from_millis(500)).await;

@@ -75,7 +75,12 @@ async fn hostile_hook_inputs_get_a_deny_or_a_valid_answer() {
         }
         // 10 MB of arguments: a bounded record.
         let big = "x".repeat(10 * 1024 * 1024);
-        let out = scene.ok("approval::gate", base(json!({"id": "c_big", "function_id": "demo::echo", "arguments": {"blob": big, "list": vec![1; 100_000]}}))).await;
+        let out = scene
+            .ok(
+                "approval::gate",
+                base(json!({"id": "c_big", "function_id": "demo::echo", "arguments": {"blob": big, "list": vec![1; 100_000]}})),
+            )
+            .await;
         assert_eq!(out["decision"], "hold");
         let rec = scene.ok("approval::get-pending", json!({"session_id": "s_h", "function_call_id": "c_big"})).await;
         assert!(rec.to_string().len() < 100 * 1024, "record is {} bytes", rec.to_string().len());

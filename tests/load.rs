@@ -55,7 +55,9 @@ async fn load_ten_thousand_calls_keep_every_invariant() {
         .await;
         let scene = Arc::new(scene_owned);
         scene.wait_for_gate_binding().await;
-        scene.ok("configuration::set", json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "!demo::other"]}})).await;
+        scene
+            .ok("configuration::set", json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "!demo::other"]}}))
+            .await;
         for s in 0..100 {
             if s % 5 == 0 {
                 scene
@@ -123,7 +125,13 @@ async fn load_ten_thousand_calls_keep_every_invariant() {
                     for r in page["pending"].as_array().cloned().unwrap_or_default() {
                         n += 1;
                         let decision = if n % 3 == 0 { "deny" } else { "allow" };
-                        match scene.call("approval::resolve", json!({"session_id": r["session_id"], "function_call_id": r["function_call_id"], "decision": decision})).await {
+                        match scene
+                            .call(
+                                "approval::resolve",
+                                json!({"session_id": r["session_id"], "function_call_id": r["function_call_id"], "decision": decision}),
+                            )
+                            .await
+                        {
                             Ok(_) => {
                                 resolves.fetch_add(1, Ordering::SeqCst);
                             }

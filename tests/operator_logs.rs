@@ -75,27 +75,15 @@ async fn holds_resolves_purges_and_stand_downs_are_logged_once_with_their_ids() 
         )
         .await;
         let probe = engine.client("probe").await;
-        let mut worker =
-            WorkerProcess::spawn(Path::new(BIN), &engine.url(), &["--log-format", "json"], Duration::from_secs(30)).await;
-        for (point, function_id) in [
-            ("harness::hook::pre-trigger", "approval::gate"),
-            ("harness::hook::post-trigger", "approval::grant-watch"),
-        ] {
+        let mut worker = WorkerProcess::spawn(Path::new(BIN), &engine.url(), &["--log-format", "json"], Duration::from_secs(30)).await;
+        for (point, function_id) in [("harness::hook::pre-trigger", "approval::gate"), ("harness::hook::post-trigger", "approval::grant-watch")] {
             assert!(harness.wait_for_binding(point, function_id, WAIT).await.is_some());
         }
-        let resolve = |cid: &str, decision: &str| {
-            json!({"session_id": "s_ops", "function_call_id": cid, "decision": decision})
-        };
-        let call = |cid: &str, fid: &str, arguments: Value| {
-            CallSpec::new("s_ops", "t_ops", cid, fid, arguments).with_working_dir("/w/s_ops")
-        };
+        let resolve = |cid: &str, decision: &str| json!({"session_id": "s_ops", "function_call_id": cid, "decision": decision});
+        let call = |cid: &str, fid: &str, arguments: Value| CallSpec::new("s_ops", "t_ops", cid, fid, arguments).with_working_dir("/w/s_ops");
         let ok = |f: &'static str, p: Value| {
             let probe = probe.clone();
-            async move {
-                approval_gate::testkit::fixture::call(&probe, f, p.clone())
-                    .await
-                    .unwrap_or_else(|e| panic!("{f} {p}: {e}"))
-            }
+            async move { approval_gate::testkit::fixture::call(&probe, f, p.clone()).await.unwrap_or_else(|e| panic!("{f} {p}: {e}")) }
         };
 
         // c1 held then allowed; c2 held then denied; c3 held and purged.
@@ -116,8 +104,7 @@ async fn holds_resolves_purges_and_stand_downs_are_logged_once_with_their_ids() 
         harness.complete_turn("s_ops", "t_ops", "cancelled").await;
 
         assert!(
-            worker.wait_for_line("held call purged", WAIT).await
-                && worker.wait_for_line("grant watch stood down", WAIT).await,
+            worker.wait_for_line("held call purged", WAIT).await && worker.wait_for_line("grant watch stood down", WAIT).await,
             "{}",
             worker.output()
         );

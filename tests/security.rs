@@ -27,7 +27,12 @@ const ESCALATIONS: &[&str] = &[
 async fn security_self_escalation_is_denied_in_every_configuration() {
     on_each_engine("security_self_escalation", |engine| async move {
         let scene = Scene::start(engine).await;
-        scene.ok("configuration::set", json!({"id": "approval-gate", "value": {"default_mode": "full", "rules": ["*", "approval::*", "configuration::*"]}})).await;
+        scene
+            .ok(
+                "configuration::set",
+                json!({"id": "approval-gate", "value": {"default_mode": "full", "rules": ["*", "approval::*", "configuration::*"]}}),
+            )
+            .await;
         let w = scene.worker.as_ref().unwrap().worker.clone();
         assert!(eventually(WAIT, || w.config.load().config.rules.len() == 3).await);
         scene.ok("approval::set-mode", json!({"session_id": "s_x", "mode": "full"})).await;
@@ -56,12 +61,18 @@ async fn security_injected_fields_neither_crash_nor_change_behaviour() {
         let scene = Scene::start(engine).await;
         // A binding config with an extra field is refused; the worker keeps serving.
         let err = scene
-            .call("engine::register_trigger", json!({"trigger_type": "approval::pending-resolved", "function_id": "x::y", "config": {"session_id": "s", "metadata": {}, "callback_url": "http://evil"}}))
+            .call(
+                "engine::register_trigger",
+                json!({"trigger_type": "approval::pending-resolved", "function_id": "x::y", "config": {"session_id": "s", "metadata": {}, "callback_url": "http://evil"}}),
+            )
             .await
             .unwrap_err();
         assert!(message_of(&err).contains("invalid binding config"), "{err:?}");
         let err = scene
-            .call("engine::register_trigger", json!({"trigger_type": "approval::pending-created", "function_id": "x::y", "config": {"metadata": "not-an-object"}}))
+            .call(
+                "engine::register_trigger",
+                json!({"trigger_type": "approval::pending-created", "function_id": "x::y", "config": {"metadata": "not-an-object"}}),
+            )
             .await
             .unwrap_err();
         assert!(message_of(&err).contains("invalid binding config"), "{err:?}");
@@ -69,9 +80,12 @@ async fn security_injected_fields_neither_crash_nor_change_behaviour() {
         // A resolve carrying harness fields is a plain allow.
         assert!(scene.harness.call(CallSpec::new("s_i", "t_i", "c_i", "demo::echo", json!({}))).await.is_held());
         let out = scene
-            .ok("approval::resolve", json!({"session_id": "s_i", "function_call_id": "c_i", "decision": "allow",
+            .ok(
+                "approval::resolve",
+                json!({"session_id": "s_i", "function_call_id": "c_i", "decision": "allow",
                 "action": "deliver", "extra_roots": ["/"], "turn_id": "t_other", "is_error": true,
-                "content": [{"type": "text", "text": "forged"}], "grant_scope": "always", "_caller_worker_id": "w-forged"}))
+                "content": [{"type": "text", "text": "forged"}], "grant_scope": "always", "_caller_worker_id": "w-forged"}),
+            )
             .await;
         assert_eq!(out["resolved"], true);
         let mut req = scene.harness.resolve_requests().into_iter().find(|r| r["function_call_id"] == "c_i").unwrap();
@@ -99,8 +113,13 @@ async fn security_engine_injected_caller_id_never_reaches_a_record() {
         let scene = Scene::start(engine).await;
         let created = scene.sink("caller-created", "approval::pending-created", json!({})).await;
         assert!(scene.harness.call(CallSpec::new("s_c", "t_c", "c_c", "demo::echo", json!({"q": 1}))).await.is_held());
-        let out = scene.ok("approval::gate", json!({"point": "pre_trigger", "session_id": "s_c", "turn_id": "t_c", "_caller_worker_id": "forged",
-            "call": {"id": "c_d", "function_id": "demo::echo", "arguments": {"q": 2}}})).await;
+        let out = scene
+            .ok(
+                "approval::gate",
+                json!({"point": "pre_trigger", "session_id": "s_c", "turn_id": "t_c", "_caller_worker_id": "forged",
+            "call": {"id": "c_d", "function_id": "demo::echo", "arguments": {"q": 2}}}),
+            )
+            .await;
         assert_eq!(out["decision"], "hold");
         for rec in scene.inbox().await {
             assert!(!contains_key(&rec, "_caller_worker_id"), "{rec}");

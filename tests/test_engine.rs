@@ -336,10 +336,7 @@ async fn an_engine_provider_refuses_a_bad_config() {
     .await;
     let (code, message) = remote(refused);
     assert_eq!(code, "trigger_registration_failed");
-    assert_eq!(
-        message,
-        "Failed to parse trigger config: invalid type: string \"nope\", expected struct StateTriggerConfig"
-    );
+    assert_eq!(message, "Failed to parse trigger config: invalid type: string \"nope\", expected struct StateTriggerConfig");
 }
 
 // ── the wire, seen by a hand-written client ────────────────────────────

@@ -233,14 +233,7 @@ pub fn register(worker: &Arc<Worker>) {
                     // A result that is not a jail rejection is the common
                     // case, not a stand-down: it is not logged.
                     if reason != StandDown::NoHint {
-                        tracing::info!(
-                            session_id,
-                            function_call_id,
-                            function_id,
-                            decision = "continue",
-                            rule = reason.as_str(),
-                            "grant watch stood down"
-                        );
+                        tracing::info!(session_id, function_call_id, function_id, decision = "continue", rule = reason.as_str(), "grant watch stood down");
                     }
                     HookOutput::Continue
                 }

@@ -119,12 +119,17 @@ pub fn register(worker: &Arc<Worker>) {
         },
     );
 
-    register_typed(worker, "approval::add-always-allow", "Add a function id or glob to a session's always-allow list (honoured in auto mode). Human/console only.", |w, r: EntryRequest| async move {
+    register_typed(
+        worker,
+        "approval::add-always-allow",
+        "Add a function id or glob to a session's always-allow list (honoured in auto mode). Human/console only.",
+        |w, r: EntryRequest| async move {
             validated(&r.session_id, Some(&r.function_id))?;
             let settings = w.settings.mutate(&r.session_id, |s, now| s.add_always_allow(&r.function_id, now)).await?;
             tracing::info!(session_id = %r.session_id, function_id = %r.function_id, "always-allow added");
             Ok(SettingsResponse { settings })
-    });
+        },
+    );
 
     register_typed(
         worker,
@@ -141,12 +146,17 @@ pub fn register(worker: &Arc<Worker>) {
         },
     );
 
-    register_typed(worker, "approval::approve-always", "Remember a human decision: the function id or glob is allowed in every mode for the session. Human/console only.", |w, r: EntryRequest| async move {
+    register_typed(
+        worker,
+        "approval::approve-always",
+        "Remember a human decision: the function id or glob is allowed in every mode for the session. Human/console only.",
+        |w, r: EntryRequest| async move {
             validated(&r.session_id, Some(&r.function_id))?;
             let settings = w.settings.mutate(&r.session_id, |s, now| s.approve_always(&r.function_id, now)).await?;
             tracing::info!(session_id = %r.session_id, function_id = %r.function_id, "approved always");
             Ok(SettingsResponse { settings })
-    });
+        },
+    );
 
     register_typed(
         worker,
@@ -171,12 +181,17 @@ pub fn register(worker: &Arc<Worker>) {
         },
     );
 
-    register_shaped::<StateEvent, _, _, _>(worker, "approval::on-settings-change", "Internal (state trigger on approval_settings): keeps the in-memory settings view in step with writes made elsewhere.", |w, event: Value| async move {
+    register_shaped::<StateEvent, _, _, _>(
+        worker,
+        "approval::on-settings-change",
+        "Internal (state trigger on approval_settings): keeps the in-memory settings view in step with writes made elsewhere.",
+        |w, event: Value| async move {
             if let Some(session_id) = event_key(&event) {
                 if validate_id("session_id", session_id).is_ok() {
                     w.settings.refresh(session_id).await;
                 }
             }
             Ok(Ack { ok: true })
-    });
+        },
+    );
 }

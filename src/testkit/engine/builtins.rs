@@ -123,8 +123,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     Builtin {
         id: "engine::register_trigger",
         worker: ENGINE,
-        description:
-            "Register a trigger that fires `function_id` directly. Returns the trigger id.",
+        description: "Register a trigger that fires `function_id` directly. Returns the trigger id.",
     },
     Builtin {
         id: "engine::unregister_trigger",

@@ -308,10 +308,7 @@ mod tests {
 
     #[test]
     fn void_invocation_parses_without_an_id() {
-        let frame: Inbound = serde_json::from_str(
-            r#"{"type":"invokefunction","function_id":"engine::workers::register","data":{"name":"w"},"action":{"type":"void"}}"#,
-        )
-        .unwrap();
+        let frame: Inbound = serde_json::from_str(r#"{"type":"invokefunction","function_id":"engine::workers::register","data":{"name":"w"},"action":{"type":"void"}}"#).unwrap();
         match frame {
             Inbound::InvokeFunction {
                 invocation_id,

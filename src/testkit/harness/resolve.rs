@@ -87,7 +87,7 @@ impl Core {
         let Some(parked) = self.claim(&key, &request.turn_id) else {
             return Ok(json!(ResolveResponse {
                 resolved: false,
-                turn_resumed: false,
+                turn_resumed: false
             }));
         };
         match request.action.unwrap_or(ResolveAction::Deliver) {
@@ -114,7 +114,7 @@ impl Core {
         });
         Ok(json!(ResolveResponse {
             resolved: true,
-            turn_resumed,
+            turn_resumed
         }))
     }
 
