@@ -80,7 +80,8 @@ pub struct Attempts {
 /// The watch: decides hold or continue.
 pub async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, StandDown> {
     let input: HookInput = parse_hook_input(input).map_err(|_| StandDown::NoCall)?;
-    let call = input.call.clone().ok_or(StandDown::NoCall)?;
+    // Borrowed, not cloned: cloning a `Value` recurses once per nesting level.
+    let call = input.call.as_ref().ok_or(StandDown::NoCall)?;
     let (sid, cid) = (input.session_id.clone(), call.id.clone());
     if validate_id("session_id", &sid).is_err() || validate_id("function_call_id", &cid).is_err() {
         return Err(StandDown::NoCall);
@@ -153,7 +154,7 @@ pub async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, StandDow
     drop(lock);
 
     let context = session_context(worker, &sid).await;
-    let mut record = build_record(&input, &call, RecordKind::FolderAccess, context);
+    let mut record = build_record(&input, call, RecordKind::FolderAccess, context);
     record.grant_request = Some(grant);
     let _lock = worker.pending.lock(&sid, &cid).await;
     match worker.pending.write(record.clone()).await {
@@ -248,4 +249,43 @@ pub fn register(worker: &Arc<Worker>) {
         .sibling
         .iii()
         .register_function("approval::grant-watch", registration);
+}
+
+#[cfg(all(test, feature = "testkit"))]
+mod tests {
+    use serde_json::Map;
+
+    use super::*;
+    use crate::testkit::fixture::EngineFixture;
+    use crate::testkit::worker::start_in_process;
+
+    #[tokio::test]
+    async fn deep_arguments_and_results_neither_recurse_nor_overflow() {
+        let engine = EngineFixture::start_test().await;
+        let running = start_in_process(&engine.url()).await;
+        let deep = || {
+            let mut v = json!("leaf");
+            for _ in 0..200_000 {
+                v = Value::Array(vec![v]);
+            }
+            v
+        };
+        let hook = |result: Value| {
+            let mut call = Map::new();
+            call.insert("id".into(), json!("c"));
+            call.insert("function_id".into(), json!("shell::run"));
+            call.insert("arguments".into(), deep());
+            let mut input = Map::new();
+            input.insert("point".into(), json!("post_trigger"));
+            input.insert("session_id".into(), json!("s"));
+            input.insert("turn_id".into(), json!("t"));
+            input.insert("call".into(), Value::Object(call));
+            input.insert("result".into(), result);
+            Value::Object(input)
+        };
+        for result in [json!({"is_error": false}), deep()] {
+            let out = watch(&running.worker, hook(result)).await;
+            assert!(matches!(out, Err(StandDown::NoHint)), "{out:?}");
+        }
+    }
 }

@@ -72,10 +72,15 @@ pub fn find_hint(text: &str) -> Option<GrantHint> {
     })
 }
 
+/// Absolute, and no segment is `.` or `..`. The segments are read from the
+/// text: `Path::components` drops `.` (`/a/./b` and `/a/.` read as `/a/b`
+/// and `/a`), so it cannot tell a clean path from one that only normalises
+/// to one.
 fn is_clean_absolute(dir: &str) -> bool {
     let p = Path::new(dir);
     !dir.is_empty()
         && p.is_absolute()
+        && dir.split('/').all(|seg| seg != "." && seg != "..")
         && p.components()
             .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
 }
@@ -178,6 +183,14 @@ mod tests {
         assert!(find_hint(r#"grant_hint={"v":1,"dir":"","path":"/a/x"}"#).is_none());
         assert!(find_hint(r#"grant_hint={"v":1,"dir":"rel/a","path":"x"}"#).is_none());
         assert!(find_hint(r#"grant_hint={"v":1,"dir":"/a/../etc","path":"x"}"#).is_none());
+        for dot in ["/a/./b", "/a/.", "/.", "///.", "./a", "/a/..", "/.."] {
+            let text = format!(r#"grant_hint={{"v":1,"dir":"{dot}","path":"x"}}"#);
+            assert!(find_hint(&text).is_none(), "{dot}");
+        }
+        for clean in ["/", "/a", "//a//b/", "/a/.b", "/a/..b", "/a/b.", "/..."] {
+            let text = format!(r#"grant_hint={{"v":1,"dir":"{clean}","path":"x"}}"#);
+            assert_eq!(find_hint(&text).map(|h| h.dir), Some(clean.to_owned()));
+        }
         assert!(find_hint(r#"grant_hint={"v":1,"path":"x"}"#).is_none());
         assert!(find_hint(r#"grant_hint=not json"#).is_none());
         assert!(find_hint("no hint at all").is_none());

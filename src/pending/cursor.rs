@@ -22,7 +22,7 @@ pub enum CursorError {
     /// Not unpadded base64url.
     #[error("invalid cursor: not base64url")]
     Base64,
-    /// Not a JSON `[u64, string, string]` array.
+    /// Not a JSON `[u64, string, string]` array as [`encode`] writes it.
     #[error("invalid cursor: not a sort key")]
     Shape,
 }
@@ -39,17 +39,25 @@ pub fn encode(key: &SortKey) -> String {
 
 /// The sort key inside a cursor. Total: every string gives a key or an
 /// error, never a panic.
+///
+/// Only the cursor [`encode`] writes for the key is accepted: the same key
+/// spelled with JSON whitespace or escapes (`[1, "s", "c"]`,
+/// `[1,"\u0073","c"]`) is not a second name for the same position.
 pub fn decode(cursor: &str) -> Result<SortKey, CursorError> {
     let bytes = URL_SAFE_NO_PAD
         .decode(cursor)
         .map_err(|_| CursorError::Base64)?;
     let (pending_at, session_id, function_call_id): (u64, String, String) =
         serde_json::from_slice(&bytes).map_err(|_| CursorError::Shape)?;
-    Ok(SortKey {
+    let key = SortKey {
         pending_at,
         session_id,
         function_call_id,
-    })
+    };
+    if encode(&key) != cursor {
+        return Err(CursorError::Shape);
+    }
+    Ok(key)
 }
 
 #[cfg(test)]
@@ -133,6 +141,30 @@ mod tests {
     }
 
     #[test]
+    fn only_the_canonical_spelling_of_a_key_decodes() {
+        let b64 = |s: &str| URL_SAFE_NO_PAD.encode(s);
+        assert_eq!(decode(&b64(r#"[1,"s","c"]"#)), Ok(key(1, "s", "c")));
+        for spelling in [
+            r#"[18446744073709551615,"",""] "#,
+            r#" [1,"s","c"]"#,
+            r#"[1, "s","c"]"#,
+            "[1,\"s\",\"c\"]\n",
+            r#"[1,"\u0073","c"]"#,
+            r#"[1,"s","\/"]"#,
+            r#"[1,"s","\u00e9"]"#,
+        ] {
+            assert_eq!(
+                decode(&b64(spelling)),
+                Err(CursorError::Shape),
+                "{spelling}"
+            );
+        }
+        // What must be escaped is escaped the way encode escapes it.
+        let k = key(7, "a\"b\\c\u{1}", "\n");
+        assert_eq!(decode(&encode(&k)), Ok(k));
+    }
+
+    #[test]
     fn standard_base64_alphabet_is_rejected() {
         let cursor = encode(&key(1, "\u{3ff}\u{3ff}\u{3ff}", "c"));
         assert_eq!(cursor, "WzEsIs-_z7_PvyIsImMiXQ");
@@ -151,7 +183,10 @@ mod tests {
 
         #[test]
         fn decode_never_panics_on_valid_base64(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
-            let _ = decode(&URL_SAFE_NO_PAD.encode(bytes));
+            let cursor = URL_SAFE_NO_PAD.encode(bytes);
+            if let Ok(k) = decode(&cursor) {
+                prop_assert_eq!(encode(&k), cursor);
+            }
         }
 
         #[test]

@@ -13,13 +13,24 @@
 //! `{"equals": null}` holds for a missing field. `matches` holds only for a
 //! string value; a missing or non-string field never matches.
 
-use regex::Regex;
+use regex::{Regex, RegexBuilder};
 use serde_json::{Map, Value};
 
 use super::decide::{ConstraintOp, MatchedConstraint};
 
 /// A missing field, for `equals`.
 static NULL: Value = Value::Null;
+
+/// The largest compiled form a `matches` regex may have (the `regex` crate's
+/// default is 10 MiB). Matching is linear in the argument's length, but the
+/// factor grows with the compiled size: at 10 MiB a counted repetition of
+/// Unicode classes such as `(?i)(?:\w+\s+){60}--force` took seconds per MiB
+/// of argument on the gate's hot path, and failing to compile near the limit
+/// took a second per rule. At 1 MiB such a regex is a compile error (the
+/// rule is reported and the rule set falls back to holding), ordinary
+/// patterns are untouched, and the worst accepted ones stay in milliseconds
+/// on a 10 MiB argument.
+pub(crate) const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
 /// Where a constraint looks in the arguments object.
 #[derive(Debug, Clone)]
@@ -72,7 +83,9 @@ impl CompiledConstraint {
     /// Compiles a `matches` constraint on `field`.
     pub(crate) fn matches(field: &str, pattern: &str) -> Result<CompiledConstraint, String> {
         let path = parse_field(field)?;
-        let regex = Regex::new(pattern)
+        let regex = RegexBuilder::new(pattern)
+            .size_limit(REGEX_SIZE_LIMIT)
+            .build()
             .map_err(|e| format!("args {field:?}: invalid regex {pattern:?}: {e}"))?;
         Ok(CompiledConstraint {
             field: field.into(),
@@ -289,6 +302,68 @@ mod tests {
         assert!(err.contains("\"cmd\""), "{err}");
         // A top-level key may contain `~` freely.
         assert!(CompiledConstraint::equals("a~", &Value::Null).is_ok());
+    }
+
+    #[test]
+    fn heavy_regexes_are_compile_errors_and_ordinary_ones_are_not() {
+        for heavy in [
+            r"(?i)(?:\w+\s+){60}--force",
+            r"(?:a|b|\w){200}z",
+            r"\w{100}",
+            r"\w{1000}",
+            r"(?:\w{10}){30}",
+            r"[\p{L}\p{N}]{300}",
+        ] {
+            let started = std::time::Instant::now();
+            let err = CompiledConstraint::matches("cmd", heavy).expect_err(heavy);
+            assert!(
+                err.contains("invalid regex") && err.contains("size limit"),
+                "{err}"
+            );
+            // Refused long before the default limit would have been reached.
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(2),
+                "{heavy}"
+            );
+        }
+        for ordinary in [
+            r"push .*--force",
+            r"^git\s+push\b",
+            r"(?i)rm\s+-rf?\s+/",
+            r"\w+@\w+\.com",
+            r"(?i)(?:\w+\s+){20}--force",
+            r"(?-u:\w){500}z",
+            r"[a-z0-9_-]{1,64}",
+            r"^(?:[^/]+/){0,8}[^/]*\.env$",
+        ] {
+            assert!(
+                CompiledConstraint::matches("cmd", ordinary).is_ok(),
+                "{ordinary}"
+            );
+        }
+    }
+
+    #[test]
+    fn accepted_regexes_stay_fast_on_a_large_argument() {
+        // The heaviest shape still under the limit, on 4 MiB of words.
+        let c = re("cmd", r"(?i)(?:\w+\s+){20}--force");
+        let words: String = (0..4 << 20)
+            .map(|i| {
+                if i % 7 == 6 {
+                    ' '
+                } else {
+                    char::from(b'a' + (i % 26) as u8)
+                }
+            })
+            .collect();
+        let args = obj(json!({ "cmd": words }));
+        let started = std::time::Instant::now();
+        assert!(!c.holds(&args));
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

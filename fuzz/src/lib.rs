@@ -1,0 +1,24 @@
+//! Shared pieces of the fuzz targets: JSON values and policy texts built from
+//! fuzz input, the output checks the targets run, and a naive reference of
+//! the decision ladder to compare [`approval_gate::policy::decide`] with.
+
+pub mod gen;
+pub mod reference;
+pub mod walk;
+
+use serde_json::Value;
+
+/// Drops a value of any depth without recursion (the targets build values
+/// deeper than `serde_json`'s own `Drop` can take).
+pub fn dismantle(value: Value) {
+    approval_gate::deep::dismantle(value);
+}
+
+/// `n` nested one-element arrays around `leaf`, built without recursion.
+pub fn nest_arrays(n: usize, leaf: Value) -> Value {
+    let mut v = leaf;
+    for _ in 0..n {
+        v = Value::Array(vec![v]);
+    }
+    v
+}
