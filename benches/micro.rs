@@ -64,6 +64,59 @@ fn bench_decide(c: &mut Criterion) {
     group.finish();
 }
 
+/// Where the time of one decision goes: the human-only scan, the session's
+/// allow-lists, and the rule table split into exact ids and globs.
+fn bench_decide_parts(c: &mut Criterion) {
+    let miss = Call {
+        function_id: "nothing::matches::here",
+        arguments: None,
+    };
+    let bare = CompiledSettings::new(&ApprovalSettings {
+        mode: Mode::Manual,
+        always_allow: Vec::new(),
+        approved_always: Vec::new(),
+        mode_set_at: 0,
+    });
+    let granted = session();
+    let empty = CompiledRules::empty();
+    let specs = |f: &dyn Fn(usize) -> Value| -> CompiledRules {
+        let specs: Vec<_> = (0..1_000).map(f).collect();
+        CompiledRules::compile(
+            &serde_json::from_value::<Vec<_>>(Value::Array(specs)).expect("specs"),
+        )
+        .expect("compiles")
+    };
+    let exact = specs(&|i| json!(format!("svc{i}::op")));
+    let prefix = specs(&|i| json!(format!("!ns{i}::*")));
+    let suffix = specs(&|i| json!(format!("*::danger{i}")));
+    let alternation = specs(&|i| json!(format!("{{tool,kit}}{i}::[gs]et")));
+    let mut group = c.benchmark_group("decide_parts");
+    group.bench_function("human_only_scan", |b| {
+        b.iter(|| {
+            black_box(approval_gate::policy::is_human_only(black_box(
+                miss.function_id,
+            )))
+        })
+    });
+    group.bench_function("no_rules/no_grants", |b| {
+        b.iter(|| black_box(decide(&bare, &empty, black_box(&miss))))
+    });
+    group.bench_function("no_rules/4_grants", |b| {
+        b.iter(|| black_box(decide(&granted, &empty, black_box(&miss))))
+    });
+    for (name, rules) in [
+        ("1000_exact", &exact),
+        ("1000_prefix_globs", &prefix),
+        ("1000_suffix_globs", &suffix),
+        ("1000_alternation_globs", &alternation),
+    ] {
+        group.bench_function(format!("{name}/no_grants_miss"), |b| {
+            b.iter(|| black_box(decide(&bare, rules, black_box(&miss))))
+        });
+    }
+    group.finish();
+}
+
 fn bench_compile(c: &mut Criterion) {
     let mut group = c.benchmark_group("compile");
     for n in RULE_SIZES {
@@ -156,8 +209,10 @@ fn bench_index(c: &mut Criterion) {
                 for k in 0..iters {
                     let record = &held[(k as usize) % held.len()];
                     let start = Instant::now();
-                    black_box(index.remove(&record.session_id, &record.function_call_id));
+                    let removed =
+                        black_box(index.remove(&record.session_id, &record.function_call_id));
                     total += start.elapsed();
+                    drop(removed);
                     index.insert(record.clone());
                 }
                 total
@@ -241,6 +296,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = micro;
     config = config();
-    targets = bench_decide, bench_compile, bench_redact, bench_index, bench_rebuild
+    targets = bench_decide, bench_decide_parts, bench_compile, bench_redact, bench_index, bench_rebuild
 }
 criterion_main!(micro);
