@@ -304,6 +304,8 @@ struct Samples {
     latencies: Vec<Duration>,
     /// Calls and wall time of the runs with [`CONCURRENCY`] in flight.
     concurrent: (usize, Duration),
+    /// Calls that failed in the concurrent runs.
+    failed: usize,
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -320,8 +322,9 @@ fn next_id(prefix: &str, counter: &mut u64) -> String {
     format!("{prefix}-{}", *counter)
 }
 
-/// Runs one sample of `case` and returns its latency.
-async fn sample(world: &World, case: Case, counter: &mut u64) -> Duration {
+/// Runs one sample of `case` and returns its latency, or `None` when the
+/// answer was wrong or did not come (reported and counted, not timed).
+async fn sample(world: &World, case: Case, counter: &mut u64) -> Option<Duration> {
     CURRENT.with(|c| c.set(Some(case)));
     let h = world.harness.client();
     let session = (*counter as usize) % SESSIONS;
@@ -397,25 +400,34 @@ thread_local! {
     static CURRENT: std::cell::Cell<Option<Case>> = const { std::cell::Cell::new(None) };
 }
 
-/// Times `fut` and checks its output (a wrong answer makes the figure
-/// meaningless, so it stops the run).
+/// Times `fut` and checks its output; a wrong or missing answer is
+/// reported and yields no sample.
 async fn timed<T: std::fmt::Debug>(
     fut: impl Future<Output = T>,
     ok: impl Fn(&T) -> bool,
-) -> Duration {
+) -> Option<Duration> {
     let start = Instant::now();
     let out = fut.await;
     let elapsed = start.elapsed();
-    assert!(
-        ok(&out),
-        "unexpected answer in {:?}: {out:?}",
-        CURRENT.with(|c| c.get())
-    );
-    elapsed
+    if ok(&out) {
+        Some(elapsed)
+    } else {
+        eprintln!(
+            "unexpected answer in {:?}: {out:?}",
+            CURRENT.with(|c| c.get())
+        );
+        None
+    }
 }
 
-/// `total` calls of `case` with [`CONCURRENCY`] in flight; their wall time.
-async fn throughput(world: &World, case: Case, total: usize, counter: &mut u64) -> Duration {
+/// `total` calls of `case` with [`CONCURRENCY`] in flight; their wall time
+/// and how many failed (reported, not fatal: a loaded engine may time out).
+async fn throughput(
+    world: &World,
+    case: Case,
+    total: usize,
+    counter: &mut u64,
+) -> (Duration, usize) {
     let h = world.harness.client().clone();
     let start_id = *counter;
     *counter += total as u64;
@@ -429,7 +441,9 @@ async fn throughput(world: &World, case: Case, total: usize, counter: &mut u64) 
                 .harness
                 .call(spec(session, &call_id, "demo::held"))
                 .await;
-            assert!(state.is_held());
+            if !state.is_held() {
+                eprintln!("the harness did not park {call_id}: {state:?}");
+            }
             held.push((session, call_id));
         }
     }
@@ -502,8 +516,10 @@ async fn throughput(world: &World, case: Case, total: usize, counter: &mut u64) 
         .await;
     let elapsed = start.elapsed();
     let failed = results.iter().filter(|ok| !**ok).count();
-    assert_eq!(failed, 0, "{failed} of {total} {case:?} calls failed");
-    elapsed
+    if failed > 0 {
+        eprintln!("{failed} of {total} {case:?} calls with {CONCURRENCY} in flight failed");
+    }
+    (elapsed, failed)
 }
 
 /// Engine invocations one decision costs, beyond the gate call itself
@@ -591,6 +607,7 @@ async fn latency_phase() {
             case,
             latencies: Vec::with_capacity(rounds * per_round),
             concurrent: (0, Duration::ZERO),
+            failed: 0,
         })
         .collect();
     for round in 0..rounds {
@@ -602,13 +619,16 @@ async fn latency_phase() {
         for k in 0..cases.len() {
             let idx = (k + round) % cases.len();
             for _ in 0..per_round {
-                let d = sample(&world, cases[idx], &mut counter).await;
-                all[idx].latencies.push(d);
+                match sample(&world, cases[idx], &mut counter).await {
+                    Some(d) => all[idx].latencies.push(d),
+                    None => all[idx].failed += 1,
+                }
             }
             let burst = 2 * per_round;
-            let took = throughput(&world, cases[idx], burst, &mut counter).await;
+            let (took, failed) = throughput(&world, cases[idx], burst, &mut counter).await;
             all[idx].concurrent.0 += burst;
             all[idx].concurrent.1 += took;
+            all[idx].failed += failed;
         }
     }
     let counts = count_invocations(&world, &mut counter).await;
@@ -622,8 +642,8 @@ async fn latency_phase() {
             rate(all[0].concurrent),
         )
     };
-    println!("| case | p50 | p99 | calls/s (sequential) | calls/s ({CONCURRENCY} in flight) | p50 ÷ (a) | p99 ÷ (a) | calls/s ({CONCURRENCY}) ÷ (a) |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| case | p50 | p99 | calls/s (sequential) | calls/s ({CONCURRENCY} in flight) | p50 ÷ (a) | p99 ÷ (a) | calls/s ({CONCURRENCY}) ÷ (a) | failed calls |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for s in &all {
         let mut v = s.latencies.clone();
         v.sort();
@@ -632,7 +652,7 @@ async fn latency_phase() {
         let seq = v.len() as f64 / sum.as_secs_f64().max(f64::MIN_POSITIVE);
         let tp = rate(s.concurrent);
         println!(
-            "| {} | {} | {} | {:.0} | {:.0} | {:.2}× | {:.2}× | {:.2}× |",
+            "| {} | {} | {} | {:.0} | {:.0} | {:.2}× | {:.2}× | {:.2}× | {} |",
             s.case.label(),
             fmt_dur(p50),
             fmt_dur(p99),
@@ -641,6 +661,7 @@ async fn latency_phase() {
             p50.as_secs_f64() / echo.0.as_secs_f64(),
             p99.as_secs_f64() / echo.1.as_secs_f64(),
             tp / echo.2,
+            s.failed,
         );
     }
     match counts {
