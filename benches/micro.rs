@@ -1,0 +1,301 @@
+//! Micro benchmarks of the pure hot paths: the decision ladder, rule
+//! compilation, redaction, the pending index and its boot rebuild.
+//!
+//! `cargo bench --bench micro` (add a filter such as `decide/` to run one
+//! group). Medians are what the README reports: the machine is shared, so
+//! means are pulled around by other work.
+
+mod common;
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use approval_gate::pending::index::{ListQuery, PendingIndex};
+use approval_gate::pending::record::{PendingRecord, SortKey};
+use approval_gate::policy::{decide, Call, CompiledRules, CompiledSettings};
+use approval_gate::redact::redact;
+use approval_gate::settings::model::{ApprovalSettings, Entry, GrantedBy, Mode};
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
+use serde_json::{json, Map, Value};
+
+const RULE_SIZES: [usize; 4] = [10, 100, 1_000, 10_000];
+const INDEX_SIZES: [usize; 3] = [1_000, 10_000, 100_000];
+
+/// A manual-mode session with a few grants, as the gate sees most sessions
+/// (allow-lists are checked before the rules, so they are part of the cost).
+fn session() -> CompiledSettings {
+    let entry = |id: &str| Entry {
+        function_id: id.to_owned(),
+        granted_at: 0,
+        granted_by: GrantedBy::UserClick,
+    };
+    CompiledSettings::new(&ApprovalSettings {
+        mode: Mode::Manual,
+        always_allow: vec![entry("state::get"), entry("mcp::*::read")],
+        approved_always: vec![entry("coder::*"), entry("web::fetch")],
+        mode_set_at: 0,
+    })
+}
+
+fn bench_decide(c: &mut Criterion) {
+    let settings = session();
+    let mut group = c.benchmark_group("decide");
+    for n in RULE_SIZES {
+        let rules = common::rules(n);
+        let mut cases = common::call_cases(n);
+        cases.push(common::CallCase {
+            name: "mode_scoped",
+            function_id: format!("svc{}::op", n.saturating_sub(10) + 9),
+            arguments: None,
+        });
+        for case in &cases {
+            let call = Call {
+                function_id: &case.function_id,
+                arguments: case.arguments.as_ref(),
+            };
+            let verdict = decide(&settings, &rules, &call).verdict;
+            group.bench_with_input(
+                BenchmarkId::new(format!("{n}/{}", case.name), verdict.as_str()),
+                &call,
+                |b, call| b.iter(|| black_box(decide(&settings, &rules, black_box(call)))),
+            );
+        }
+    }
+    group.finish();
+}
+
+/// Where the time of one decision goes: the human-only scan, the session's
+/// allow-lists, and the rule table split into exact ids and globs.
+fn bench_decide_parts(c: &mut Criterion) {
+    let miss = Call {
+        function_id: "nothing::matches::here",
+        arguments: None,
+    };
+    let bare = CompiledSettings::new(&ApprovalSettings {
+        mode: Mode::Manual,
+        always_allow: Vec::new(),
+        approved_always: Vec::new(),
+        mode_set_at: 0,
+    });
+    let granted = session();
+    let empty = CompiledRules::empty();
+    let specs = |f: &dyn Fn(usize) -> Value| -> CompiledRules {
+        let specs: Vec<_> = (0..1_000).map(f).collect();
+        CompiledRules::compile(
+            &serde_json::from_value::<Vec<_>>(Value::Array(specs)).expect("specs"),
+        )
+        .expect("compiles")
+    };
+    let exact = specs(&|i| json!(format!("svc{i}::op")));
+    let prefix = specs(&|i| json!(format!("!ns{i}::*")));
+    let suffix = specs(&|i| json!(format!("*::danger{i}")));
+    let alternation = specs(&|i| json!(format!("{{tool,kit}}{i}::[gs]et")));
+    let mut group = c.benchmark_group("decide_parts");
+    group.bench_function("human_only_scan", |b| {
+        b.iter(|| {
+            black_box(approval_gate::policy::is_human_only(black_box(
+                miss.function_id,
+            )))
+        })
+    });
+    group.bench_function("no_rules/no_grants", |b| {
+        b.iter(|| black_box(decide(&bare, &empty, black_box(&miss))))
+    });
+    group.bench_function("no_rules/4_grants", |b| {
+        b.iter(|| black_box(decide(&granted, &empty, black_box(&miss))))
+    });
+    for (name, rules) in [
+        ("1000_exact", &exact),
+        ("1000_prefix_globs", &prefix),
+        ("1000_suffix_globs", &suffix),
+        ("1000_alternation_globs", &alternation),
+    ] {
+        group.bench_function(format!("{name}/no_grants_miss"), |b| {
+            b.iter(|| black_box(decide(&bare, rules, black_box(&miss))))
+        });
+    }
+    group.finish();
+}
+
+fn bench_compile(c: &mut Criterion) {
+    let mut group = c.benchmark_group("compile");
+    for n in RULE_SIZES {
+        let specs = common::rule_specs(n);
+        if n >= 1_000 {
+            group.sample_size(10);
+        }
+        group.bench_with_input(BenchmarkId::from_parameter(n), &specs, |b, specs| {
+            b.iter(|| black_box(CompiledRules::compile(black_box(specs)).map(|r| r.len())))
+        });
+    }
+    group.finish();
+}
+
+fn bench_redact(c: &mut Criterion) {
+    let mut group = c.benchmark_group("redact");
+    for (name, bytes) in [("10KB", 10 << 10), ("1MB", 1 << 20)] {
+        let args = common::argument_object(bytes);
+        let out = serde_json::to_vec(&redact(&args))
+            .map(|v| v.len())
+            .unwrap_or(0);
+        eprintln!(
+            "redact/{name}: input {} bytes, output {out} bytes",
+            serde_json::to_vec(&args).map(|v| v.len()).unwrap_or(0)
+        );
+        group.bench_with_input(BenchmarkId::from_parameter(name), &args, |b, args| {
+            b.iter_with_large_drop(|| redact(black_box(args)))
+        });
+    }
+    group.finish();
+}
+
+fn index_of(n: usize) -> PendingIndex {
+    let mut index = PendingIndex::new();
+    for i in 0..n {
+        index.insert(common::record(i));
+    }
+    index
+}
+
+/// The sort key of the record `depth` of the way into the inbox (0.9 = a
+/// console that paged nine tenths of the way through).
+fn cursor_at(index: &PendingIndex, depth: f64) -> SortKey {
+    let n = index.len();
+    let pos = ((n as f64) * depth) as usize;
+    index
+        .iter()
+        .nth(pos.min(n.saturating_sub(1)))
+        .map(|r| r.sort_key())
+        .expect("index is not empty")
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// A named `list` query: its metadata filter and its cursor.
+type ListCase<'a> = (&'a str, Option<&'a Map<String, Value>>, Option<&'a SortKey>);
+
+fn bench_index(c: &mut Criterion) {
+    let mut group = c.benchmark_group("index");
+    group.measurement_time(Duration::from_secs(3));
+    for n in INDEX_SIZES {
+        let mut index = index_of(n);
+        // Records the index does not hold yet: an insert adds one, a remove
+        // takes one of the held ones away; both are undone outside the
+        // timed section so the index stays at `n`.
+        let fresh: Vec<PendingRecord> = (n..n + 1_000).map(common::record).collect();
+        group.bench_function(BenchmarkId::new("insert", n), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for k in 0..iters {
+                    let record = fresh[(k as usize) % fresh.len()].clone();
+                    let (sid, cid) = (record.session_id.clone(), record.function_call_id.clone());
+                    let start = Instant::now();
+                    black_box(index.insert(record));
+                    total += start.elapsed();
+                    index.remove(&sid, &cid);
+                }
+                total
+            })
+        });
+        let held: Vec<PendingRecord> = (0..1_000).map(|k| common::record((k * 7919) % n)).collect();
+        group.bench_function(BenchmarkId::new("remove", n), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for k in 0..iters {
+                    let record = &held[(k as usize) % held.len()];
+                    let start = Instant::now();
+                    let removed =
+                        black_box(index.remove(&record.session_id, &record.function_call_id));
+                    total += start.elapsed();
+                    drop(removed);
+                    index.insert(record.clone());
+                }
+                total
+            })
+        });
+        let deep = cursor_at(&index, 0.9);
+        let tenant = obj(json!({"tenant": "tenant-3"}));
+        let disjoint = obj(json!({"tenant": "tenant-3", "project": "proj-004"}));
+        let queries: [ListCase<'_>; 5] = [
+            ("first_page", None, None),
+            ("first_page_tenant", Some(&tenant), None),
+            ("deep_cursor", None, Some(&deep)),
+            ("deep_cursor_tenant", Some(&tenant), Some(&deep)),
+            ("no_match_two_keys", Some(&disjoint), None),
+        ];
+        for (name, metadata, after) in queries {
+            let query = ListQuery {
+                session_id: None,
+                metadata,
+                after,
+                limit: 50,
+            };
+            let page = index.list(&query);
+            eprintln!(
+                "index/list_{name}/{n}: {} items, more: {}",
+                page.items.len(),
+                page.next.is_some()
+            );
+            group.bench_with_input(
+                BenchmarkId::new(format!("list_{name}"), n),
+                &query,
+                |b, query| b.iter(|| black_box(index.list(black_box(query)))),
+            );
+        }
+    }
+    group.finish();
+}
+
+/// What `PendingStore::load` does with the buckets' `state::list` replies:
+/// skip tombstones, deserialize each value, insert it.
+fn rebuild(values: Vec<Value>) -> PendingIndex {
+    let mut index = PendingIndex::new();
+    for value in values.into_iter().filter(|v| !v.is_null()) {
+        if let Ok(record) = serde_json::from_value::<PendingRecord>(value) {
+            index.insert(record);
+        }
+    }
+    index
+}
+
+fn bench_rebuild(c: &mut Criterion) {
+    const N: usize = 100_000;
+    let values: Vec<Value> = (0..N).map(common::record_value).collect();
+    let text = serde_json::to_string(&values).expect("serializes");
+    eprintln!(
+        "rebuild: {N} records, {} bytes of JSON ({} per record)",
+        text.len(),
+        text.len() / N
+    );
+    let mut group = c.benchmark_group("rebuild");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(20));
+    group.bench_function(BenchmarkId::new("from_values", N), |b| {
+        b.iter_batched(|| values.clone(), rebuild, BatchSize::PerIteration)
+    });
+    group.bench_function(BenchmarkId::new("from_text", N), |b| {
+        b.iter_with_large_drop(|| {
+            let values: Vec<Value> = serde_json::from_str(black_box(&text)).unwrap_or_default();
+            rebuild(values)
+        })
+    });
+    group.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(2))
+}
+
+criterion_group! {
+    name = micro;
+    config = config();
+    targets = bench_decide, bench_decide_parts, bench_compile, bench_redact, bench_index, bench_rebuild
+}
+criterion_main!(micro);

@@ -1,0 +1,194 @@
+//! The gate's hot path costs no engine round trip: continue and deny are
+//! decided from the in-memory settings view and the compiled rules, so the
+//! only invocation the engine routes per decision is the gate call itself.
+//! A hold costs exactly one `state::set` and one `session::get` on top.
+//!
+//! These are counts of what the test engine routed, not timings: they hold
+//! on a loaded machine and catch a regression (a settings read, a config
+//! fetch, a stray event) that a benchmark would only show as noise.
+
+mod common;
+
+use approval_gate::testkit::engine::TestEngine;
+use approval_gate::testkit::fixture::{call, EngineFixture};
+use common::*;
+use serde_json::{json, Value};
+
+/// Decisions per test.
+const N: u64 = 1_000;
+
+/// A scene on the test engine (the only one that counts) with rules that
+/// allow `demo::echo` and deny `demo::other`, and one session whose stored
+/// settings approve `shell::run` always.
+async fn scene() -> Scene {
+    let scene = Scene::start(EngineFixture::start_test().await).await;
+    let rules = json!(["!approval::*", "demo::echo", "!demo::other"]);
+    scene
+        .ok(
+            "configuration::set",
+            json!({"id": "approval-gate", "value": {"rules": rules}}),
+        )
+        .await;
+    let w = scene.worker.as_ref().unwrap().worker.clone();
+    assert!(
+        eventually(WAIT, || serde_json::to_value(&w.config.load().config.rules)
+            .is_ok_and(|r| r == rules))
+        .await,
+        "the worker never loaded the rules"
+    );
+    scene
+        .ok(
+            "approval::approve-always",
+            json!({"session_id": "s_stored", "function_id": "shell::run"}),
+        )
+        .await;
+    assert!(
+        eventually(WAIT, || w.settings.cached("s_stored").is_some()).await,
+        "the settings view never saw s_stored"
+    );
+    // Let the configuration and settings triggers finish their work.
+    quiet(engine(&scene)).await;
+    scene
+}
+
+fn engine(scene: &Scene) -> &TestEngine {
+    scene.engine.test_engine().expect("the test engine")
+}
+
+/// Waits until the engine routed nothing for a while (bounded).
+async fn quiet(engine: &TestEngine) {
+    let mut last = engine.total_invocations();
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let now = engine.total_invocations();
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+    panic!("the engine never went quiet");
+}
+
+fn hook_input(session_id: &str, call_id: &str, function_id: &str) -> Value {
+    json!({
+        "point": "pre_trigger", "session_id": session_id, "turn_id": format!("t_{session_id}"),
+        "step": 0, "depth": 0, "metadata": {"working_dir": "/w"},
+        "call": {"id": call_id, "function_id": function_id, "arguments": {"cmd": "ls", "token": "x"}},
+    })
+}
+
+/// Makes `N` gate calls from the harness's connection, cycling through
+/// `cases` of `(session, function, expected decision)`, and returns how many
+/// invocations the engine routed beyond those calls, per function.
+async fn extra_invocations(
+    scene: &Scene,
+    cases: &[(&str, &str, &str)],
+) -> (u64, Vec<(String, u64)>) {
+    let engine = engine(scene);
+    let watched = [
+        "state::get",
+        "state::set",
+        "state::list",
+        "session::get",
+        "configuration::get",
+    ];
+    let before: Vec<u64> = watched.iter().map(|f| engine.invocations(f)).collect();
+    let gate_before = engine.invocations("approval::gate");
+    let total_before = engine.total_invocations();
+    for i in 0..N {
+        let (session, function, expected) = cases[(i as usize) % cases.len()];
+        let out = call(
+            scene.harness.client(),
+            "approval::gate",
+            hook_input(session, &format!("c{i}"), function),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("gate call {i} failed: {e}"));
+        assert_eq!(out["decision"], expected, "{function} in {session}: {out}");
+    }
+    quiet(engine).await;
+    assert_eq!(engine.invocations("approval::gate") - gate_before, N);
+    let extra = engine.total_invocations() - total_before - N;
+    let per_function = watched
+        .iter()
+        .zip(before)
+        .map(|(f, b)| (f.to_string(), engine.invocations(f) - b))
+        .collect();
+    (extra, per_function)
+}
+
+#[tokio::test]
+async fn continue_makes_no_engine_call() {
+    let scene = scene().await;
+    let (extra, per_function) = extra_invocations(
+        &scene,
+        &[
+            ("s_defaults", "demo::echo", "continue"),
+            ("s_stored", "demo::echo", "continue"),
+            ("s_stored", "shell::run", "continue"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        extra, 0,
+        "{N} continue decisions made {extra} engine calls: {per_function:?}"
+    );
+}
+
+#[tokio::test]
+async fn deny_makes_no_engine_call() {
+    let scene = scene().await;
+    let (extra, per_function) = extra_invocations(
+        &scene,
+        &[
+            ("s_defaults", "demo::other", "deny"),
+            ("s_stored", "demo::other", "deny"),
+            ("s_defaults", "approval::resolve", "deny"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        extra, 0,
+        "{N} deny decisions made {extra} engine calls: {per_function:?}"
+    );
+}
+
+#[tokio::test]
+async fn hold_makes_one_state_write_and_one_session_fetch() {
+    let scene = scene().await;
+    let engine = engine(&scene);
+    const HOLDS: u64 = 50;
+    let sets = engine.invocations("state::set");
+    let gets = engine.invocations("session::get");
+    let total = engine.total_invocations();
+    for i in 0..HOLDS {
+        let out = call(
+            scene.harness.client(),
+            "approval::gate",
+            hook_input("s_defaults", &format!("h{i}"), "demo::held"),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("gate call {i} failed: {e}"));
+        assert_eq!(out["decision"], "hold", "{out}");
+    }
+    quiet(engine).await;
+    assert_eq!(engine.invocations("state::set") - sets, HOLDS);
+    assert_eq!(engine.invocations("session::get") - gets, HOLDS);
+    assert_eq!(
+        engine.total_invocations() - total,
+        3 * HOLDS,
+        "a hold is the gate call, one session::get and one state::set"
+    );
+    // A redelivered step finds the record and writes nothing.
+    let total = engine.total_invocations();
+    let out = call(
+        scene.harness.client(),
+        "approval::gate",
+        hook_input("s_defaults", "h0", "demo::held"),
+    )
+    .await
+    .expect("gate call");
+    assert_eq!(out["decision"], "hold");
+    quiet(engine).await;
+    assert_eq!(engine.total_invocations() - total, 1);
+}
