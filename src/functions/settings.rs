@@ -102,6 +102,32 @@ pub struct StateEvent {
     pub new_value: Option<Value>,
 }
 
+/// Registers one of the `{session_id, function_id}` mutations: validate,
+/// apply `change` through the store (strict read, lazy seeding, one write),
+/// log, answer the record.
+fn register_entry_change(
+    worker: &Arc<Worker>,
+    id: &str,
+    description: &str,
+    logged: &'static str,
+    change: fn(&mut ApprovalSettings, &str, u64),
+) {
+    register_typed(
+        worker,
+        id,
+        description,
+        move |w, r: EntryRequest| async move {
+            validated(&r.session_id, Some(&r.function_id))?;
+            let settings = w
+                .settings
+                .mutate(&r.session_id, |s, now| change(s, &r.function_id, now))
+                .await?;
+            tracing::info!(session_id = %r.session_id, function_id = %r.function_id, "{logged}");
+            Ok(SettingsResponse { settings })
+        },
+    );
+}
+
 /// Registers the settings RPCs and the view's change hook.
 pub fn register(worker: &Arc<Worker>) {
     register_typed(
@@ -119,43 +145,26 @@ pub fn register(worker: &Arc<Worker>) {
         },
     );
 
-    register_typed(
+    register_entry_change(
         worker,
         "approval::add-always-allow",
         "Add a function id or glob to a session's always-allow list (honoured in auto mode). Human/console only.",
-        |w, r: EntryRequest| async move {
-            validated(&r.session_id, Some(&r.function_id))?;
-            let settings = w.settings.mutate(&r.session_id, |s, now| s.add_always_allow(&r.function_id, now)).await?;
-            tracing::info!(session_id = %r.session_id, function_id = %r.function_id, "always-allow added");
-            Ok(SettingsResponse { settings })
-        },
+        "always-allow added",
+        |s, fid, now| s.add_always_allow(fid, now),
     );
-
-    register_typed(
+    register_entry_change(
         worker,
         "approval::remove-always-allow",
         "Remove a function id or glob from a session's always-allow list. Human/console only.",
-        |w, r: EntryRequest| async move {
-            validated(&r.session_id, Some(&r.function_id))?;
-            let settings = w
-                .settings
-                .mutate(&r.session_id, |s, _| s.remove_always_allow(&r.function_id))
-                .await?;
-            tracing::info!(session_id = %r.session_id, function_id = %r.function_id, "always-allow removed");
-            Ok(SettingsResponse { settings })
-        },
+        "always-allow removed",
+        |s, fid, _| s.remove_always_allow(fid),
     );
-
-    register_typed(
+    register_entry_change(
         worker,
         "approval::approve-always",
         "Remember a human decision: the function id or glob is allowed in every mode for the session. Human/console only.",
-        |w, r: EntryRequest| async move {
-            validated(&r.session_id, Some(&r.function_id))?;
-            let settings = w.settings.mutate(&r.session_id, |s, now| s.approve_always(&r.function_id, now)).await?;
-            tracing::info!(session_id = %r.session_id, function_id = %r.function_id, "approved always");
-            Ok(SettingsResponse { settings })
-        },
+        "approved always",
+        |s, fid, now| s.approve_always(fid, now),
     );
 
     register_typed(

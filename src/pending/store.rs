@@ -298,8 +298,8 @@ impl PendingStore {
         result
     }
 
-    /// Settles (removes) the record under a key, if it is `expected` (or any
-    /// record when `expected` is `None`). Returns the removed record: its
+    /// Settles (removes) whatever record is under a key (the purges). Returns
+    /// the removed record: its
     /// caller emits `pending-resolved`. Takes the key's lock.
     pub async fn settle(
         &self,
