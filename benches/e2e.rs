@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use approval_gate::pending::index::PendingIndex;
 use approval_gate::pending::record::PendingRecord;
-use approval_gate::pending::store::{all_scopes, bucket_scope, state_key};
+use approval_gate::pending::store::{all_scopes, bucket_scope, state_key, LOAD_CONCURRENCY};
 use approval_gate::testkit::fixture::{call, wait_for_functions, EngineFixture, EngineKind};
 use approval_gate::testkit::harness::{CallSpec, HarnessDouble, HarnessOptions};
 use approval_gate::testkit::session::SessionDouble;
@@ -812,8 +812,8 @@ fn memory_model(n: usize) {
     drop(index);
 }
 
-/// `state::list` of every bucket from a client, eight in flight as the
-/// worker's boot does: the transfer part of a boot.
+/// `state::list` of every bucket from a client, as many in flight as the
+/// worker's boot: the transfer part of a boot.
 async fn list_buckets(client: &IIIClient) -> (Duration, usize) {
     let start = Instant::now();
     let lists: Vec<usize> = stream::iter(all_scopes())
@@ -833,7 +833,7 @@ async fn list_buckets(client: &IIIClient) -> (Duration, usize) {
                     .unwrap_or(0)
             }
         })
-        .buffer_unordered(8)
+        .buffer_unordered(LOAD_CONCURRENCY)
         .collect()
         .await;
     (start.elapsed(), lists.iter().sum())
@@ -917,7 +917,7 @@ async fn scale_phase() {
         fmt_dur(list_tenant)
     );
     println!(
-        "| state::list of the 64 buckets from a client, 8 in flight ({fetched} records) | {:.2} s |",
+        "| state::list of the 64 buckets from a client, {LOAD_CONCURRENCY} in flight ({fetched} records) | {:.2} s |",
         fetch.as_secs_f64()
     );
     println!(

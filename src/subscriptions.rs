@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::client::Sibling;
-use crate::pending::record::PendingRecord;
+use crate::pending::record::{Metadata, PendingRecord};
 
 /// `approval::pending-created`.
 pub const PENDING_CREATED: &str = "approval::pending-created";
@@ -51,7 +51,7 @@ impl BindingFilter {
     }
 
     /// Whether a record (its session id and metadata) passes the filter.
-    pub fn matches(&self, session_id: &str, metadata: Option<&Map<String, Value>>) -> bool {
+    pub fn matches(&self, session_id: &str, metadata: Option<&Metadata>) -> bool {
         if let Some(sid) = &self.session_id {
             if sid != session_id {
                 return false;
@@ -62,7 +62,7 @@ impl BindingFilter {
             Some(filter) if filter.is_empty() => true,
             Some(filter) => match metadata {
                 None => false,
-                Some(meta) => filter.iter().all(|(k, v)| meta.get(k) == Some(v)),
+                Some(meta) => meta.contains_all(filter),
             },
         }
     }
@@ -108,7 +108,7 @@ pub struct PendingResolved {
     pub reason: Option<String>,
     /// The record's session metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_metadata: Option<Map<String, Value>>,
+    pub session_metadata: Option<Metadata>,
     /// When it left the inbox (ms since the epoch).
     pub resolved_at: u64,
 }
@@ -220,7 +220,7 @@ impl Subscriptions {
         &self,
         trigger_type: &str,
         session_id: &str,
-        metadata: Option<&Map<String, Value>>,
+        metadata: Option<&Metadata>,
     ) -> Vec<Binding> {
         self.bindings
             .iter()
@@ -311,7 +311,8 @@ mod tests {
     #[test]
     fn filter_matches() {
         let meta = json!({"owner": "u_1", "team": "a"});
-        let meta = meta.as_object();
+        let meta = meta.as_object().cloned().map(Metadata::from);
+        let meta = meta.as_ref();
         let f = BindingFilter::parse(&json!({"metadata": {"owner": "u_1"}})).unwrap();
         assert!(f.matches("s", meta));
         assert!(!f.matches("s", None));

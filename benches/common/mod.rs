@@ -91,7 +91,8 @@ pub fn record(i: usize) -> PendingRecord {
             "env": {"RUST_LOG": "info,approval_gate=debug", "CARGO_TERM_COLOR": "never", "api_token": "<redacted>"},
             "timeout_ms": 600_000,
             "background": false,
-        }),
+        })
+        .into(),
         pending_at: 1_750_000_000_000 + i as u64 * 7,
         depth: (i % 3) as u64,
         session_title: Some(format!(
@@ -103,7 +104,7 @@ pub fn record(i: usize) -> PendingRecord {
              retry loop and make the test deterministic."
                 .into(),
         ),
-        session_metadata: Some(meta),
+        session_metadata: Some(meta.into()),
         grant_request: None,
         assistant_excerpt: Some(
             "I'll run the full test suite with two threads so the timing matches CI, and keep \

@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 use super::schema_of;
 use crate::error::validate_id;
-use crate::pending::record::{PendingRecord, RecordKind};
+use crate::pending::record::{Metadata, PendingRecord, RecordKind};
 use crate::pending::store::Written;
 use crate::policy::{decide, Call, Verdict, HUMAN_ONLY_RULE};
 use crate::redact::redact;
@@ -323,12 +323,12 @@ pub fn build_record(
         function_call_id: call.id.clone(),
         function_id: call.function_id.clone(),
         kind,
-        arguments_excerpt: redact(call.arguments.as_ref().unwrap_or(&empty)),
+        arguments_excerpt: redact(call.arguments.as_ref().unwrap_or(&empty)).into(),
         pending_at: crate::time::now_ms(),
         depth: input.depth,
         session_title: context.title,
         session_description: context.description,
-        session_metadata: context.metadata,
+        session_metadata: context.metadata.map(Metadata::from),
         grant_request: None,
         assistant_excerpt: None,
     }

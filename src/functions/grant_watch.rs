@@ -122,7 +122,7 @@ pub async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, StandDow
         // The same prompt again is a redelivery, unless that prompt is being
         // resolved right now: then the released call failed on the same dir
         // again, which is a new ask.
-        if existing.grant_request.as_ref() == Some(&grant)
+        if existing.grant_request.as_deref() == Some(&grant)
             && !worker.pending.is_resolving(&existing)
         {
             return Ok(HookOutput::Hold);
@@ -155,7 +155,7 @@ pub async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, StandDow
 
     let context = session_context(worker, &sid).await;
     let mut record = build_record(&input, call, RecordKind::FolderAccess, context);
-    record.grant_request = Some(grant);
+    record.grant_request = Some(Box::new(grant));
     let _lock = worker.pending.lock(&sid, &cid).await;
     match worker.pending.write(record.clone()).await {
         Err(_) => Err(StandDown::StateFailed),

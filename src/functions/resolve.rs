@@ -133,7 +133,7 @@ pub fn deliver_denial(record: &PendingRecord, text: String) -> Value {
     let envelope = DenialEnvelope::by_user(
         &record.function_id,
         &text,
-        Some(record.arguments_excerpt.clone()),
+        Some(record.arguments_excerpt.to_value()),
     );
     json!({
         "session_id": record.session_id,

@@ -31,8 +31,8 @@ pub enum CursorError {
 pub fn encode(key: &SortKey) -> String {
     let json = Value::Array(vec![
         Value::from(key.pending_at),
-        Value::from(key.session_id.as_str()),
-        Value::from(key.function_call_id.as_str()),
+        Value::from(&*key.session_id),
+        Value::from(&*key.function_call_id),
     ]);
     URL_SAFE_NO_PAD.encode(json.to_string())
 }
@@ -49,11 +49,7 @@ pub fn decode(cursor: &str) -> Result<SortKey, CursorError> {
         .map_err(|_| CursorError::Base64)?;
     let (pending_at, session_id, function_call_id): (u64, String, String) =
         serde_json::from_slice(&bytes).map_err(|_| CursorError::Shape)?;
-    let key = SortKey {
-        pending_at,
-        session_id,
-        function_call_id,
-    };
+    let key = SortKey::new(pending_at, &session_id, &function_call_id);
     if encode(&key) != cursor {
         return Err(CursorError::Shape);
     }

@@ -1,4 +1,5 @@
 //! The pending inbox: held calls.
+pub mod compact;
 pub mod cursor;
 pub mod index;
 pub mod record;

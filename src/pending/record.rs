@@ -6,6 +6,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use super::compact::{JsonText, Metadata};
+
 /// Which prompt a console renders for a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -53,7 +55,8 @@ pub struct PendingRecord {
     #[serde(default)]
     pub kind: RecordKind,
     /// The call's arguments, redacted.
-    pub arguments_excerpt: Value,
+    // Kept as compact JSON text in memory (see `compact`).
+    pub arguments_excerpt: JsonText,
     /// When the call was held (ms since the epoch).
     pub pending_at: u64,
     /// Nesting depth of the calling session (0 = top level).
@@ -67,10 +70,10 @@ pub struct PendingRecord {
     pub session_description: Option<String>,
     /// The session's metadata (tenancy filters match against it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_metadata: Option<Map<String, Value>>,
+    pub session_metadata: Option<Metadata>,
     /// What a folder-access prompt asks for (folder_access only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grant_request: Option<GrantRequest>,
+    pub grant_request: Option<Box<GrantRequest>>,
     /// The assistant's text before the call, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assistant_excerpt: Option<String>,
@@ -90,6 +93,17 @@ pub struct SortKey {
     pub function_call_id: String,
 }
 
+impl SortKey {
+    /// A key from its parts.
+    pub fn new(pending_at: u64, session_id: &str, function_call_id: &str) -> SortKey {
+        SortKey {
+            pending_at,
+            session_id: session_id.into(),
+            function_call_id: function_call_id.into(),
+        }
+    }
+}
+
 impl PendingRecord {
     /// The record's identity.
     pub fn key(&self) -> RecordKey {
@@ -98,11 +112,7 @@ impl PendingRecord {
 
     /// The record's place in the inbox order.
     pub fn sort_key(&self) -> SortKey {
-        SortKey {
-            pending_at: self.pending_at,
-            session_id: self.session_id.clone(),
-            function_call_id: self.function_call_id.clone(),
-        }
+        SortKey::new(self.pending_at, &self.session_id, &self.function_call_id)
     }
 
     /// Subset equality of `filter` against `session_metadata`: every key of the
@@ -114,7 +124,7 @@ impl PendingRecord {
         }
         match &self.session_metadata {
             None => false,
-            Some(meta) => filter.iter().all(|(k, v)| meta.get(k) == Some(v)),
+            Some(meta) => meta.contains_all(filter),
         }
     }
 }

@@ -35,6 +35,10 @@ pub const LEGACY_SCOPE: &str = "approval_pending";
 /// rebuilding the index long before 100k held calls.
 pub const BUCKETS: u32 = 64;
 const STRIPES: usize = 256;
+/// Buckets listed at once at boot: each reply exists as parsed JSON (~4.7 KB
+/// per record) until it is indexed, so more in flight is a faster boot and
+/// a higher resident set (architecture/internals.md).
+pub const LOAD_CONCURRENCY: usize = 4;
 
 /// The state key of a record: `<session_id>/<function_call_id>`.
 pub fn state_key(session_id: &str, function_call_id: &str) -> String {
@@ -140,7 +144,7 @@ impl PendingStore {
         use futures_util::stream::{self, StreamExt};
         let mut replies = stream::iter((0..BUCKETS).map(|b| format!("{LEGACY_SCOPE}.{b:02}")))
             .map(|scope| async move { self.sibling.state_list(&scope).await })
-            .buffer_unordered(8);
+            .buffer_unordered(LOAD_CONCURRENCY);
         let mut n = 0;
         while let Some(values) = replies.next().await {
             let records = values?
