@@ -8,19 +8,20 @@
 //! Knobs: `E2E_ROUNDS` (default 10) × `E2E_PER_ROUND` (default 100) samples
 //! per case, `E2E_HELD` (default 100000) records for the scale phase,
 //! `E2E_SKIP_LATENCY=1` / `E2E_SKIP_SCALE=1` / `E2E_SKIP_CAP=1` to leave
-//! phases out.
+//! phases out, `E2E_CASES=b,c` to measure only some cases.
 //!
 //! Everything is loopback, every loop is bounded in count and in time, and
 //! the run stops by itself ([`TOTAL_LIMIT`]). The machine is shared, so the
 //! cases are interleaved round by round and each is reported as a ratio to
-//! the echo measured in the same rounds; absolute figures are for context.
+//! the no-op (a) and the echo (a') measured in the same rounds; absolute
+//! figures are for context.
 
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use approval_gate::pending::index::PendingIndex;
@@ -51,29 +52,39 @@ const LIST_TIMEOUT: Duration = Duration::from_secs(20);
 /// The SDK's cap on one WebSocket message.
 const SDK_MESSAGE_CAP: usize = 64 << 20;
 
-/// Counts live heap bytes, so the memory model below is exact rather than
-/// read off a resident set that the allocator does not give back.
+/// Counts live heap bytes while [`COUNTING`] is on (the memory model only),
+/// so the model is exact rather than read off a resident set that the
+/// allocator does not give back. Off, it costs one relaxed load: a shared
+/// counter bumped by every allocation of every thread (engine, worker,
+/// clients) would add contention to the latency phase.
 struct Counting;
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
+static COUNTING: AtomicBool = AtomicBool::new(false);
 
 // SAFETY: forwards every call to `System` unchanged; only counts.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        }
         // SAFETY: same contract as the caller's.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
         // SAFETY: same contract as the caller's.
         unsafe { System.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size, Ordering::Relaxed);
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_add(new_size, Ordering::Relaxed);
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
         // SAFETY: same contract as the caller's.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -211,6 +222,9 @@ struct World {
 /// answers on continue, served by a plain SDK worker. The gate's cost over
 /// it is the gate's own work; the round trip is the same.
 const NOOP: &str = "bench::noop";
+/// The echo baseline: answers its payload back (a reply the size of the
+/// hook input, like the gate's deny), served by the same plain SDK worker.
+const ECHO: &str = "bench::echo";
 
 async fn start_world() -> World {
     let engine = EngineFixture::start().await;
@@ -233,7 +247,13 @@ async fn start_world() -> World {
             Ok::<Value, iii_sdk::Error>(json!({"decision": "continue"}))
         }),
     );
-    wait_for_functions(&noop, &[NOOP]).await;
+    noop.register_function(
+        ECHO,
+        RegisterFunction::new_async(
+            |input: Value| async move { Ok::<Value, iii_sdk::Error>(input) },
+        ),
+    );
+    wait_for_functions(&noop, &[NOOP, ECHO]).await;
     let worker = start_in_process_with(&url, Some(seed())).await;
     assert!(
         harness
@@ -287,7 +307,7 @@ impl Case {
     fn label(self) -> &'static str {
         match self {
             Case::Noop => "(a) no-op function, no gate (baseline)",
-            Case::Echo => "(a') echo target (answers its payload back)",
+            Case::Echo => "(a') echo function, no gate (answers its payload back)",
             Case::Continue => "(b) gate → continue",
             Case::ContinueHarness => "(b') harness call, gate continue + target",
             Case::Deny => "(c) gate → deny",
@@ -335,7 +355,7 @@ async fn sample(world: &World, case: Case, counter: &mut u64) -> Option<Duration
         }
         Case::Echo => {
             let input = hook_input(session, &next_id("e", counter), "demo::echo");
-            timed(call(h, "demo::echo", input), |r| r.is_ok()).await
+            timed(call(h, ECHO, input), |r| r.is_ok()).await
         }
         Case::Continue => {
             let input = hook_input(session, &next_id("c", counter), "demo::echo");
@@ -461,7 +481,7 @@ async fn throughput(
                     Case::Noop => call(&h, NOOP, hook_input(session, &id, "demo::echo"))
                         .await
                         .is_ok(),
-                    Case::Echo => call(&h, "demo::echo", hook_input(session, &id, "demo::echo"))
+                    Case::Echo => call(&h, ECHO, hook_input(session, &id, "demo::echo"))
                         .await
                         .is_ok(),
                     Case::Continue => {
@@ -585,13 +605,21 @@ async fn latency_phase() {
         },
         2 * per_round
     );
-    // The target double's echo does not answer a direct call on the real
-    // engine (the harness's runs of it, with invocation metadata, do), so
-    // there the echo case is left out; the no-op is the baseline anyway.
+    // `E2E_CASES=a,a',c` measures only those cases ((a) and (a') always,
+    // they are the baselines).
+    let only: Option<Vec<String>> = std::env::var("E2E_CASES")
+        .ok()
+        .map(|v| v.split(',').map(|c| format!("({})", c.trim())).collect());
     let cases: Vec<Case> = CASES
         .iter()
         .copied()
-        .filter(|c| !(kind == EngineKind::Real && *c == Case::Echo))
+        .filter(|c| {
+            matches!(c, Case::Noop | Case::Echo)
+                || only.as_ref().is_none_or(|o| {
+                    o.iter()
+                        .any(|code| c.label().starts_with(&format!("{code} ")))
+                })
+        })
         .collect();
     let deadline = Instant::now() + PHASE_LIMIT;
     let mut counter = 0u64;
@@ -633,7 +661,12 @@ async fn latency_phase() {
     }
     let counts = count_invocations(&world, &mut counter).await;
 
-    let echo = {
+    let p50_of = |i: usize| {
+        let mut v = all[i].latencies.clone();
+        v.sort();
+        percentile(&v, 0.5)
+    };
+    let noop = {
         let mut v = all[0].latencies.clone();
         v.sort();
         (
@@ -642,8 +675,9 @@ async fn latency_phase() {
             rate(all[0].concurrent),
         )
     };
-    println!("| case | p50 | p99 | calls/s (sequential) | calls/s ({CONCURRENCY} in flight) | p50 ÷ (a) | p99 ÷ (a) | calls/s ({CONCURRENCY}) ÷ (a) | failed calls |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let echo_p50 = p50_of(1);
+    println!("| case | p50 | p99 | calls/s (sequential) | calls/s ({CONCURRENCY} in flight) | p50 ÷ (a) | p50 ÷ (a') | p99 ÷ (a) | calls/s ({CONCURRENCY}) ÷ (a) | failed calls |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for s in &all {
         let mut v = s.latencies.clone();
         v.sort();
@@ -652,18 +686,20 @@ async fn latency_phase() {
         let seq = v.len() as f64 / sum.as_secs_f64().max(f64::MIN_POSITIVE);
         let tp = rate(s.concurrent);
         println!(
-            "| {} | {} | {} | {:.0} | {:.0} | {:.2}× | {:.2}× | {:.2}× | {} |",
+            "| {} | {} | {} | {:.0} | {:.0} | {:.2}× | {:.2}× | {:.2}× | {:.2}× | {} |",
             s.case.label(),
             fmt_dur(p50),
             fmt_dur(p99),
             seq,
             tp,
-            p50.as_secs_f64() / echo.0.as_secs_f64(),
-            p99.as_secs_f64() / echo.1.as_secs_f64(),
-            tp / echo.2,
+            p50.as_secs_f64() / noop.0.as_secs_f64(),
+            p50.as_secs_f64() / echo_p50.as_secs_f64(),
+            p99.as_secs_f64() / noop.1.as_secs_f64(),
+            tp / noop.2,
             s.failed,
         );
     }
+    print_reply_sizes(&world).await;
     match counts {
         Some(c) => {
             println!("\nengine invocations per decision beyond the gate call itself (test engine counters, 200 calls each):");
@@ -682,6 +718,32 @@ async fn latency_phase() {
     if let Some(w) = world.worker.take() {
         w.shutdown(Duration::from_secs(2)).await;
     }
+}
+
+/// The size of each baseline's and decision's reply, to read the ratios
+/// by: the engine moves every byte twice.
+async fn print_reply_sizes(world: &World) {
+    let h = world.harness.client();
+    let mut sizes = Vec::new();
+    for (name, function_id, target) in [
+        ("(a) no-op", NOOP, "demo::echo"),
+        ("(a') echo", ECHO, "demo::echo"),
+        ("(b) continue", "approval::gate", "demo::echo"),
+        ("(c) deny", "approval::gate", "demo::blocked"),
+    ] {
+        let input = hook_input(0, &format!("size-{name}"), target);
+        let request = input.to_string().len();
+        let reply = call(h, function_id, input)
+            .await
+            .map(|v| v.to_string().len())
+            .unwrap_or(0);
+        sizes.push(format!("{name} {request} B in / {reply} B out"));
+    }
+    println!(
+        "
+JSON sizes per call: {}",
+        sizes.join("; ")
+    );
 }
 
 fn rate((calls, time): (usize, Duration)) -> f64 {
@@ -781,6 +843,10 @@ async fn list_latency(client: &IIIClient, request: Value, n: usize) -> (Duration
 /// Live heap bytes per record of what boot holds: the records as the JSON
 /// values `state::list` returns, the records themselves, and the index.
 fn memory_model(n: usize) {
+    // Only this function's own allocations are counted; the blocks it
+    // frees were all allocated while counting (the counter wraps, it never
+    // traps, if another thread frees an older block meanwhile).
+    COUNTING.store(true, Ordering::SeqCst);
     let base = live_bytes();
     let values: Vec<serde_json::Value> = (0..n).map(common::record_value).collect();
     let as_values = live_bytes() - base;
@@ -810,6 +876,7 @@ fn memory_model(n: usize) {
     }
     println!();
     drop(index);
+    COUNTING.store(false, Ordering::SeqCst);
 }
 
 /// `state::list` of every bucket from a client, as many in flight as the
