@@ -51,7 +51,7 @@ impl BindingFilter {
     }
 
     /// Whether a record (its session id and metadata) passes the filter.
-    pub fn matches(&self, session_id: &str, metadata: Option<&Metadata>) -> bool {
+    pub fn matches(&self, session_id: &str, metadata: Option<&Map<String, Value>>) -> bool {
         if let Some(sid) = &self.session_id {
             if sid != session_id {
                 return false;
@@ -62,7 +62,7 @@ impl BindingFilter {
             Some(filter) if filter.is_empty() => true,
             Some(filter) => match metadata {
                 None => false,
-                Some(meta) => meta.contains_all(filter),
+                Some(meta) => filter.iter().all(|(k, v)| meta.get(k) == Some(v)),
             },
         }
     }
@@ -222,9 +222,13 @@ impl Subscriptions {
         session_id: &str,
         metadata: Option<&Metadata>,
     ) -> Vec<Binding> {
+        // Parsed once per event, not once per binding.
+        let metadata = metadata.map(Metadata::to_map);
         self.bindings
             .iter()
-            .filter(|b| b.trigger_type == trigger_type && b.filter.matches(session_id, metadata))
+            .filter(|b| {
+                b.trigger_type == trigger_type && b.filter.matches(session_id, metadata.as_ref())
+            })
             .map(|b| b.value().clone())
             .collect()
     }
@@ -311,8 +315,7 @@ mod tests {
     #[test]
     fn filter_matches() {
         let meta = json!({"owner": "u_1", "team": "a"});
-        let meta = meta.as_object().cloned().map(Metadata::from);
-        let meta = meta.as_ref();
+        let meta = meta.as_object();
         let f = BindingFilter::parse(&json!({"metadata": {"owner": "u_1"}})).unwrap();
         assert!(f.matches("s", meta));
         assert!(!f.matches("s", None));

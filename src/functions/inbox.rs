@@ -46,7 +46,7 @@ pub struct ListPendingRequest {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ListPendingResponse {
     /// Held calls, oldest first.
-    pub pending: Vec<PendingRecord>,
+    pub pending: Vec<Arc<PendingRecord>>,
     /// Present only when more items remain.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
@@ -65,7 +65,7 @@ pub struct GetPendingRequest {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct GetPendingResponse {
     /// The held call.
-    pub pending: PendingRecord,
+    pub pending: Arc<PendingRecord>,
 }
 
 /// Clamps a requested page size.
@@ -98,7 +98,7 @@ pub fn list_pending(
         limit: clamp_limit(request.limit),
     });
     Ok(ListPendingResponse {
-        pending: page.items.iter().map(|r| (**r).clone()).collect(),
+        pending: page.items,
         next_cursor: page.next.as_ref().map(cursor::encode),
     })
 }
@@ -120,9 +120,7 @@ pub fn register(worker: &Arc<Worker>) {
             validate_id("function_call_id", &r.function_call_id)?;
             Ok(w.pending
                 .get(&r.session_id, &r.function_call_id)
-                .map(|p| GetPendingResponse {
-                    pending: (*p).clone(),
-                }))
+                .map(|pending| GetPendingResponse { pending }))
         },
     );
 }
