@@ -24,11 +24,7 @@ const INDEX_SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 /// A manual-mode session with a few grants, as the gate sees most sessions
 /// (allow-lists are checked before the rules, so they are part of the cost).
 fn session() -> CompiledSettings {
-    let entry = |id: &str| Entry {
-        function_id: id.to_owned(),
-        granted_at: 0,
-        granted_by: GrantedBy::UserClick,
-    };
+    let entry = |id: &str| Entry::new(id, 0, GrantedBy::UserClick);
     CompiledSettings::new(&ApprovalSettings {
         mode: Mode::Manual,
         always_allow: vec![entry("state::get"), entry("mcp::*::read")],

@@ -232,11 +232,7 @@ pub fn default_settings(
         always_allow: rules
             .auto_seed_globs()
             .into_iter()
-            .map(|function_id| Entry {
-                function_id,
-                granted_at,
-                granted_by: GrantedBy::Seed,
-            })
+            .map(|function_id| Entry::new(function_id, granted_at, GrantedBy::Seed))
             .collect(),
         approved_always: Vec::new(),
         mode_set_at: 0,

@@ -146,11 +146,7 @@ fn redaction_violation(out: &Value) -> Option<String> {
 
 fn entries(ids: &[&str]) -> Vec<Entry> {
     ids.iter()
-        .map(|id| Entry {
-            function_id: (*id).to_owned(),
-            granted_at: 0,
-            granted_by: GrantedBy::UserClick,
-        })
+        .map(|id| Entry::new(*id, 0, GrantedBy::UserClick))
         .collect()
 }
 

@@ -81,11 +81,7 @@ fn entries(g: &mut Gen) -> Result<Vec<Entry>> {
     let n = g.u.int_in_range(0..=3)?;
     let mut out = Vec::new();
     for _ in 0..n {
-        out.push(Entry {
-            function_id: g.glob()?,
-            granted_at: 0,
-            granted_by: GrantedBy::UserClick,
-        });
+        out.push(Entry::new(g.glob()?, 0, GrantedBy::UserClick));
     }
     Ok(out)
 }

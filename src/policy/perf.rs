@@ -71,11 +71,7 @@ fn thousand_rules() -> CompiledRules {
 }
 
 fn session(mode: Mode) -> CompiledSettings {
-    let entry = |id: &str| Entry {
-        function_id: id.to_owned(),
-        granted_at: 0,
-        granted_by: GrantedBy::UserClick,
-    };
+    let entry = |id: &str| Entry::new(id, 0, GrantedBy::UserClick);
     CompiledSettings::new(&ApprovalSettings {
         mode,
         always_allow: vec![entry("state::get"), entry("mcp::*::read")],

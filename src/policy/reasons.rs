@@ -91,11 +91,7 @@ mod tests {
     fn settings(mode: Mode, always_allow: &[&str], approved_always: &[&str]) -> CompiledSettings {
         let entries = |ids: &[&str]| {
             ids.iter()
-                .map(|id| Entry {
-                    function_id: (*id).to_owned(),
-                    granted_at: 0,
-                    granted_by: GrantedBy::Seed,
-                })
+                .map(|id| Entry::new(*id, 0, GrantedBy::Seed))
                 .collect()
         };
         CompiledSettings::new(&ApprovalSettings {

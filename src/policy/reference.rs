@@ -428,11 +428,7 @@ fn args_strategy() -> impl Strategy<Value = Option<Value>> {
 
 fn to_entries(gen: &[GenEntry]) -> Vec<Entry> {
     gen.iter()
-        .map(|e| Entry {
-            function_id: e.text(),
-            granted_at: 0,
-            granted_by: GrantedBy::UserClick,
-        })
+        .map(|e| Entry::new(e.text(), 0, GrantedBy::UserClick))
         .collect()
 }
 

@@ -55,6 +55,17 @@ pub struct Entry {
     pub granted_by: GrantedBy,
 }
 
+impl Entry {
+    /// An entry for `function_id`, granted at `granted_at` by `granted_by`.
+    pub fn new(function_id: impl Into<String>, granted_at: u64, granted_by: GrantedBy) -> Entry {
+        Entry {
+            function_id: function_id.into(),
+            granted_at,
+            granted_by,
+        }
+    }
+}
+
 /// The per-session settings record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ApprovalSettings {
@@ -99,11 +110,7 @@ fn add_entry(list: &mut Vec<Entry>, function_id: &str, now: u64) {
     if list.iter().any(|e| e.function_id == function_id) {
         return;
     }
-    list.push(Entry {
-        function_id: function_id.to_string(),
-        granted_at: now,
-        granted_by: GrantedBy::UserClick,
-    });
+    list.push(Entry::new(function_id, now, GrantedBy::UserClick));
 }
 
 #[cfg(test)]
