@@ -32,7 +32,7 @@ use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use approval_gate::testkit::fixture::{call, wait_for_functions, EngineFixture};
+use approval_gate::testkit::fixture::{call, plain_client, wait_for_functions, EngineFixture};
 use approval_gate::testkit::harness::{CallSpec, CallState, HarnessDouble, HarnessOptions};
 use approval_gate::testkit::session::SessionDouble;
 use approval_gate::testkit::shell::{Dialect, JailShell};
@@ -40,8 +40,7 @@ use approval_gate::testkit::targets::{Behaviour, Echo, TargetWorker};
 use approval_gate::testkit::worker::start_in_process;
 use clap::Parser;
 use iii_sdk::protocol::RegisterTriggerInput;
-use iii_sdk::runtime::{WorkerIdentityMode, WorkerMetadata};
-use iii_sdk::{register_worker, IIIClient, InitOptions, RegisterFunction};
+use iii_sdk::{IIIClient, RegisterFunction};
 use serde_json::{json, Value};
 
 /// How long the walk-through waits for an asynchronous effect (an event, a
@@ -370,20 +369,7 @@ struct World {
 
 /// Connects a plain SDK client (OpenTelemetry off, name not overridable).
 fn connect(url: &str, name: &str) -> IIIClient {
-    let mut options = InitOptions {
-        metadata: Some(WorkerMetadata {
-            name: name.to_string(),
-            description: Some("approval-gate playground".into()),
-            ..WorkerMetadata::default()
-        }),
-        identity: WorkerIdentityMode::Explicit,
-        otel: Some(Default::default()),
-        ..InitOptions::default()
-    };
-    if let Some(otel) = options.otel.as_mut() {
-        otel.enabled = Some(false);
-    }
-    register_worker(url, options)
+    plain_client(url, name, Some("approval-gate playground".into()))
 }
 
 impl World {

@@ -206,19 +206,7 @@ impl EngineFixture {
     ///
     /// When the handshake does not happen in time.
     pub async fn client(&self, name: &str) -> IIIClient {
-        let mut options = InitOptions {
-            metadata: Some(WorkerMetadata {
-                name: name.to_string(),
-                ..WorkerMetadata::default()
-            }),
-            identity: WorkerIdentityMode::Explicit,
-            otel: Some(Default::default()),
-            ..InitOptions::default()
-        };
-        if let Some(otel) = options.otel.as_mut() {
-            otel.enabled = Some(false);
-        }
-        let client = register_worker(&self.url(), options);
+        let client = plain_client(&self.url(), name, None);
         self.clients().push(client.clone());
         match client.wait_until_registered(HANDSHAKE_TIMEOUT).await {
             // The engine answered, by refusing the name: the caller may be
@@ -265,6 +253,27 @@ pub async fn call(
             timeout_ms: Some(CALL_TIMEOUT.as_millis() as u64),
         })
         .await
+}
+
+/// Connects a plain SDK client as worker `name`: OpenTelemetry off (the
+/// test engine serves no `/otel` socket) and an explicit identity, so a
+/// process-wide `III_WORKER_NAME` cannot rename it. The peer doubles, the
+/// fixture's clients and the playground all connect this way.
+pub fn plain_client(url: &str, name: &str, description: Option<String>) -> IIIClient {
+    let mut options = InitOptions {
+        metadata: Some(WorkerMetadata {
+            name: name.to_string(),
+            description,
+            ..WorkerMetadata::default()
+        }),
+        identity: WorkerIdentityMode::Explicit,
+        otel: Some(Default::default()),
+        ..InitOptions::default()
+    };
+    if let Some(otel) = options.otel.as_mut() {
+        otel.enabled = Some(false);
+    }
+    register_worker(url, options)
 }
 
 /// Polls `engine::functions::list` until every id in `ids` is live.

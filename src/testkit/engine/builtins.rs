@@ -773,15 +773,7 @@ impl Core {
                 ),
             )
         })?;
-        let worker_name = match entry.provider {
-            Provider::Builtin(BuiltinTrigger::State) => STATE.to_string(),
-            Provider::Builtin(BuiltinTrigger::Configuration) => CONFIGURATION.to_string(),
-            Provider::Conn(conn) => self
-                .conns
-                .get(&conn)
-                .and_then(|c| c.name.clone())
-                .unwrap_or_else(|| first_segment(&input.id).to_string()),
-        };
+        let worker_name = self.provider_name(entry.provider, &input.id);
         let instance_count = self
             .bindings
             .values()
@@ -798,20 +790,27 @@ impl Core {
         }))
     }
 
+    /// The worker name a trigger type's listing shows for its provider: the
+    /// built-in worker, else the providing connection's name, else the
+    /// type id's first segment.
+    fn provider_name(&self, provider: Provider, type_id: &str) -> String {
+        match provider {
+            Provider::Builtin(BuiltinTrigger::State) => STATE.to_string(),
+            Provider::Builtin(BuiltinTrigger::Configuration) => CONFIGURATION.to_string(),
+            Provider::Conn(conn) => self
+                .conns
+                .get(&conn)
+                .and_then(|c| c.name.clone())
+                .unwrap_or_else(|| first_segment(type_id).to_string()),
+        }
+    }
+
     fn triggers_list(&self, input: TriggersListInput) -> Value {
         let mut rows: Vec<(String, String, String, String)> = self
             .trigger_types
             .iter()
             .map(|((namespace, id), entry)| {
-                let worker_name = match entry.provider {
-                    Provider::Builtin(BuiltinTrigger::State) => STATE.to_string(),
-                    Provider::Builtin(BuiltinTrigger::Configuration) => CONFIGURATION.to_string(),
-                    Provider::Conn(conn) => self
-                        .conns
-                        .get(&conn)
-                        .and_then(|c| c.name.clone())
-                        .unwrap_or_else(|| first_segment(id).to_string()),
-                };
+                let worker_name = self.provider_name(entry.provider, id);
                 (
                     id.clone(),
                     namespace.clone(),

@@ -4,10 +4,7 @@
 use std::time::Duration;
 
 use iii_sdk::protocol::{TriggerRequest, TriggerRequestWithMetadata};
-use iii_sdk::runtime::WorkerMetadata;
-use iii_sdk::{
-    register_worker, Dispatch, IIIClient, InitOptions, TriggerAction, WorkerIdentityMode,
-};
+use iii_sdk::{Dispatch, IIIClient, TriggerAction};
 use serde_json::{json, Value};
 
 /// How long a double waits for its registrations to show up in the engine's
@@ -18,20 +15,7 @@ pub const LIVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// `/otel` socket), and the identity is explicit so a process-wide
 /// `III_WORKER_NAME` cannot rename a double.
 pub fn connect(url: &str, name: &str) -> IIIClient {
-    let mut options = InitOptions {
-        metadata: Some(WorkerMetadata {
-            name: name.to_string(),
-            description: Some(format!("test double: {name}")),
-            ..WorkerMetadata::default()
-        }),
-        identity: WorkerIdentityMode::Explicit,
-        otel: Some(Default::default()),
-        ..InitOptions::default()
-    };
-    if let Some(otel) = options.otel.as_mut() {
-        otel.enabled = Some(false);
-    }
-    register_worker(url, options)
+    crate::testkit::fixture::plain_client(url, name, Some(format!("test double: {name}")))
 }
 
 /// Waits until every function in `functions` and every trigger type in
