@@ -661,30 +661,24 @@ async fn latency_phase() {
     }
     let counts = count_invocations(&world, &mut counter).await;
 
-    let p50_of = |i: usize| {
-        let mut v = all[i].latencies.clone();
-        v.sort();
-        percentile(&v, 0.5)
-    };
-    let noop = {
-        let mut v = all[0].latencies.clone();
+    // (p50, p99, calls/s with CONCURRENCY in flight) of one case.
+    let stats = |s: &Samples| {
+        let mut v = s.latencies.clone();
         v.sort();
         (
             percentile(&v, 0.5),
             percentile(&v, 0.99),
-            rate(all[0].concurrent),
+            rate(s.concurrent),
         )
     };
-    let echo_p50 = p50_of(1);
+    let noop = stats(&all[0]);
+    let echo_p50 = stats(&all[1]).0;
     println!("| case | p50 | p99 | calls/s (sequential) | calls/s ({CONCURRENCY} in flight) | p50 ÷ (a) | p50 ÷ (a') | p99 ÷ (a) | calls/s ({CONCURRENCY}) ÷ (a) | failed calls |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for s in &all {
-        let mut v = s.latencies.clone();
-        v.sort();
-        let (p50, p99) = (percentile(&v, 0.5), percentile(&v, 0.99));
-        let sum: Duration = v.iter().sum();
-        let seq = v.len() as f64 / sum.as_secs_f64().max(f64::MIN_POSITIVE);
-        let tp = rate(s.concurrent);
+        let (p50, p99, tp) = stats(s);
+        let sum: Duration = s.latencies.iter().sum();
+        let seq = s.latencies.len() as f64 / sum.as_secs_f64().max(f64::MIN_POSITIVE);
         println!(
             "| {} | {} | {} | {:.0} | {:.0} | {:.2}× | {:.2}× | {:.2}× | {:.2}× | {} |",
             s.case.label(),
