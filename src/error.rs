@@ -1,4 +1,5 @@
-//! The worker's error type, mapped once to the wire codes of the contract.
+//! The worker's handler errors, mapped once to the wire codes of
+//! `architecture/contract.md` § Errors.
 //!
 //! # Format
 //!
@@ -13,30 +14,70 @@
 
 use thiserror::Error;
 
+use crate::engine::CallError;
+
 /// Wire code for a bad request shape or id.
-pub const INVALID_PAYLOAD: &str = "approval/invalid_payload";
+pub(crate) const INVALID_PAYLOAD: &str = "approval/invalid_payload";
 /// Wire code for a `state::*` failure on a path that must not guess.
-pub const STATE_UNAVAILABLE: &str = "approval/state_unavailable";
+pub(crate) const STATE_UNAVAILABLE: &str = "approval/state_unavailable";
 /// Wire code for a `harness::function::resolve` failure during resolve.
-pub const HARNESS_UNAVAILABLE: &str = "approval/harness_unavailable";
+pub(crate) const HARNESS_UNAVAILABLE: &str = "approval/harness_unavailable";
 
 /// Errors a handler returns to its caller.
-#[derive(Debug, Clone, Error, PartialEq, Eq)]
-pub enum ApprovalError {
+#[derive(Debug, Error)]
+pub(crate) enum ApprovalError {
     /// A bad shape, an empty id, an id containing `/`, a malformed cursor.
     #[error("{INVALID_PAYLOAD}: {0}")]
     InvalidPayload(String),
-    /// A state call failed where guessing is not allowed.
+    /// A state call failed, or what it returned is unreadable, where guessing
+    /// is not allowed.
     #[error("{STATE_UNAVAILABLE}: {0}")]
-    StateUnavailable(String),
+    StateUnavailable(#[source] StateError),
     /// The harness did not take the decision; the record is kept.
     #[error("{HARNESS_UNAVAILABLE}: {0}")]
-    HarnessUnavailable(String),
+    HarnessUnavailable(#[source] CallError),
+}
+
+/// Why the worker's state could not be used.
+#[derive(Debug, Error)]
+pub(crate) enum StateError {
+    /// The call itself failed.
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// A value to store could not be encoded.
+    #[error("cannot encode the value: {0}")]
+    Encode(#[source] serde_json::Error),
+    /// A stored value does not have its documented shape.
+    #[error("stored {what} is unreadable: {source}")]
+    Unreadable {
+        /// What was read (`settings of session s_1`).
+        what: String,
+        /// The parse error.
+        source: serde_json::Error,
+    },
+}
+
+impl From<CallError> for ApprovalError {
+    /// A failed harness call is `harness_unavailable`; any other failed call
+    /// (state, configuration) is `state_unavailable`.
+    fn from(err: CallError) -> Self {
+        if err.is_harness() {
+            ApprovalError::HarnessUnavailable(err)
+        } else {
+            ApprovalError::StateUnavailable(StateError::Call(err))
+        }
+    }
+}
+
+impl From<StateError> for ApprovalError {
+    fn from(err: StateError) -> Self {
+        ApprovalError::StateUnavailable(err)
+    }
 }
 
 impl ApprovalError {
     /// The wire code.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             ApprovalError::InvalidPayload(_) => INVALID_PAYLOAD,
             ApprovalError::StateUnavailable(_) => STATE_UNAVAILABLE,
@@ -57,7 +98,7 @@ impl From<ApprovalError> for iii_sdk::Error {
 
 /// Validates a `session_id` / `function_call_id`: non-empty, no `/` (the key
 /// separator of the state layout).
-pub fn validate_id(field: &str, value: &str) -> Result<(), ApprovalError> {
+pub(crate) fn validate_id(field: &str, value: &str) -> Result<(), ApprovalError> {
     if value.is_empty() {
         return Err(ApprovalError::InvalidPayload(format!(
             "{field} must not be empty"
@@ -71,8 +112,13 @@ pub fn validate_id(field: &str, value: &str) -> Result<(), ApprovalError> {
     Ok(())
 }
 
+/// Whether `value` is a usable `session_id` / `function_call_id`.
+pub fn is_valid_id(value: &str) -> bool {
+    !value.is_empty() && !value.contains('/')
+}
+
 /// Validates a `function_id` argument: non-empty after trimming.
-pub fn validate_function_id(value: &str) -> Result<(), ApprovalError> {
+pub(crate) fn validate_function_id(value: &str) -> Result<(), ApprovalError> {
     if value.trim().is_empty() {
         return Err(ApprovalError::InvalidPayload(
             "function_id must not be empty".into(),
@@ -84,6 +130,7 @@ pub fn validate_function_id(value: &str) -> Result<(), ApprovalError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::ErrorCode;
 
     #[test]
     fn message_starts_with_code() {
@@ -103,10 +150,30 @@ mod tests {
     }
 
     #[test]
+    fn failed_calls_map_to_the_code_of_their_family() {
+        let failed = |function_id: &str| CallError {
+            function_id: function_id.into(),
+            code: ErrorCode::Timeout,
+            message: "invocation timed out".into(),
+        };
+        let harness = ApprovalError::from(failed("harness::function::resolve"));
+        assert_eq!(harness.code(), HARNESS_UNAVAILABLE);
+        assert_eq!(
+            harness.to_string(),
+            "approval/harness_unavailable: harness::function::resolve failed (timeout): invocation timed out"
+        );
+        assert_eq!(
+            ApprovalError::from(failed("state::get")).code(),
+            STATE_UNAVAILABLE
+        );
+    }
+
+    #[test]
     fn ids_are_validated() {
         assert!(validate_id("session_id", "s_1").is_ok());
         assert!(validate_id("session_id", "").is_err());
         assert!(validate_id("session_id", "a/b").is_err());
+        assert!(is_valid_id("s_1") && !is_valid_id("") && !is_valid_id("a/b"));
         assert!(validate_function_id("  ").is_err());
         assert!(validate_function_id("x::y").is_ok());
     }

@@ -1,32 +1,68 @@
-//! approval-gate: decides, one function call at a time, whether an agent's call
-//! may run, must be denied, or must wait for a human, and routes the human's
-//! answer back to the parked turn.
+//! approval-gate: decides, one function call at a time, whether an agent's
+//! call may run, must be denied, or must wait for a human, and routes the
+//! human's answer back to the parked turn.
 //!
-//! The crate is a functional core with a thin imperative shell:
+//! The worker serves four surfaces, one module each:
 //!
-//! * pure modules — [`policy`] (rule compilation and the decision ladder),
-//!   [`redact`], [`settings::model`], [`pending::record`], [`pending::index`],
-//!   [`pending::cursor`] — have no SDK types in their signatures;
-//! * the shell — [`functions`] (one file per `approval::*` function),
-//!   [`boot`], [`client`] — talks to the engine.
+//! * `gate` — `approval::gate`, the pre-trigger hook (continue / deny / hold);
+//! * `grant_watch` — `approval::grant-watch`, jail rejections → folder prompts;
+//! * `decision` — `approval::resolve`, the settings RPCs, `approval::evaluate`;
+//! * `inbox` — held calls, `list-pending` / `get-pending`, the trigger types.
+//!
+//! They share a pure core — `policy` (rule compilation and the decision
+//! ladder), `redact`, `settings` (the per-session record), the inbox's record,
+//! index and cursor — and a thin shell: `engine` (the one typed client of the
+//! engine and its siblings), `config` (the reactive configuration), `boot`.
+//! `architecture/internals.md` draws the layout; `architecture/contract.md`
+//! is the wire contract.
+//!
+//! Every module is private. What follows is the crate's API: what the binary
+//! runs, and the pure core that tests, benches and fuzz targets exercise.
 
-pub mod boot;
-pub mod client;
-pub mod config;
-pub mod deep;
-pub mod error;
-pub mod functions;
-pub mod grant;
-pub mod manifest;
-pub mod pending;
-pub mod policy;
-pub mod redact;
-pub mod settings;
-pub mod shutdown;
-pub mod subscriptions;
-pub mod time;
-pub mod unbind;
-pub mod worker;
+mod boot;
+mod config;
+mod decision;
+mod deep;
+mod engine;
+mod error;
+mod functions;
+mod gate;
+mod grant_watch;
+mod inbox;
+mod lifecycle;
+mod manifest;
+mod policy;
+mod redact;
+mod settings;
+mod shutdown;
+mod time;
+mod worker;
 
-#[cfg(feature = "testkit")]
-pub mod testkit;
+// Running the worker.
+pub use boot::{boot, unbind, BootError, BootOptions, Running, DESCRIPTION, WORKER_NAME};
+pub use config::{load_seed, ApprovalConfig, BootstrapError, ConfigError, SeedError, CONFIG_ID};
+pub use functions::FUNCTION_IDS;
+pub use manifest::manifest_json;
+pub use shutdown::signal;
+
+// The pure core.
+pub use config::{default_settings, Snapshot};
+pub use engine::SessionContext;
+pub use error::is_valid_id;
+pub use gate::hook::{parse_hook_input, HookCall, HookInput, HookOutput, MalformedInput};
+pub use gate::record::build_record;
+pub use gate::{judge, Judgement};
+pub use grant_watch::hint::{contains, find_hint, recognise, JAIL_CODES};
+pub use inbox::cursor::{decode as decode_cursor, encode as encode_cursor, CursorError};
+pub use inbox::index::{ListPage, ListQuery, PendingIndex};
+pub use inbox::{
+    all_scopes, bucket_scope, state_key, GrantRequest, PendingRecord, RecordKind, SortKey,
+    LOAD_CONCURRENCY, PENDING_CREATED, PENDING_RESOLVED,
+};
+pub use policy::{
+    decide, default_rules, is_human_only, ArgConstraint, Basis, Call, CompiledRules,
+    CompiledSettings, ConstraintOp, Decision, DenialEnvelope, RuleAction, RuleError, RuleObject,
+    RuleSpec, Verdict, HUMAN_ONLY_RULE,
+};
+pub use redact::{is_secret_key, redact};
+pub use settings::{ApprovalSettings, Entry, GrantedBy, Mode};

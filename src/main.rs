@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use approval_gate::boot::{self, BootOptions};
-use approval_gate::{config, manifest, shutdown, unbind};
+use approval_gate::{boot, load_seed, manifest_json, signal, unbind, BootOptions};
 
 /// Human-in-the-loop approval gate for iii function calls.
 #[derive(Debug, Parser)]
@@ -75,14 +74,14 @@ fn otel_enabled() -> bool {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.manifest {
-        println!("{}", manifest::manifest_json());
+        println!("{}", manifest_json());
         return ExitCode::SUCCESS;
     }
     init_logs(cli.log_format);
     let timeout = Duration::from_secs(cli.connect_timeout);
 
     if let Some(Command::Unbind) = cli.command {
-        return match unbind::run(&cli.url, otel_enabled(), timeout).await {
+        return match unbind(&cli.url, otel_enabled(), timeout).await {
             Ok(removed) => {
                 println!("removed {removed} durable binding(s)");
                 ExitCode::SUCCESS
@@ -94,7 +93,7 @@ async fn main() -> ExitCode {
         };
     }
 
-    let seed = match cli.config.as_deref().map(config::load_seed).transpose() {
+    let seed = match cli.config.as_deref().map(load_seed).transpose() {
         Ok(seed) => seed,
         Err(err) => {
             eprintln!("approval-gate: {err}");
@@ -107,7 +106,7 @@ async fn main() -> ExitCode {
         connect_timeout: timeout,
         otel: otel_enabled(),
     };
-    let running = match boot::boot(options).await {
+    let running = match boot(options).await {
         Ok(running) => running,
         Err(err) => {
             tracing::error!(error = %err, "boot failed");
@@ -115,7 +114,7 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    shutdown::signal().await;
+    signal().await;
     tracing::info!("shutting down: finishing handlers in flight");
     running.shutdown(Duration::from_secs(10)).await;
     ExitCode::SUCCESS

@@ -14,7 +14,7 @@ use crate::boot::{DESCRIPTION, WORKER_NAME};
 use crate::config::ApprovalConfig;
 
 /// Targets the worker builds for (pure Rust, no platform code).
-pub const SUPPORTED_TARGETS: &[&str] = &[
+const SUPPORTED_TARGETS: &[&str] = &[
     "x86_64-unknown-linux-gnu",
     "aarch64-unknown-linux-gnu",
     "x86_64-apple-darwin",
@@ -22,7 +22,7 @@ pub const SUPPORTED_TARGETS: &[&str] = &[
 ];
 
 /// The manifest as JSON.
-pub fn manifest() -> Value {
+fn manifest() -> Value {
     json!({
         "name": WORKER_NAME,
         "version": env!("CARGO_PKG_VERSION"),

@@ -1,68 +1,59 @@
-//! The worker's shared state: what the four surfaces share. One value, built
-//! at boot, handed to every handler in an `Arc`.
+//! What the four surfaces share: one value, built at boot, handed to every
+//! handler in an `Arc`. Each part owns its own locks.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::client::Sibling;
 use crate::config::ConfigCell;
-use crate::pending::store::PendingStore;
-use crate::settings::store::SettingsStore;
-use crate::subscriptions::Subscriptions;
+use crate::engine::Engine;
+use crate::grant_watch::GrantWatch;
+use crate::inbox::PendingStore;
+use crate::settings::SettingsStore;
 
 /// Shared state of the running worker.
-pub struct Worker {
+pub(crate) struct Worker {
     /// Typed access to the engine and sibling workers.
-    pub sibling: Sibling,
+    pub(crate) engine: Engine,
     /// The reactive configuration cell.
-    pub config: Arc<ConfigCell>,
+    pub(crate) config: Arc<ConfigCell>,
     /// Per-session settings and their in-memory view.
-    pub settings: SettingsStore,
-    /// Held calls: state plus the in-memory index.
-    pub pending: PendingStore,
-    /// Bindings of the pending-created / pending-resolved trigger types.
-    pub subscriptions: Arc<Subscriptions>,
-    /// Serializes read-merge-writes of the denied-dirs lists.
-    pub grant_lock: tokio::sync::Mutex<()>,
-    /// Serializes read-merge-writes of the shell's configuration.
-    pub shell_config_lock: tokio::sync::Mutex<()>,
-    /// Serializes configuration reloads so the last one to finish read the
-    /// newest value.
-    pub reload_lock: tokio::sync::Mutex<()>,
+    pub(crate) settings: SettingsStore,
+    /// Held calls: state plus the in-memory index; announces them.
+    pub(crate) inbox: PendingStore,
+    /// The grant watch's memory and its folder grants.
+    pub(crate) grant_watch: GrantWatch,
     in_flight: AtomicUsize,
 }
 
 impl Worker {
     /// Builds the shared state.
-    pub fn new(sibling: Sibling, config: Arc<ConfigCell>) -> Arc<Worker> {
+    pub(crate) fn new(engine: Engine, config: ConfigCell) -> Arc<Worker> {
+        let config = Arc::new(config);
         Arc::new(Worker {
-            settings: SettingsStore::new(sibling.clone(), config.clone()),
-            pending: PendingStore::new(sibling.clone()),
-            subscriptions: Arc::new(Subscriptions::default()),
-            grant_lock: tokio::sync::Mutex::new(()),
-            shell_config_lock: tokio::sync::Mutex::new(()),
-            sibling,
+            settings: SettingsStore::new(engine.clone(), config.clone()),
+            inbox: PendingStore::new(engine.clone()),
+            grant_watch: GrantWatch::new(engine.clone()),
+            engine,
             config,
-            reload_lock: tokio::sync::Mutex::new(()),
             in_flight: AtomicUsize::new(0),
         })
     }
 
     /// Marks a handler as running until the guard drops (graceful shutdown
     /// waits for these).
-    pub fn enter(self: &Arc<Self>) -> InFlight {
+    pub(crate) fn enter(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         InFlight(self.clone())
     }
 
     /// Handlers running now.
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::SeqCst)
     }
 }
 
 /// Guard of one running handler.
-pub struct InFlight(Arc<Worker>);
+pub(crate) struct InFlight(Arc<Worker>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {

@@ -14,9 +14,40 @@
 //! string value; a missing or non-string field never matches.
 
 use regex::{Regex, RegexBuilder};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::decide::{ConstraintOp, MatchedConstraint};
+/// How a constraint compares (wire: `"equals"` / `"matches"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ConstraintOp {
+    /// Type-strict JSON equality.
+    Equals,
+    /// Unanchored regex on a string.
+    Matches,
+}
+
+impl ConstraintOp {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConstraintOp::Equals => "equals",
+            ConstraintOp::Matches => "matches",
+        }
+    }
+}
+
+/// The argument constraint a matching rule reports: its first in key order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MatchedConstraint<'r> {
+    /// The `args` key as written (a name or a JSON Pointer).
+    pub field: &'r str,
+    /// `equals` or `matches`.
+    pub operator: ConstraintOp,
+    /// The expected value; for `matches` the regex as a JSON string.
+    pub value: &'r Value,
+}
 
 /// A missing field, for `equals`.
 static NULL: Value = Value::Null;

@@ -12,13 +12,12 @@
 //! 5. the first rule whose glob, `modes` and `args` all match → its action;
 //! 6. nothing matched → hold.
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::args::MatchedConstraint;
 use super::glob::{Pattern, PatternTable};
 use super::rules::{CompiledRules, RuleAction};
-use crate::settings::model::{ApprovalSettings, Entry, Mode};
+use crate::settings::{ApprovalSettings, Entry, Mode};
 
 /// The rule id reported for calls to the human-only surface.
 pub const HUMAN_ONLY_RULE: &str = "human_only_function";
@@ -98,37 +97,6 @@ impl Verdict {
             Verdict::Hold => "hold",
         }
     }
-}
-
-/// How a constraint compares (wire: `"equals"` / `"matches"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ConstraintOp {
-    /// Type-strict JSON equality.
-    Equals,
-    /// Unanchored regex on a string.
-    Matches,
-}
-
-impl ConstraintOp {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ConstraintOp::Equals => "equals",
-            ConstraintOp::Matches => "matches",
-        }
-    }
-}
-
-/// The argument constraint a matching rule reports: its first in key order.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MatchedConstraint<'r> {
-    /// The `args` key as written (a name or a JSON Pointer).
-    pub field: &'r str,
-    /// `equals` or `matches`.
-    pub operator: ConstraintOp,
-    /// The expected value; for `matches` the regex as a JSON string.
-    pub value: &'r Value,
 }
 
 /// Why a verdict was reached. Borrows from the compiled settings and rules.
@@ -316,8 +284,9 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::policy::args::ConstraintOp;
     use crate::policy::rules::RuleSpec;
-    use crate::settings::model::GrantedBy;
+    use crate::settings::GrantedBy;
 
     const MODES: [Mode; 3] = [Mode::Manual, Mode::Auto, Mode::Full];
 

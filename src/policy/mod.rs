@@ -1,6 +1,9 @@
 //! The policy: the configuration's rules compiled once, and the pure decision
 //! ladder the gate, `approval::evaluate` and the benches all run.
 //!
+//! The modules depend on each other in one direction only:
+//! `glob`, `args` ← `rules` ← `decide` ← `reasons`, `envelope`.
+//!
 //! Three stages, kept apart: the wire types ([`RuleSpec`]) are parsed by
 //! serde; [`CompiledRules::compile`] validates and compiles them once per
 //! configuration change (every error, with its index); [`decide`] evaluates
@@ -15,16 +18,13 @@ mod glob;
 mod reasons;
 mod rules;
 
+pub use args::ConstraintOp;
 pub use decide::{
-    decide, is_human_only, Basis, Call, CompiledSettings, ConstraintOp, Decision,
-    MatchedConstraint, Verdict, HUMAN_ONLY_RULE,
+    decide, is_human_only, Basis, Call, CompiledSettings, Decision, Verdict, HUMAN_ONLY_RULE,
 };
-pub use envelope::{
-    DenialEnvelope, DeniedBy, OwnedMatchedConstraint, DENIED, ENVELOPE_SCHEMA_VERSION,
-};
+pub use envelope::DenialEnvelope;
 pub use rules::{
     default_rules, ArgConstraint, CompiledRules, RuleAction, RuleError, RuleObject, RuleSpec,
-    DEFAULT_RULES,
 };
 
 #[cfg(test)]

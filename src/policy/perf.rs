@@ -13,7 +13,7 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::settings::model::{ApprovalSettings, Entry, GrantedBy, Mode};
+use crate::settings::{ApprovalSettings, Entry, GrantedBy, Mode};
 
 struct Counting;
 

@@ -8,12 +8,13 @@
 //!
 //! Allow and hold texts are short notes for logs and `approval::evaluate`.
 
-use super::decide::{Basis, Decision, MatchedConstraint, Verdict, HUMAN_ONLY_RULE};
+use super::args::MatchedConstraint;
+use super::decide::{Basis, Decision, Verdict, HUMAN_ONLY_RULE};
 
-impl Decision<'_> {
+impl<'r> Decision<'r> {
     /// The rule behind the decision: `human_only_function` for a human-only
     /// target, the matching rule's id for a rule decision, else `None`.
-    pub fn rule_id(&self) -> Option<&str> {
+    pub fn rule_id(&self) -> Option<&'r str> {
         match self.basis {
             Basis::HumanOnly => Some(HUMAN_ONLY_RULE),
             Basis::Rule { rule_id, .. } => Some(rule_id),
@@ -86,7 +87,7 @@ mod tests {
 
     use super::*;
     use crate::policy::{decide, Call, CompiledRules, CompiledSettings, RuleSpec};
-    use crate::settings::model::{ApprovalSettings, Entry, GrantedBy, Mode};
+    use crate::settings::{ApprovalSettings, Entry, GrantedBy, Mode};
 
     fn settings(mode: Mode, always_allow: &[&str], approved_always: &[&str]) -> CompiledSettings {
         let entries = |ids: &[&str]| {

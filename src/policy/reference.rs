@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
 use super::*;
-use crate::settings::model::{ApprovalSettings, Entry, GrantedBy, Mode};
+use crate::settings::{ApprovalSettings, Entry, GrantedBy, Mode};
 
 /// A glob as the test generates it; rendered to text for the real
 /// evaluator, matched token by token by the reference.

@@ -25,7 +25,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::args::CompiledConstraint;
 use super::glob::{Pattern, PatternTable};
-use crate::settings::model::Mode;
+use crate::settings::Mode;
 
 /// The default rule set: deny this worker's own surface; everything else that
 /// is not short-cut by the session's settings holds.

@@ -1,4 +1,10 @@
-//! Per-session approval settings: the record ([`model`]) and the store with
-//! its in-memory view ([`store`]).
-pub mod model;
-pub mod store;
+//! Per-session approval settings (`architecture/contract.md` § Settings):
+//! the record and its mutations ([`model`], pure) and the store with its
+//! in-memory view ([`store`]). The gate reads them; the decision plane
+//! changes them.
+
+mod model;
+mod store;
+
+pub use model::{ApprovalSettings, Entry, GrantedBy, Mode};
+pub(crate) use store::{event_key, SettingsSource, SettingsStore, SETTINGS_SCOPE};

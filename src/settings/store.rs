@@ -18,29 +18,29 @@ use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::client::Sibling;
+use super::model::ApprovalSettings;
 use crate::config::{default_settings, ConfigCell};
-use crate::error::ApprovalError;
+use crate::engine::{CallError, Engine};
+use crate::error::{is_valid_id, ApprovalError, StateError};
 use crate::policy::CompiledSettings;
-use crate::settings::model::ApprovalSettings;
 
 /// The state scope of per-session settings.
-pub const SETTINGS_SCOPE: &str = "approval_settings";
+pub(crate) const SETTINGS_SCOPE: &str = "approval_settings";
 
 /// A stored settings record: the contract's `ApprovalSettings` plus the
 /// session id, so the view can be rebuilt from `state::list` (values only).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StoredSettings {
+struct StoredSettings {
     /// The session the record belongs to.
-    pub session_id: String,
+    session_id: String,
     /// The settings.
     #[serde(flatten)]
-    pub settings: ApprovalSettings,
+    settings: ApprovalSettings,
 }
 
 /// A session's stored settings, compiled for the gate.
 #[derive(Debug)]
-pub struct SessionSettings {
+pub(crate) struct SessionSettings {
     /// As stored.
     pub settings: ApprovalSettings,
     /// Compiled for matching.
@@ -57,7 +57,7 @@ impl SessionSettings {
 /// Where `get-settings` found a session's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum SettingsSource {
+pub(crate) enum SettingsSource {
     /// A stored record.
     Stored,
     /// Nothing stored: the current defaults.
@@ -65,8 +65,8 @@ pub enum SettingsSource {
 }
 
 /// The settings store.
-pub struct SettingsStore {
-    sibling: Sibling,
+pub(crate) struct SettingsStore {
+    engine: Engine,
     config: Arc<ConfigCell>,
     view: DashMap<String, Arc<SessionSettings>>,
     locks: DashMap<String, Arc<tokio::sync::Mutex<()>>>,
@@ -74,9 +74,9 @@ pub struct SettingsStore {
 
 impl SettingsStore {
     /// An empty store.
-    pub fn new(sibling: Sibling, config: Arc<ConfigCell>) -> SettingsStore {
+    pub(crate) fn new(engine: Engine, config: Arc<ConfigCell>) -> SettingsStore {
         SettingsStore {
-            sibling,
+            engine,
             config,
             view: DashMap::new(),
             locks: DashMap::new(),
@@ -85,12 +85,12 @@ impl SettingsStore {
 
     /// Loads every stored record into the view. A failure leaves the view
     /// empty (defaults), which never allows more than the operator configured.
-    pub async fn load(&self) -> Result<usize, crate::client::CallError> {
-        let values = self.sibling.state_list(SETTINGS_SCOPE).await?;
+    pub(crate) async fn load(&self) -> Result<usize, CallError> {
+        let values = self.engine.state_list(SETTINGS_SCOPE).await?;
         let mut loaded = 0;
         for value in values {
             if let Ok(stored) = serde_json::from_value::<StoredSettings>(value) {
-                if crate::error::validate_id("session_id", &stored.session_id).is_ok() {
+                if is_valid_id(&stored.session_id) {
                     self.view.insert(
                         stored.session_id.clone(),
                         SessionSettings::new(stored.settings),
@@ -104,13 +104,8 @@ impl SettingsStore {
 
     /// The gate's read: the stored settings from the view, else `None`
     /// (the caller uses the snapshot's defaults). No engine round trip.
-    pub fn cached(&self, session_id: &str) -> Option<Arc<SessionSettings>> {
+    pub(crate) fn cached(&self, session_id: &str) -> Option<Arc<SessionSettings>> {
         self.view.get(session_id).map(|e| e.value().clone())
-    }
-
-    /// How many sessions have stored settings in the view.
-    pub fn cached_len(&self) -> usize {
-        self.view.len()
     }
 
     fn lock_of(&self, session_id: &str) -> Arc<tokio::sync::Mutex<()>> {
@@ -125,25 +120,23 @@ impl SettingsStore {
         &self,
         session_id: &str,
     ) -> Result<Option<ApprovalSettings>, ApprovalError> {
-        let value = self
-            .sibling
-            .state_get(SETTINGS_SCOPE, session_id)
-            .await
-            .map_err(|e| ApprovalError::StateUnavailable(e.to_string()))?;
+        let value = self.engine.state_get(SETTINGS_SCOPE, session_id).await?;
         if value.is_null() {
             return Ok(None);
         }
         serde_json::from_value::<ApprovalSettings>(value)
             .map(Some)
-            .map_err(|e| {
-                ApprovalError::StateUnavailable(format!(
-                    "stored settings of session {session_id} are unreadable: {e}"
-                ))
+            .map_err(|source| {
+                StateError::Unreadable {
+                    what: format!("settings of session {session_id}"),
+                    source,
+                }
+                .into()
             })
     }
 
     /// `get-settings`: the stored record, or the current defaults. Never writes.
-    pub async fn get(
+    pub(crate) async fn get(
         &self,
         session_id: &str,
     ) -> Result<(ApprovalSettings, SettingsSource), ApprovalError> {
@@ -159,7 +152,7 @@ impl SettingsStore {
     /// Applies `change` to the session's settings: a strict read, lazy
     /// seeding from the current defaults (seed entries stamped now), one
     /// whole-record write, then the view. Serialized per session.
-    pub async fn mutate(
+    pub(crate) async fn mutate(
         &self,
         session_id: &str,
         change: impl FnOnce(&mut ApprovalSettings, u64),
@@ -179,12 +172,10 @@ impl SettingsStore {
             session_id: session_id.to_string(),
             settings: settings.clone(),
         };
-        let value = serde_json::to_value(&stored)
-            .map_err(|e| ApprovalError::StateUnavailable(e.to_string()))?;
-        self.sibling
+        let value = serde_json::to_value(&stored).map_err(StateError::Encode)?;
+        self.engine
             .state_set(SETTINGS_SCOPE, session_id, value)
-            .await
-            .map_err(|e| ApprovalError::StateUnavailable(e.to_string()))?;
+            .await?;
         self.view.insert(
             session_id.to_string(),
             SessionSettings::new(settings.clone()),
@@ -194,15 +185,11 @@ impl SettingsStore {
 
     /// `clear-settings` (and session deletion): deletes the record; says
     /// whether one existed.
-    pub async fn clear(&self, session_id: &str) -> Result<bool, ApprovalError> {
+    pub(crate) async fn clear(&self, session_id: &str) -> Result<bool, ApprovalError> {
         let lock = self.lock_of(session_id);
         let existed = {
             let _guard = lock.lock().await;
-            let old = self
-                .sibling
-                .state_delete(SETTINGS_SCOPE, session_id)
-                .await
-                .map_err(|e| ApprovalError::StateUnavailable(e.to_string()))?;
+            let old = self.engine.state_delete(SETTINGS_SCOPE, session_id).await?;
             self.view.remove(session_id);
             !old.is_null()
         };
@@ -213,7 +200,7 @@ impl SettingsStore {
     /// Re-reads one key after a write made elsewhere (a `state` trigger
     /// event), so the view follows the store. A failed read drops the entry:
     /// defaults never allow more than the operator configured.
-    pub async fn refresh(&self, session_id: &str) {
+    pub(crate) async fn refresh(&self, session_id: &str) {
         let lock = self.lock_of(session_id);
         let _guard = lock.lock().await;
         match self.read_strict(session_id).await {
@@ -233,7 +220,7 @@ impl SettingsStore {
 }
 
 /// Extracts the session id (the key) from a `state` trigger event payload.
-pub fn event_key(payload: &Value) -> Option<&str> {
+pub(crate) fn event_key(payload: &Value) -> Option<&str> {
     if payload.get("scope").and_then(Value::as_str) != Some(SETTINGS_SCOPE) {
         return None;
     }

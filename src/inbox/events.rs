@@ -1,4 +1,5 @@
-//! The trigger types the worker provides (contract §7):
+//! The trigger types the worker provides (`architecture/contract.md` § Trigger
+//! types):
 //! `approval::pending-created` and `approval::pending-resolved`, their
 //! bindings (kept in memory, keyed by binding id; the engine re-sends them on
 //! reconnect, so registration is idempotent) and the fan-out.
@@ -21,8 +22,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::client::Sibling;
-use crate::pending::record::{Metadata, PendingRecord};
+use super::record::{Metadata, PendingRecord};
+use crate::engine::Engine;
 
 /// `approval::pending-created`.
 pub const PENDING_CREATED: &str = "approval::pending-created";
@@ -30,6 +31,12 @@ pub const PENDING_CREATED: &str = "approval::pending-created";
 pub const PENDING_RESOLVED: &str = "approval::pending-resolved";
 
 /// A binding's filter.
+/// A binding config that is not `{session_id?, metadata?}`; the binding is
+/// refused with this message.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid binding config: {0}")]
+pub struct InvalidBinding(serde_json::Error);
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BindingFilter {
@@ -43,11 +50,11 @@ pub struct BindingFilter {
 
 impl BindingFilter {
     /// Parses a binding config; null means match all.
-    pub fn parse(config: &Value) -> Result<BindingFilter, String> {
+    pub fn parse(config: &Value) -> Result<BindingFilter, InvalidBinding> {
         if config.is_null() {
             return Ok(BindingFilter::default());
         }
-        BindingFilter::deserialize(config).map_err(|e| format!("invalid binding config: {e}"))
+        BindingFilter::deserialize(config).map_err(InvalidBinding)
     }
 
     /// Whether a record (its session id and metadata) passes the filter.
@@ -139,20 +146,21 @@ struct Binding {
 }
 
 /// The live bindings of both types.
-#[derive(Default)]
-pub struct Subscriptions {
+pub(crate) struct Events {
+    engine: Engine,
     bindings: DashMap<String, Binding>,
 }
 
 struct TypeHandler {
     trigger_type: &'static str,
-    subs: Arc<Subscriptions>,
+    subs: Arc<Events>,
 }
 
 #[async_trait]
 impl TriggerHandler for TypeHandler {
     async fn register_trigger(&self, config: TriggerConfig) -> Result<(), iii_sdk::Error> {
-        let filter = BindingFilter::parse(&config.config).map_err(iii_sdk::Error::Handler)?;
+        let filter = BindingFilter::parse(&config.config)
+            .map_err(|e| iii_sdk::Error::Handler(e.to_string()))?;
         self.subs.bindings.insert(
             config.id,
             Binding {
@@ -172,9 +180,18 @@ impl TriggerHandler for TypeHandler {
     }
 }
 
-impl Subscriptions {
+impl Events {
     /// Registers both trigger types with the engine.
-    pub fn register(self: &Arc<Self>, iii: &IIIClient) {
+    /// No bindings yet.
+    pub(crate) fn new(engine: Engine) -> Events {
+        Events {
+            engine,
+            bindings: DashMap::new(),
+        }
+    }
+
+    /// Provides both trigger types.
+    pub(crate) fn register(self: &Arc<Self>, iii: &IIIClient) {
         // Providing trigger types is deprecated in the 0.25 SDK (0.26 removed
         // it) but it is what the engine and every consumer speak today.
         #[allow(deprecated)]
@@ -211,11 +228,6 @@ impl Subscriptions {
         self.bindings.len()
     }
 
-    /// Whether no binding is live.
-    pub fn is_empty(&self) -> bool {
-        self.bindings.is_empty()
-    }
-
     fn targets(
         &self,
         trigger_type: &str,
@@ -235,7 +247,7 @@ impl Subscriptions {
 
     /// Announces a new record, off the hot path: the caller's answer goes
     /// out first.
-    pub fn emit_created(&self, sibling: &Sibling, record: &PendingRecord) {
+    pub(super) fn emit_created(&self, record: &PendingRecord) {
         let targets = self.targets(
             PENDING_CREATED,
             &record.session_id,
@@ -246,37 +258,37 @@ impl Subscriptions {
             status: "pending".into(),
         };
         fan_out(
-            sibling,
+            &self.engine,
             targets,
             serde_json::to_value(payload).unwrap_or(Value::Null),
         );
     }
 
     /// Announces a record that left the inbox.
-    pub fn emit_resolved(&self, sibling: &Sibling, event: PendingResolved) {
+    pub(super) fn emit_resolved(&self, event: PendingResolved) {
         let targets = self.targets(
             PENDING_RESOLVED,
             &event.session_id,
             event.session_metadata.as_ref(),
         );
         fan_out(
-            sibling,
+            &self.engine,
             targets,
             serde_json::to_value(event).unwrap_or(Value::Null),
         );
     }
 }
 
-fn fan_out(sibling: &Sibling, targets: Vec<Binding>, payload: Value) {
+fn fan_out(engine: &Engine, targets: Vec<Binding>, payload: Value) {
     if targets.is_empty() {
         return;
     }
-    let sibling = sibling.clone();
+    let engine = engine.clone();
     tokio::spawn(async move {
         // Let the handler's answer leave before the notifications do.
         tokio::task::yield_now().await;
         for b in targets {
-            if let Err(err) = sibling
+            if let Err(err) = engine
                 .fire(
                     &b.function_id,
                     payload.clone(),
@@ -308,6 +320,7 @@ mod tests {
         );
         assert!(BindingFilter::parse(&json!({"session": "x"}))
             .unwrap_err()
+            .to_string()
             .starts_with("invalid binding config"));
         assert!(BindingFilter::parse(&json!({"metadata": 3})).is_err());
     }

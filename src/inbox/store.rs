@@ -1,6 +1,10 @@
-//! The pending store: state (the `approval_pending.NN` scopes) is the source of truth; the
-//! in-memory [`PendingIndex`] serves every read and purge and is rebuilt from
-//! `state::list` at boot.
+//! The pending store: state (the `approval_pending.NN` scopes) is the source
+//! of truth; the in-memory [`PendingIndex`] serves every read and purge and is
+//! rebuilt from `state::list` at boot (`architecture/contract.md` § Storage).
+//!
+//! The store is also the one place that announces records: it emits
+//! `approval::pending-created` when a hold is written and
+//! `approval::pending-resolved` when a record leaves, whoever made it leave.
 //!
 //! All writes of one key are serialized by a striped async lock, so a hold,
 //! a resolve's removal and a purge of the same record never interleave. No
@@ -22,9 +26,31 @@ use std::sync::{Arc, Mutex};
 use dashmap::DashMap;
 use serde_json::Value;
 
-use crate::client::{CallError, Sibling};
-use crate::pending::index::{ListPage, ListQuery, PendingIndex};
-use crate::pending::record::{PendingRecord, RecordKey};
+use super::events::{Events, Outcome, PendingResolved};
+use super::index::{ListPage, ListQuery, PendingIndex};
+use super::record::{PendingRecord, RecordKey};
+use crate::engine::{CallError, Engine};
+
+/// Why a write or a removal did not happen.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StoreError {
+    /// The state call failed.
+    #[error(transparent)]
+    State(#[from] CallError),
+    /// The record could not be encoded as JSON.
+    #[error("cannot encode the record: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+impl StoreError {
+    /// A short code for logs and deny reasons (`timeout`, `encode`, ...).
+    pub(crate) fn code(&self) -> &str {
+        match self {
+            StoreError::State(err) => err.code.as_str(),
+            StoreError::Encode(_) => "encode",
+        }
+    }
+}
 
 /// The state scope of held calls written by the first layout (one scope);
 /// read at boot and migrated into the buckets.
@@ -76,24 +102,30 @@ struct Resolving {
 }
 
 /// How a hold write ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Written {
-    /// The record is new: announce it. `displaced` is a different record that
-    /// was under the key with no resolve in flight for it: it left the inbox,
-    /// and its caller announces it as aborted (a record displaced while its
-    /// resolve runs is announced by that resolve).
-    New {
-        /// The record this write replaced, if it must be announced.
-        displaced: Option<Arc<PendingRecord>>,
-    },
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Written {
+    /// The record is new and was announced (`pending-created`). A different
+    /// record it replaced with no resolve in flight for it was announced as
+    /// aborted (one replaced while its resolve runs is announced by that
+    /// resolve).
+    New,
     /// State already held a record under the key that the index did not
-    /// know (a concurrent duplicate won): say nothing.
+    /// know (a concurrent duplicate won): nothing was announced.
     DuplicateWon,
 }
 
 /// The pending store.
-pub struct PendingStore {
-    sibling: Sibling,
+///
+/// Two kinds of lock, each for one job:
+/// * `index`, a std mutex, guards the in-memory index; it is held only for
+///   in-memory work, never across an `.await`;
+/// * `stripes`, async mutexes striped by key, serialize every write of one
+///   key (hold, resolve's removal, purge) across the state calls they make.
+///   No stripe is held across a harness call: a released call may be held
+///   again by the grant watch while its resolve is still in flight.
+pub(crate) struct PendingStore {
+    engine: Engine,
+    events: Arc<Events>,
     index: Mutex<PendingIndex>,
     stripes: Vec<tokio::sync::Mutex<()>>,
     resolving: DashMap<RecordKey, Resolving>,
@@ -101,13 +133,19 @@ pub struct PendingStore {
 
 impl PendingStore {
     /// An empty store.
-    pub fn new(sibling: Sibling) -> PendingStore {
+    pub(crate) fn new(engine: Engine) -> PendingStore {
         PendingStore {
-            sibling,
+            events: Arc::new(Events::new(engine.clone())),
+            engine,
             index: Mutex::new(PendingIndex::new()),
             stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
             resolving: DashMap::new(),
         }
+    }
+
+    /// The trigger types the store announces through.
+    pub(crate) fn events(&self) -> &Arc<Events> {
+        &self.events
     }
 
     fn with_index<R>(&self, f: impl FnOnce(&mut PendingIndex) -> R) -> R {
@@ -120,7 +158,7 @@ impl PendingStore {
     }
 
     /// The lock serializing writes of one key.
-    pub async fn lock(
+    pub(crate) async fn lock(
         &self,
         session_id: &str,
         function_call_id: &str,
@@ -140,10 +178,10 @@ impl PendingStore {
     /// about 4.7 KB per ~1 KB record (`cargo bench --bench e2e`); holding all
     /// 64 replies until the last arrived kept every record twice and set the
     /// worker's resident peak at 100k held calls.
-    pub async fn load(&self) -> Result<usize, CallError> {
+    pub(crate) async fn load(&self) -> Result<usize, CallError> {
         use futures_util::stream::{self, StreamExt};
         let mut replies = stream::iter((0..BUCKETS).map(|b| format!("{LEGACY_SCOPE}.{b:02}")))
-            .map(|scope| async move { self.sibling.state_list(&scope).await })
+            .map(|scope| async move { self.engine.state_list(&scope).await })
             .buffer_unordered(LOAD_CONCURRENCY);
         let mut n = 0;
         while let Some(values) = replies.next().await {
@@ -165,7 +203,7 @@ impl PendingStore {
     /// Moves records of the legacy scope into their buckets.
     async fn migrate_legacy(&self) -> Result<usize, CallError> {
         let mut moved = 0;
-        for value in self.sibling.state_list(LEGACY_SCOPE).await? {
+        for value in self.engine.state_list(LEGACY_SCOPE).await? {
             let Ok(record) = serde_json::from_value::<PendingRecord>(value) else {
                 continue;
             };
@@ -176,83 +214,84 @@ impl PendingStore {
             {
                 let scope = bucket_scope(&record.session_id, &record.function_call_id);
                 let value = serde_json::to_value(&record).unwrap_or(Value::Null);
-                self.sibling.state_set(&scope, &key, value).await?;
+                self.engine.state_set(&scope, &key, value).await?;
                 self.with_index(|index| index.insert(record));
                 moved += 1;
             }
-            self.sibling.state_delete(LEGACY_SCOPE, &key).await?;
+            self.engine.state_delete(LEGACY_SCOPE, &key).await?;
         }
         Ok(moved)
     }
 
     /// The live record under a key.
-    pub fn get(&self, session_id: &str, function_call_id: &str) -> Option<Arc<PendingRecord>> {
+    pub(crate) fn get(
+        &self,
+        session_id: &str,
+        function_call_id: &str,
+    ) -> Option<Arc<PendingRecord>> {
         self.with_index(|index| index.get(session_id, function_call_id))
     }
 
     /// A page of the inbox.
-    pub fn list(&self, query: &ListQuery<'_>) -> ListPage {
+    pub(crate) fn list(&self, query: &ListQuery<'_>) -> ListPage {
         self.with_index(|index| index.list(query))
     }
 
     /// How many records are held.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.with_index(|index| index.len())
     }
 
-    /// Whether nothing is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The keys of a turn's records.
-    pub fn keys_of_turn(&self, turn_id: &str) -> Vec<RecordKey> {
+    pub(crate) fn keys_of_turn(&self, turn_id: &str) -> Vec<RecordKey> {
         self.with_index(|index| index.keys_of_turn(turn_id))
     }
 
     /// The keys of a session's records.
-    pub fn keys_of_session(&self, session_id: &str) -> Vec<RecordKey> {
+    pub(crate) fn keys_of_session(&self, session_id: &str) -> Vec<RecordKey> {
         self.with_index(|index| index.keys_of_session(session_id))
     }
 
     /// Writes a record durably, then indexes it. Call with the key's lock
     /// held. Replacing a record whose resolve is in flight marks that
     /// resolve's record as superseded (it still gets its event).
-    pub async fn write(&self, record: PendingRecord) -> Result<Written, CallError> {
+    pub(crate) async fn write(&self, record: PendingRecord) -> Result<Written, StoreError> {
         let key = state_key(&record.session_id, &record.function_call_id);
         let scope = bucket_scope(&record.session_id, &record.function_call_id);
-        let value = serde_json::to_value(&record).map_err(|e| CallError {
-            function_id: "state::set".into(),
-            code: "serialization".into(),
-            message: e.to_string(),
-        })?;
-        let outcome = self.sibling.state_set(&scope, &key, value).await?;
+        let value = serde_json::to_value(&record)?;
+        let outcome = self.engine.state_set(&scope, &key, value).await?;
         let previous = self.with_index(|index| index.insert(record.clone()));
-        let mut displaced = None;
-        if let Some(previous) = previous {
-            if *previous != record {
-                match self.resolving.get_mut(&record.key()) {
-                    Some(mut resolving) if resolving.record == previous => {
-                        resolving.superseded = true
-                    }
-                    _ => displaced = Some(previous),
-                }
-            }
+        let written = match previous {
             // The index knew the old record: this is a replacement, not a
             // lost race.
-            return Ok(Written::New { displaced });
+            Some(previous) => {
+                if *previous != record {
+                    match self.resolving.get_mut(&record.key()) {
+                        Some(mut resolving) if resolving.record == previous => {
+                            resolving.superseded = true
+                        }
+                        _ => self.events.emit_resolved(PendingResolved::of(
+                            &previous,
+                            Outcome::Aborted,
+                            None,
+                        )),
+                    }
+                }
+                Written::New
+            }
+            None if outcome.old_value.is_null() => Written::New,
+            None => Written::DuplicateWon,
+        };
+        if written == Written::New {
+            self.events.emit_created(&record);
         }
-        Ok(if outcome.old_value.is_null() {
-            Written::New { displaced: None }
-        } else {
-            Written::DuplicateWon
-        })
+        Ok(written)
     }
 
     /// Marks a resolve of `record` as in flight. `false` when another resolve
     /// of the same key is already running (the caller answers `resolved:
     /// false`).
-    pub fn begin_resolve(&self, record: &Arc<PendingRecord>) -> bool {
+    pub(crate) fn begin_resolve(&self, record: &Arc<PendingRecord>) -> bool {
         match self.resolving.entry(record.key()) {
             dashmap::mapref::entry::Entry::Occupied(_) => false,
             dashmap::mapref::entry::Entry::Vacant(slot) => {
@@ -266,7 +305,7 @@ impl PendingStore {
     }
 
     /// Whether a resolve of exactly this record is in flight.
-    pub fn is_resolving(&self, record: &PendingRecord) -> bool {
+    pub(crate) fn is_resolving(&self, record: &PendingRecord) -> bool {
         self.resolving
             .get(&record.key())
             .map(|r| *r.record == *record)
@@ -274,7 +313,7 @@ impl PendingStore {
     }
 
     /// Ends a resolve without a decision (the harness failed): the record stays.
-    pub fn abandon_resolve(&self, key: &RecordKey) {
+    pub(crate) fn abandon_resolve(&self, key: &RecordKey) {
         self.resolving.remove(key);
     }
 
@@ -283,7 +322,12 @@ impl PendingStore {
     /// resolve settled it (and so must emit `pending-resolved`): true when it
     /// removed it, or when a follow-up record replaced it meanwhile (the
     /// follow-up survives); false when a purge got there first.
-    pub async fn finish_resolve(&self, record: &Arc<PendingRecord>) -> Result<bool, CallError> {
+    pub(crate) async fn finish_resolve(
+        &self,
+        record: &Arc<PendingRecord>,
+        outcome: Outcome,
+        reason: Option<String>,
+    ) -> Result<bool, CallError> {
         let key = record.key();
         let _lock = self.lock(&key.0, &key.1).await;
         let superseded = self
@@ -296,25 +340,32 @@ impl PendingStore {
             Some(_) => Ok(superseded),
             None => Ok(superseded),
         };
-        if result.is_ok() {
+        if let Ok(settled) = result {
             self.resolving.remove(&key);
+            if settled {
+                self.events
+                    .emit_resolved(PendingResolved::of(record, outcome, reason));
+            }
         }
         result
     }
 
-    /// Settles (removes) whatever record is under a key (the purges). Returns
-    /// the removed record: its
-    /// caller emits `pending-resolved`. Takes the key's lock.
-    pub async fn settle(
+    /// Settles (removes) whatever record is under a key (the purges) and
+    /// announces it with `outcome`. Returns the removed record. Takes the
+    /// key's lock.
+    pub(crate) async fn settle(
         &self,
         session_id: &str,
         function_call_id: &str,
+        outcome: Outcome,
     ) -> Result<Option<Arc<PendingRecord>>, CallError> {
         let _lock = self.lock(session_id, function_call_id).await;
         let Some(current) = self.get(session_id, function_call_id) else {
             return Ok(None);
         };
         if self.settle_locked(&current).await? {
+            self.events
+                .emit_resolved(PendingResolved::of(&current, outcome, None));
             Ok(Some(current))
         } else {
             Ok(None)
@@ -326,9 +377,9 @@ impl PendingStore {
     async fn settle_locked(&self, record: &Arc<PendingRecord>) -> Result<bool, CallError> {
         let key = state_key(&record.session_id, &record.function_call_id);
         let scope = bucket_scope(&record.session_id, &record.function_call_id);
-        self.sibling.state_set(&scope, &key, Value::Null).await?;
+        self.engine.state_set(&scope, &key, Value::Null).await?;
         let removed = self.with_index(|index| index.remove_if_same(record));
-        if let Err(err) = self.sibling.state_delete(&scope, &key).await {
+        if let Err(err) = self.engine.state_delete(&scope, &key).await {
             tracing::warn!(key, error = %err, "tombstone not deleted; it is skipped at load");
         }
         Ok(removed)

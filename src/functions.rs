@@ -1,6 +1,8 @@
-//! One file per `approval::*` function: its request/response types, its
-//! handler and its tests. [`register_all`] reads like the contract's function
-//! table.
+//! The function table: [`register_all`] reads like the contract's function
+//! table, and [`FUNCTION_IDS`] is made of each function module's own `ID`.
+//! Each function lives in the folder of its surface (gate, grant watch,
+//! decision plane, inbox), one file per function or family, with its
+//! request/response types, its handler and its tests.
 //!
 //! Every handler takes its input as raw JSON and parses it itself, so a bad
 //! shape is the contract's `approval/invalid_payload` (not the SDK's generic
@@ -17,52 +19,50 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::ApprovalError;
+use crate::gate::hook::{HookInput, HookOutput};
 use crate::worker::Worker;
+use crate::{config, decision, gate, grant_watch, inbox, lifecycle};
 
-pub mod config_change;
-pub mod evaluate;
-pub mod folder;
-pub mod gate;
-pub mod grant_watch;
-pub mod inbox;
-pub mod lifecycle;
-pub mod resolve;
-pub mod settings;
-
-/// Registers every function of the worker.
-pub fn register_all(worker: &Arc<Worker>) {
+/// Registers every function of the worker, in the order of
+/// `architecture/contract.md` § Functions.
+pub(crate) fn register_all(worker: &Arc<Worker>) {
     gate::register(worker);
     grant_watch::register(worker);
-    resolve::register(worker);
+    decision::register(worker);
     inbox::register(worker);
-    settings::register(worker);
-    evaluate::register(worker);
     lifecycle::register(worker);
-    config_change::register(worker);
+    config::register(worker);
 }
 
 /// The ids [`register_all`] registers, in the contract's order.
 pub const FUNCTION_IDS: &[&str] = &[
-    "approval::gate",
-    "approval::grant-watch",
-    "approval::resolve",
-    "approval::list-pending",
-    "approval::get-pending",
-    "approval::set-mode",
-    "approval::add-always-allow",
-    "approval::remove-always-allow",
-    "approval::approve-always",
-    "approval::get-settings",
-    "approval::clear-settings",
-    "approval::evaluate",
-    "approval::on-session-deleted",
-    "approval::on-turn-completed",
-    "approval::on-config-change",
-    "approval::on-settings-change",
+    gate::ID,
+    grant_watch::ID,
+    decision::resolve::ID,
+    inbox::LIST_ID,
+    inbox::GET_ID,
+    decision::settings::SET_MODE_ID,
+    decision::settings::ADD_ALWAYS_ALLOW_ID,
+    decision::settings::REMOVE_ALWAYS_ALLOW_ID,
+    decision::settings::APPROVE_ALWAYS_ID,
+    decision::settings::GET_SETTINGS_ID,
+    decision::settings::CLEAR_SETTINGS_ID,
+    decision::evaluate::ID,
+    lifecycle::SESSION_DELETED_ID,
+    lifecycle::TURN_COMPLETED_ID,
+    config::ID,
+    decision::settings::ON_SETTINGS_CHANGE_ID,
 ];
 
+/// `{ok: true}`: the answer of the internal event handlers.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Ack {
+    /// Always true.
+    pub ok: bool,
+}
+
 /// The draft-07 JSON schema of `T`.
-pub fn schema_of<T: JsonSchema>() -> Value {
+pub(crate) fn schema_of<T: JsonSchema>() -> Value {
     let schema = schemars::gen::SchemaSettings::draft07()
         .into_generator()
         .into_root_schema_for::<T>();
@@ -70,7 +70,7 @@ pub fn schema_of<T: JsonSchema>() -> Value {
 }
 
 /// Parses a request, mapping any shape error to `approval/invalid_payload`.
-pub fn parse<T: DeserializeOwned>(input: Value) -> Result<T, ApprovalError> {
+pub(crate) fn parse<T: DeserializeOwned>(input: Value) -> Result<T, ApprovalError> {
     serde_json::from_value(input).map_err(|e| ApprovalError::InvalidPayload(e.to_string()))
 }
 
@@ -78,7 +78,7 @@ pub fn parse<T: DeserializeOwned>(input: Value) -> Result<T, ApprovalError> {
 ///
 /// The handler gets the shared worker state; the call counts as in flight
 /// (graceful shutdown waits for it) until it returns.
-pub fn register_typed<Req, Resp, F, Fut>(
+pub(crate) fn register_typed<Req, Resp, F, Fut>(
     worker: &Arc<Worker>,
     id: &str,
     description: &str,
@@ -95,7 +95,7 @@ pub fn register_typed<Req, Resp, F, Fut>(
 /// As [`register_typed`] for a handler that reads its input as raw JSON (a
 /// trigger payload it only partly looks at) while callers still see the
 /// payload's shape: `Shape`'s schema is published as the request format.
-pub fn register_shaped<Shape, Resp, F, Fut>(
+pub(crate) fn register_shaped<Shape, Resp, F, Fut>(
     worker: &Arc<Worker>,
     id: &str,
     description: &str,
@@ -136,5 +136,30 @@ fn register_with_schema<Req, Resp, F, Fut>(
     .description(description)
     .request_format(request_schema)
     .response_format(schema_of::<Resp>());
-    worker.sibling.iii().register_function(id, registration);
+    worker.engine.iii().register_function(id, registration);
+}
+
+/// Registers a hook (`approval::gate`, `approval::grant-watch`): the raw
+/// input goes to the handler, which always answers (a hook never returns a
+/// handler error); the harness's input and output shapes are published.
+pub(crate) fn register_hook<F, Fut>(worker: &Arc<Worker>, id: &str, description: &str, handler: F)
+where
+    F: Fn(Arc<Worker>, Value) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = HookOutput> + Send + 'static,
+{
+    let handler = Arc::new(handler);
+    let w = worker.clone();
+    let registration = RegisterFunction::new_async(move |input: Value| {
+        let handler = handler.clone();
+        let worker = w.clone();
+        async move {
+            let _running = worker.enter();
+            let out = handler(worker.clone(), input).await;
+            serde_json::to_value(out).map_err(|e| iii_sdk::Error::Serde(e.to_string()))
+        }
+    })
+    .description(description)
+    .request_format(schema_of::<HookInput>())
+    .response_format(schema_of::<HookOutput>());
+    worker.engine.iii().register_function(id, registration);
 }

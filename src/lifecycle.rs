@@ -1,18 +1,22 @@
-//! Lifecycle purges (contract §1, §8): a completed turn and a deleted session
-//! take their held calls out of the inbox (outcome `aborted`), with the
-//! grant watch's per-call and per-session memory.
+//! Lifecycle purges (`architecture/contract.md` § Bindings): a completed turn
+//! and a deleted session take their held calls out of the inbox (outcome
+//! `aborted`), with the grant watch's memory and, for a session, its
+//! settings. Every record leaves through the inbox store's emit gate.
 
 use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::register_typed;
-use super::settings::Ack;
-use crate::error::validate_id;
-use crate::pending::record::RecordKey;
-use crate::subscriptions::{Outcome, PendingResolved};
+use crate::error::is_valid_id;
+use crate::functions::{register_typed, Ack};
+use crate::inbox::{Outcome, RecordKey};
 use crate::worker::Worker;
+
+/// `approval::on-turn-completed`.
+pub(crate) const TURN_COMPLETED_ID: &str = "approval::on-turn-completed";
+/// `approval::on-session-deleted`.
+pub(crate) const SESSION_DELETED_ID: &str = "approval::on-session-deleted";
 
 /// `harness::turn-completed` payload (unknown fields ignored).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -22,8 +26,10 @@ pub struct TurnCompleted {
     /// Its session.
     #[serde(default)]
     pub session_id: Option<String>,
-    /// completed, cancelled or failed.
+    /// completed, cancelled or failed (published in the schema; every
+    /// status purges alike).
     #[serde(default)]
+    #[allow(dead_code)]
     pub status: Option<String>,
 }
 
@@ -34,20 +40,16 @@ pub struct SessionDeleted {
     pub session_id: String,
 }
 
-/// Takes records out through the emit gate, announcing each as aborted. A
-/// state failure leaves that record for the next event. `why` names the
-/// lifecycle event in the log (`turn_completed`, `session_deleted`).
+/// Takes records out through the emit gate, announced as aborted. A state
+/// failure leaves that record for the next event. `why` names the lifecycle
+/// event in the log (`turn_completed`, `session_deleted`).
 async fn purge(worker: &Worker, keys: Vec<RecordKey>, why: &'static str) -> usize {
     let mut purged = 0;
     for (sid, cid) in keys {
-        match worker.pending.settle(&sid, &cid).await {
+        match worker.inbox.settle(&sid, &cid, Outcome::Aborted).await {
             Ok(Some(record)) => {
                 purged += 1;
                 tracing::info!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, decision = "aborted", rule = why, "held call purged");
-                worker.subscriptions.emit_resolved(
-                    &worker.sibling,
-                    PendingResolved::of(&record, Outcome::Aborted, None),
-                );
             }
             Ok(None) => {}
             Err(err) => {
@@ -59,42 +61,41 @@ async fn purge(worker: &Worker, keys: Vec<RecordKey>, why: &'static str) -> usiz
 }
 
 /// Purges a turn's held calls and its grant-watch attempt counters.
-pub async fn on_turn_completed(worker: &Worker, event: TurnCompleted) -> usize {
+async fn on_turn_completed(worker: &Worker, event: TurnCompleted) -> usize {
     let keys: Vec<RecordKey> = worker
-        .pending
+        .inbox
         .keys_of_turn(&event.turn_id)
         .into_iter()
         .filter(|(sid, _)| event.session_id.as_deref().is_none_or(|s| s == sid))
         .collect();
     let purged = purge(worker, keys, "turn_completed").await;
-    super::grant_watch::forget_turn(worker, &event.turn_id, event.session_id.as_deref()).await;
+    worker
+        .grant_watch
+        .memory
+        .forget_turn(&event.turn_id, event.session_id.as_deref())
+        .await;
     purged
 }
 
 /// Purges a session: settings, denied dirs, attempt counters, held calls.
-pub async fn on_session_deleted(worker: &Worker, event: SessionDeleted) -> usize {
-    if validate_id("session_id", &event.session_id).is_err() {
+async fn on_session_deleted(worker: &Worker, event: SessionDeleted) -> usize {
+    if !is_valid_id(&event.session_id) {
         return 0;
     }
     let sid = event.session_id.as_str();
-    let purged = purge(
-        worker,
-        worker.pending.keys_of_session(sid),
-        "session_deleted",
-    )
-    .await;
+    let purged = purge(worker, worker.inbox.keys_of_session(sid), "session_deleted").await;
     if let Err(err) = worker.settings.clear(sid).await {
         tracing::warn!(session_id = sid, error = %err, "settings not cleared");
     }
-    super::grant_watch::forget_session(worker, sid).await;
+    worker.grant_watch.memory.forget_session(sid).await;
     purged
 }
 
 /// Registers the lifecycle handlers.
-pub fn register(worker: &Arc<Worker>) {
+pub(crate) fn register(worker: &Arc<Worker>) {
     register_typed(
         worker,
-        "approval::on-turn-completed",
+        TURN_COMPLETED_ID,
         "Internal (harness::turn-completed): purges the turn's held calls (outcome aborted) and attempt counters.",
         |w, e: TurnCompleted| async move {
             on_turn_completed(&w, e).await;
@@ -103,7 +104,7 @@ pub fn register(worker: &Arc<Worker>) {
     );
     register_typed(
         worker,
-        "approval::on-session-deleted",
+        SESSION_DELETED_ID,
         "Internal (session::deleted): purges the session's settings, denied dirs, attempt counters and held calls.",
         |w, e: SessionDeleted| async move {
             on_session_deleted(&w, e).await;

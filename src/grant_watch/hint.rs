@@ -1,5 +1,5 @@
 //! Recognising a shell/coder jail rejection and its `grant_hint=` tail
-//! (contract §6). Pure.
+//! (`architecture/contract.md` § The grant watch). Pure.
 //!
 //! # Format
 //!
@@ -12,7 +12,7 @@ use std::path::{Component, Path};
 
 use serde_json::Value;
 
-use crate::pending::record::GrantRequest;
+use crate::inbox::GrantRequest;
 
 /// The jail-scope error codes.
 pub const JAIL_CODES: &[&str] = &["S215", "S220", "C215", "C218"];

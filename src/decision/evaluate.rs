@@ -1,4 +1,5 @@
-//! `approval::evaluate` — the gate's ladder, read-only (contract §1): the
+//! `approval::evaluate` — the gate's ladder, read-only
+//! (`architecture/contract.md` § Evaluate): the
 //! verdict, the matched rule, and the rule-compile errors. Never writes,
 //! never holds.
 //!
@@ -13,10 +14,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::register_typed;
 use crate::error::{validate_function_id, validate_id, ApprovalError};
+use crate::functions::register_typed;
 use crate::policy::{decide, Call, Verdict};
 use crate::worker::Worker;
+
+/// `approval::evaluate`.
+pub(crate) const ID: &str = "approval::evaluate";
 
 /// `approval::evaluate` request.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -58,7 +62,7 @@ pub struct EvaluateResponse {
 }
 
 /// Evaluates a call without side effects.
-pub fn evaluate(
+pub(crate) fn evaluate(
     worker: &Worker,
     request: &EvaluateRequest,
 ) -> Result<EvaluateResponse, ApprovalError> {
@@ -91,10 +95,10 @@ pub fn evaluate(
 }
 
 /// Registers `approval::evaluate`.
-pub fn register(worker: &Arc<Worker>) {
+pub(crate) fn register(worker: &Arc<Worker>) {
     register_typed(
         worker,
-        "approval::evaluate",
+        ID,
         "Run the gate's ladder for a call without writing or holding: verdict, matched rule, reason, rule-compile errors.",
         |w, r: EvaluateRequest| async move { evaluate(&w, &r) },
     );

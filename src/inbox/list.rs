@@ -1,5 +1,6 @@
-//! The pending inbox reads (contract §4): `approval::list-pending` and
-//! `approval::get-pending`. Served from the in-memory index; never touch state.
+//! The pending inbox reads (`architecture/contract.md` § The pending inbox):
+//! `approval::list-pending` and `approval::get-pending`. Served from the
+//! in-memory index; they never touch state.
 //!
 //! # Format
 //!
@@ -13,17 +14,22 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::register_typed;
+use super::cursor;
+use super::index::ListQuery;
+use super::record::PendingRecord;
 use crate::error::{validate_id, ApprovalError};
-use crate::pending::cursor;
-use crate::pending::index::ListQuery;
-use crate::pending::record::PendingRecord;
+use crate::functions::register_typed;
 use crate::worker::Worker;
 
+/// `approval::list-pending`.
+pub(crate) const LIST_ID: &str = "approval::list-pending";
+/// `approval::get-pending`.
+pub(crate) const GET_ID: &str = "approval::get-pending";
+
 /// Default page size.
-pub const DEFAULT_LIMIT: u64 = 50;
+const DEFAULT_LIMIT: u64 = 50;
 /// Largest page size.
-pub const MAX_LIMIT: u64 = 500;
+const MAX_LIMIT: u64 = 500;
 
 /// `approval::list-pending` request.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -69,7 +75,7 @@ pub struct GetPendingResponse {
 }
 
 /// Clamps a requested page size.
-pub fn clamp_limit(limit: Option<i64>) -> usize {
+fn clamp_limit(limit: Option<i64>) -> usize {
     match limit {
         None => DEFAULT_LIMIT as usize,
         Some(n) => n.clamp(1, MAX_LIMIT as i64) as usize,
@@ -77,7 +83,7 @@ pub fn clamp_limit(limit: Option<i64>) -> usize {
 }
 
 /// Lists held calls.
-pub fn list_pending(
+pub(crate) fn list_pending(
     worker: &Worker,
     request: &ListPendingRequest,
 ) -> Result<ListPendingResponse, ApprovalError> {
@@ -91,7 +97,7 @@ pub fn list_pending(
                 .map_err(|_| ApprovalError::InvalidPayload("invalid cursor".into()))?,
         ),
     };
-    let page = worker.pending.list(&ListQuery {
+    let page = worker.inbox.list(&ListQuery {
         session_id: request.session_id.as_deref(),
         metadata: request.metadata.as_ref(),
         after: after.as_ref(),
@@ -104,21 +110,21 @@ pub fn list_pending(
 }
 
 /// Registers the inbox reads.
-pub fn register(worker: &Arc<Worker>) {
+pub(crate) fn register(worker: &Arc<Worker>) {
     register_typed(
         worker,
-        "approval::list-pending",
+        LIST_ID,
         "List held calls (redacted), oldest first, with session and metadata filters and an opaque cursor.",
         |w, r: ListPendingRequest| async move { list_pending(&w, &r) },
     );
     register_typed(
         worker,
-        "approval::get-pending",
+        GET_ID,
         "One held call by session and call id, or null.",
         |w, r: GetPendingRequest| async move {
             validate_id("session_id", &r.session_id)?;
             validate_id("function_call_id", &r.function_call_id)?;
-            Ok(w.pending
+            Ok(w.inbox
                 .get(&r.session_id, &r.function_call_id)
                 .map(|pending| GetPendingResponse { pending }))
         },

@@ -1,12 +1,14 @@
-//! `PendingApprovalRecord`: one held call, as stored in the `approval_pending`
-//! state scope and as shown by the inbox. Self-describing: every id is inside
-//! the value.
+//! `PendingApprovalRecord`: one held call, as stored in the `approval_pending.NN`
+//! state scopes and as shown by the inbox (`architecture/contract.md` § The
+//! pending inbox). Self-describing: every id is inside the value.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use super::compact::{JsonText, Metadata};
+use crate::engine::{Release, ReleaseAction};
+use crate::policy::DenialEnvelope;
 
 /// Which prompt a console renders for a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -108,6 +110,27 @@ impl PendingRecord {
     /// The record's identity.
     pub fn key(&self) -> RecordKey {
         (self.session_id.clone(), self.function_call_id.clone())
+    }
+
+    /// The harness release that carries `action` to this record's call.
+    pub(crate) fn release(&self, action: ReleaseAction) -> Release {
+        Release {
+            session_id: self.session_id.clone(),
+            turn_id: self.turn_id.clone(),
+            function_call_id: self.function_call_id.clone(),
+            action,
+        }
+    }
+
+    /// A human's refusal of this call: `text` for the model, with a
+    /// `denied_by: "user"` envelope carrying the (already redacted) arguments.
+    pub(crate) fn user_denial(&self, text: &str) -> ReleaseAction {
+        let envelope = DenialEnvelope::by_user(
+            &self.function_id,
+            text,
+            Some(self.arguments_excerpt.to_value()),
+        );
+        ReleaseAction::deny(text, serde_json::to_value(envelope).unwrap_or(Value::Null))
     }
 
     /// The record's place in the inbox order.

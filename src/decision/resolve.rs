@@ -1,4 +1,5 @@
-//! `approval::resolve` — the decision plane's release (contract §5).
+//! `approval::resolve` — the decision plane's release
+//! (`architecture/contract.md` § Resolve).
 //!
 //! Order: the harness first, then the emit-gated delete, then
 //! `pending-resolved`. A harness failure is `approval/harness_unavailable`
@@ -14,14 +15,16 @@ use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
-use super::register_typed;
+use crate::engine::ReleaseAction;
 use crate::error::{validate_id, ApprovalError};
-use crate::pending::record::{PendingRecord, RecordKind};
-use crate::policy::DenialEnvelope;
-use crate::subscriptions::{Outcome, PendingResolved};
+use crate::functions::register_typed;
+use crate::grant_watch::GrantScope;
+use crate::inbox::{Outcome, RecordKind};
 use crate::worker::Worker;
+
+/// `approval::resolve`.
+pub(crate) const ID: &str = "approval::resolve";
 
 /// The human's decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -43,32 +46,9 @@ impl ResolveDecision {
     }
 }
 
-/// How long a folder grant lasts (folder_access records only).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum GrantScope {
-    /// This one call.
-    Once,
-    /// The rest of the session.
-    Session,
-    /// The session, and the shell's configured roots.
-    Always,
-}
-
-impl GrantScope {
-    /// The wire spelling (also what the logs say).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GrantScope::Once => "once",
-            GrantScope::Session => "session",
-            GrantScope::Always => "always",
-        }
-    }
-}
-
 /// What the logs name as the rule behind a human's decision, as the denial
 /// envelope names the decider (`denied_by: "user"`).
-pub const USER_RULE: &str = "user";
+const USER_RULE: &str = "user";
 
 /// `approval::resolve` request.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -98,8 +78,9 @@ pub struct ResolveResponse {
 }
 
 /// The default denial text.
-pub const OPERATOR_REJECTED: &str = "Rejected by operator.";
+const OPERATOR_REJECTED: &str = "Rejected by operator.";
 
+/// The operator's reason, when it says something.
 fn operator_reason(reason: &Option<String>) -> Option<String> {
     reason
         .as_ref()
@@ -108,46 +89,8 @@ fn operator_reason(reason: &Option<String>) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The harness payload that carries out a decision on a function record.
-pub fn function_release(
-    record: &PendingRecord,
-    decision: ResolveDecision,
-    reason: &Option<String>,
-) -> Value {
-    match decision {
-        ResolveDecision::Allow => json!({
-            "session_id": record.session_id,
-            "turn_id": record.turn_id,
-            "function_call_id": record.function_call_id,
-            "action": "execute",
-        }),
-        ResolveDecision::Deny => {
-            let text = operator_reason(reason).unwrap_or_else(|| OPERATOR_REJECTED.to_string());
-            deliver_denial(record, text)
-        }
-    }
-}
-
-/// A `deliver` payload with a denial by the user.
-pub fn deliver_denial(record: &PendingRecord, text: String) -> Value {
-    let envelope = DenialEnvelope::by_user(
-        &record.function_id,
-        &text,
-        Some(record.arguments_excerpt.to_value()),
-    );
-    json!({
-        "session_id": record.session_id,
-        "turn_id": record.turn_id,
-        "function_call_id": record.function_call_id,
-        "action": "deliver",
-        "is_error": true,
-        "content": [{"type": "text", "text": text}],
-        "details": envelope,
-    })
-}
-
 /// Resolves a held call.
-pub async fn resolve(
+pub(crate) async fn resolve(
     worker: &Worker,
     request: ResolveRequest,
 ) -> Result<ResolveResponse, ApprovalError> {
@@ -157,20 +100,19 @@ pub async fn resolve(
         request.session_id.as_str(),
         request.function_call_id.as_str(),
     );
-    let Some(record) = worker.pending.get(sid, cid) else {
-        return Ok(ResolveResponse {
-            resolved: false,
-            turn_resumed: None,
-        });
+    let not_held = ResolveResponse {
+        resolved: false,
+        turn_resumed: None,
     };
-    if !worker.pending.begin_resolve(&record) {
-        return Ok(ResolveResponse {
-            resolved: false,
-            turn_resumed: None,
-        });
+    let Some(record) = worker.inbox.get(sid, cid) else {
+        return Ok(not_held);
+    };
+    if !worker.inbox.begin_resolve(&record) {
+        return Ok(not_held);
     }
-    let payload = match record.kind {
-        RecordKind::Function => {
+    let reason = operator_reason(&request.reason);
+    let action = match (record.kind, request.decision) {
+        (RecordKind::Function, decision) => {
             if request.grant_scope.is_some() {
                 tracing::info!(
                     session_id = sid,
@@ -178,49 +120,43 @@ pub async fn resolve(
                     "grant_scope ignored: the record is not a folder-access prompt"
                 );
             }
-            function_release(&record, request.decision, &request.reason)
+            match decision {
+                ResolveDecision::Allow => ReleaseAction::execute(None),
+                ResolveDecision::Deny => {
+                    record.user_denial(reason.as_deref().unwrap_or(OPERATOR_REJECTED))
+                }
+            }
         }
-        RecordKind::FolderAccess => {
-            super::folder::release(
-                worker,
-                &record,
-                request.decision,
-                request.grant_scope,
-                &request.reason,
-            )
-            .await
+        (RecordKind::FolderAccess, ResolveDecision::Allow) => {
+            let scope = request.grant_scope.unwrap_or(GrantScope::Once);
+            worker
+                .grant_watch
+                .allow(&worker.engine, &record, scope)
+                .await
+        }
+        (RecordKind::FolderAccess, ResolveDecision::Deny) => {
+            worker.grant_watch.deny(&record, reason.as_deref()).await
         }
     };
-    let reply = match worker.sibling.harness_resolve(payload).await {
-        Ok(reply) => reply,
+    let released = match worker.engine.harness_resolve(&record.release(action)).await {
+        Ok(released) => released,
         Err(err) => {
-            worker.pending.abandon_resolve(&record.key());
+            worker.inbox.abandon_resolve(&record.key());
             tracing::warn!(session_id = sid, function_call_id = cid, function_id = %record.function_id, decision = request.decision.as_str(), error = %err, "harness did not take the decision; the call stays held");
-            return Err(ApprovalError::HarnessUnavailable(err.to_string()));
+            return Err(ApprovalError::HarnessUnavailable(err));
         }
     };
-    let turn_resumed = reply.get("turn_resumed").and_then(Value::as_bool);
-    let settled = match worker.pending.finish_resolve(&record).await {
+    let (outcome, reason) = match request.decision {
+        ResolveDecision::Allow => (Outcome::Allow, None),
+        ResolveDecision::Deny => (Outcome::Deny, reason),
+    };
+    let settled = match worker.inbox.finish_resolve(&record, outcome, reason).await {
         Ok(settled) => settled,
         Err(err) => {
-            worker.pending.abandon_resolve(&record.key());
-            return Err(ApprovalError::StateUnavailable(err.to_string()));
+            worker.inbox.abandon_resolve(&record.key());
+            return Err(err.into());
         }
     };
-    let outcome = match request.decision {
-        ResolveDecision::Allow => Outcome::Allow,
-        ResolveDecision::Deny => Outcome::Deny,
-    };
-    if settled {
-        let reason = match request.decision {
-            ResolveDecision::Deny => operator_reason(&request.reason),
-            ResolveDecision::Allow => None,
-        };
-        worker.subscriptions.emit_resolved(
-            &worker.sibling,
-            PendingResolved::of(&record, outcome, reason),
-        );
-    }
     let grant_scope = match record.kind {
         RecordKind::FolderAccess if request.decision == ResolveDecision::Allow => {
             Some(request.grant_scope.unwrap_or(GrantScope::Once).as_str())
@@ -240,15 +176,15 @@ pub async fn resolve(
     );
     Ok(ResolveResponse {
         resolved: settled,
-        turn_resumed,
+        turn_resumed: released.turn_resumed,
     })
 }
 
 /// Registers `approval::resolve`.
-pub fn register(worker: &Arc<Worker>) {
+pub(crate) fn register(worker: &Arc<Worker>) {
     register_typed(
         worker,
-        "approval::resolve",
+        ID,
         "Release a held call: allow runs it, deny answers it with the operator's reason. Human/console only.",
         |w, r: ResolveRequest| async move { resolve(&w, r).await },
     );

@@ -1,4 +1,5 @@
-//! The per-session settings RPCs of the decision plane (contract §1, §2):
+//! The per-session settings RPCs of the decision plane
+//! (`architecture/contract.md` § Settings):
 //! `set-mode`, `add-always-allow`, `remove-always-allow`, `approve-always`,
 //! `get-settings`, `clear-settings`. Human / console only.
 //!
@@ -12,11 +13,25 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{register_shaped, register_typed};
 use crate::error::{validate_function_id, validate_id, ApprovalError};
-use crate::settings::model::{ApprovalSettings, Mode};
-use crate::settings::store::{event_key, SettingsSource};
+use crate::functions::{register_shaped, register_typed, Ack};
+use crate::settings::{event_key, ApprovalSettings, Mode, SettingsSource};
 use crate::worker::Worker;
+
+/// `approval::set-mode`.
+pub(crate) const SET_MODE_ID: &str = "approval::set-mode";
+/// `approval::add-always-allow`.
+pub(crate) const ADD_ALWAYS_ALLOW_ID: &str = "approval::add-always-allow";
+/// `approval::remove-always-allow`.
+pub(crate) const REMOVE_ALWAYS_ALLOW_ID: &str = "approval::remove-always-allow";
+/// `approval::approve-always`.
+pub(crate) const APPROVE_ALWAYS_ID: &str = "approval::approve-always";
+/// `approval::get-settings`.
+pub(crate) const GET_SETTINGS_ID: &str = "approval::get-settings";
+/// `approval::clear-settings`.
+pub(crate) const CLEAR_SETTINGS_ID: &str = "approval::clear-settings";
+/// `approval::on-settings-change`.
+pub(crate) const ON_SETTINGS_CHANGE_ID: &str = "approval::on-settings-change";
 
 /// `{session_id}`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -66,13 +81,6 @@ pub struct ClearResponse {
     pub cleared: bool,
 }
 
-/// `{ok: true}`.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Ack {
-    /// Always true.
-    pub ok: bool,
-}
-
 fn validated(session_id: &str, function_id: Option<&str>) -> Result<(), ApprovalError> {
     validate_id("session_id", session_id)?;
     if let Some(fid) = function_id {
@@ -107,7 +115,7 @@ pub struct StateEvent {
 /// log, answer the record.
 fn register_entry_change(
     worker: &Arc<Worker>,
-    id: &str,
+    id: &'static str,
     description: &str,
     logged: &'static str,
     change: fn(&mut ApprovalSettings, &str, u64),
@@ -129,10 +137,10 @@ fn register_entry_change(
 }
 
 /// Registers the settings RPCs and the view's change hook.
-pub fn register(worker: &Arc<Worker>) {
+pub(crate) fn register(worker: &Arc<Worker>) {
     register_typed(
         worker,
-        "approval::set-mode",
+        SET_MODE_ID,
         "Set a session's approval mode (manual, auto, full). Human/console only.",
         |w, r: SetModeRequest| async move {
             validated(&r.session_id, None)?;
@@ -147,21 +155,21 @@ pub fn register(worker: &Arc<Worker>) {
 
     register_entry_change(
         worker,
-        "approval::add-always-allow",
+        ADD_ALWAYS_ALLOW_ID,
         "Add a function id or glob to a session's always-allow list (honoured in auto mode). Human/console only.",
         "always-allow added",
         |s, fid, now| s.add_always_allow(fid, now),
     );
     register_entry_change(
         worker,
-        "approval::remove-always-allow",
+        REMOVE_ALWAYS_ALLOW_ID,
         "Remove a function id or glob from a session's always-allow list. Human/console only.",
         "always-allow removed",
         |s, fid, _| s.remove_always_allow(fid),
     );
     register_entry_change(
         worker,
-        "approval::approve-always",
+        APPROVE_ALWAYS_ID,
         "Remember a human decision: the function id or glob is allowed in every mode for the session. Human/console only.",
         "approved always",
         |s, fid, now| s.approve_always(fid, now),
@@ -169,7 +177,7 @@ pub fn register(worker: &Arc<Worker>) {
 
     register_typed(
         worker,
-        "approval::get-settings",
+        GET_SETTINGS_ID,
         "A session's settings: the stored record, or the defaults it would get. Never writes.",
         |w, r: SessionRequest| async move {
             validated(&r.session_id, None)?;
@@ -180,7 +188,7 @@ pub fn register(worker: &Arc<Worker>) {
 
     register_typed(
         worker,
-        "approval::clear-settings",
+        CLEAR_SETTINGS_ID,
         "Delete a session's stored settings; it falls back to the defaults.",
         |w, r: SessionRequest| async move {
             validated(&r.session_id, None)?;
@@ -192,7 +200,7 @@ pub fn register(worker: &Arc<Worker>) {
 
     register_shaped::<StateEvent, _, _, _>(
         worker,
-        "approval::on-settings-change",
+        ON_SETTINGS_CHANGE_ID,
         "Internal (state trigger on approval_settings): keeps the in-memory settings view in step with writes made elsewhere.",
         |w, event: Value| async move {
             if let Some(session_id) = event_key(&event) {

@@ -387,7 +387,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::pending::record::RecordKind;
+    use crate::inbox::RecordKind;
 
     fn rec(
         pending_at: u64,

@@ -1,0 +1,229 @@
+//! The `approval-gate` configuration entry: its shape ([`ApprovalConfig`]),
+//! its schema ([`schema`]), the seed file ([`seed`]), the reactive cell that
+//! holds the compiled [`Snapshot`] ([`ConfigCell`]) and the reload
+//! ([`reload`]). See `architecture/contract.md` § Configuration.
+//!
+//! # Format
+//!
+//! ```json
+//! { "default_mode": "manual", "rules": ["!approval::*"], "grant_reask_limit": 3 }
+//! ```
+
+mod reload;
+mod schema;
+mod seed;
+
+use std::sync::{Arc, RwLock};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use reload::BootstrapError;
+pub(crate) use reload::{bootstrap, register, reload, reregister_schema, ID};
+pub(crate) use schema::schema;
+pub use seed::{load_seed, SeedError};
+
+use crate::policy::{default_rules, CompiledRules, CompiledSettings, RuleError, RuleSpec};
+use crate::settings::{ApprovalSettings, Entry, GrantedBy, Mode};
+
+/// The configuration entry id (and the worker's name).
+pub const CONFIG_ID: &str = "approval-gate";
+/// Default number of folder-access re-asks per held call.
+pub const DEFAULT_GRANT_REASK_LIMIT: u32 = 3;
+
+/// The whole configuration. Unknown keys are rejected.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalConfig {
+    /// Mode of sessions with no stored settings.
+    #[serde(default = "default_mode")]
+    pub default_mode: Mode,
+    /// First match wins; no match holds.
+    #[serde(default = "default_rules")]
+    pub rules: Vec<RuleSpec>,
+    /// Grant-watch re-asks per held call (0 = never hold).
+    #[serde(default = "default_reask")]
+    pub grant_reask_limit: u32,
+}
+
+fn default_mode() -> Mode {
+    Mode::Manual
+}
+
+fn default_reask() -> u32 {
+    DEFAULT_GRANT_REASK_LIMIT
+}
+
+impl Default for ApprovalConfig {
+    fn default() -> Self {
+        ApprovalConfig {
+            default_mode: default_mode(),
+            rules: default_rules(),
+            grant_reask_limit: DEFAULT_GRANT_REASK_LIMIT,
+        }
+    }
+}
+
+impl ApprovalConfig {
+    /// The built-in defaults as the JSON the entry stores.
+    pub fn defaults_json() -> Value {
+        ApprovalConfig::default().to_json()
+    }
+
+    /// The JSON the entry stores.
+    pub fn to_json(&self) -> Value {
+        // A struct of strings, numbers and enums always serializes.
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// Parses a stored value (already env-expanded by the engine).
+    pub fn from_value(value: &Value) -> Result<ApprovalConfig, ConfigError> {
+        if !value.is_object() {
+            return Err(ConfigError::NotAnObject);
+        }
+        ApprovalConfig::deserialize(value).map_err(ConfigError::Shape)
+    }
+}
+
+/// Why a stored configuration value cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The value is not a JSON object.
+    #[error("expected an object")]
+    NotAnObject,
+    /// The object does not have the entry's shape (an unknown key, a wrong type).
+    #[error("{0}")]
+    Shape(serde_json::Error),
+}
+
+/// A configuration compiled for use: what every decision reads.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// The configuration as parsed.
+    pub config: ApprovalConfig,
+    /// The compiled rules (empty when any rule failed to compile).
+    pub rules: CompiledRules,
+    /// The compile errors, reported by `approval::evaluate`.
+    pub rule_errors: Vec<RuleError>,
+    /// Settings of a session with nothing stored.
+    pub default_settings: ApprovalSettings,
+    /// `default_settings`, compiled.
+    pub defaults: CompiledSettings,
+}
+
+impl Snapshot {
+    /// Compiles a configuration. Rules that fail to compile leave the rule
+    /// set empty (every call that reaches the rules holds) and are reported.
+    pub fn compile(config: ApprovalConfig) -> Snapshot {
+        let (rules, rule_errors) = match CompiledRules::compile(&config.rules) {
+            Ok(rules) => (rules, Vec::new()),
+            Err(errors) => (CompiledRules::empty(), errors),
+        };
+        let default_settings = default_settings(&config, &rules, 0);
+        let defaults = CompiledSettings::new(&default_settings);
+        Snapshot {
+            config,
+            rules,
+            rule_errors,
+            default_settings,
+            defaults,
+        }
+    }
+}
+
+/// Settings of a session with nothing stored: `default_mode`, one seed
+/// `always_allow` entry per allow rule scoped to auto, stamped `granted_at`.
+pub fn default_settings(
+    config: &ApprovalConfig,
+    rules: &CompiledRules,
+    granted_at: u64,
+) -> ApprovalSettings {
+    ApprovalSettings {
+        mode: config.default_mode,
+        always_allow: rules
+            .auto_seed_globs()
+            .into_iter()
+            .map(|function_id| Entry::new(function_id, granted_at, GrantedBy::Seed))
+            .collect(),
+        approved_always: Vec::new(),
+        mode_set_at: 0,
+    }
+}
+
+/// The reactive configuration cell: readers take the current snapshot; a
+/// reload swaps the whole snapshot at once. The lock is held only to clone
+/// or replace an `Arc`, never across an `.await`.
+///
+/// Reloads are serialized by their own async lock so that the last reload to
+/// finish is the one that read the newest value (see [`reload`]).
+#[derive(Debug)]
+pub(crate) struct ConfigCell {
+    current: RwLock<Arc<Snapshot>>,
+    reloading: tokio::sync::Mutex<()>,
+}
+
+impl ConfigCell {
+    /// A cell holding `snapshot`.
+    pub(crate) fn new(snapshot: Snapshot) -> ConfigCell {
+        ConfigCell {
+            current: RwLock::new(Arc::new(snapshot)),
+            reloading: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The current snapshot.
+    pub(crate) fn load(&self) -> Arc<Snapshot> {
+        match self.current.read() {
+            Ok(guard) => guard.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Replaces the snapshot.
+    pub(crate) fn store(&self, snapshot: Snapshot) {
+        let next = Arc::new(snapshot);
+        match self.current.write() {
+            Ok(mut guard) => *guard = next,
+            Err(poisoned) => *poisoned.into_inner() = next,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use serde_json::json;
+
+    #[test]
+    fn defaults_match_the_contract() {
+        assert_eq!(
+            ApprovalConfig::defaults_json(),
+            json!({"default_mode": "manual", "rules": ["!approval::*"], "grant_reask_limit": 3})
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        assert!(ApprovalConfig::from_value(&json!({"default_mod": "auto"})).is_err());
+        assert!(ApprovalConfig::from_value(&Value::Null).is_err());
+        let partial = ApprovalConfig::from_value(&json!({"default_mode": "auto"})).unwrap();
+        assert_eq!(partial.default_mode, Mode::Auto);
+        assert_eq!(partial.grant_reask_limit, 3);
+    }
+
+    #[test]
+    fn seed_entries_come_from_auto_allow_rules() {
+        let config = ApprovalConfig::from_value(&json!({
+            "rules": ["!approval::*", {"function": "state::get", "action": "allow", "modes": ["auto"]}]
+        }))
+        .unwrap();
+        let snap = Snapshot::compile(config);
+        assert!(snap.rule_errors.is_empty());
+        let aa = &snap.default_settings.always_allow;
+        assert_eq!(aa.len(), 1);
+        assert_eq!(aa[0].function_id, "state::get");
+        assert_eq!(aa[0].granted_by, GrantedBy::Seed);
+        assert_eq!(aa[0].granted_at, 0);
+    }
+}

@@ -1,0 +1,82 @@
+//! The configuration entry's JSON schema (draft-07), registered with the
+//! entry so the console renders a form and the engine rejects bad values
+//! before they are stored.
+
+use serde_json::{json, Value};
+
+use super::DEFAULT_GRANT_REASK_LIMIT;
+
+/// The JSON schema (draft-07) registered with the entry: titles, descriptions,
+/// defaults and an example so the console renders a form; unknown keys rejected.
+pub(crate) fn schema() -> Value {
+    let mode = json!({"type": "string", "enum": ["manual", "auto", "full"]});
+    let constraint = json!({
+        "oneOf": [
+            {"type": "object", "additionalProperties": false, "required": ["equals"], "properties": {"equals": {"description": "Type-strict JSON equality; a missing field is null."}}},
+            {"type": "object", "additionalProperties": false, "required": ["matches"], "properties": {"matches": {"description": "Unanchored regular expression; strings only.", "type": "string"}}}
+        ]
+    });
+    let rule_object = json!({
+        "title": "Rule",
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["function", "action"],
+        "properties": {
+            "function": {"title": "Function", "description": "Function id or glob (*, ?, [..], {a,b}).", "type": "string", "minLength": 1},
+            "action": {"title": "Action", "description": "allow or deny.", "type": "string", "enum": ["allow", "deny"]},
+            "rule_id": {"title": "Rule id", "description": "Name shown in deny reasons and evaluations.", "type": "string"},
+            "modes": {"title": "Modes", "description": "Apply only in these modes (absent: every mode; empty: never).", "type": "array", "items": mode},
+            "args": {
+                "title": "Argument constraints",
+                "description": "All must hold. Keys are top-level argument names or JSON Pointers starting with /.",
+                "type": "object",
+                "additionalProperties": constraint
+            }
+        }
+    });
+    json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "Approval gate",
+        "description": "Policy for the approval gate: which agent function calls run, are denied, or wait for a human.",
+        "type": "object",
+        "additionalProperties": false,
+        "properties": {
+            "default_mode": {
+                "title": "Default mode",
+                "description": "Mode of sessions with no stored settings. manual: every call no rule covers waits for a human. auto: as manual, but the session's always-allow list is honoured. full: every call runs except the approval and configuration surfaces.",
+                "type": "string",
+                "enum": ["manual", "auto", "full"],
+                "default": "manual"
+            },
+            "rules": {
+                "title": "Rules",
+                "description": "Evaluated in order, first match wins; no match holds the call for a human. A string \"glob\" allows, \"!glob\" denies. An object can scope a rule to modes and constrain arguments.",
+                "type": "array",
+                "default": ["!approval::*"],
+                "items": {
+                    "oneOf": [
+                        {
+                            "title": "Shorthand",
+                            "description": "\"glob\" allows matching functions; \"!glob\" denies them.",
+                            "type": "string",
+                            "minLength": 1
+                        },
+                        rule_object
+                    ]
+                }
+            },
+            "grant_reask_limit": {
+                "title": "Folder-access re-ask limit",
+                "description": "How many times the grant watch may ask about folders for one held call before standing down (0 = never ask).",
+                "type": "integer",
+                "minimum": 0,
+                "default": DEFAULT_GRANT_REASK_LIMIT
+            }
+        },
+        "examples": [{
+            "default_mode": "manual",
+            "rules": ["!approval::*", {"function": "state::get", "action": "allow", "modes": ["auto"]}],
+            "grant_reask_limit": 3
+        }]
+    })
+}

@@ -1,0 +1,79 @@
+//! The gate's answer for one parsed hook input, as a pure function of the
+//! input, the session's compiled settings and the compiled rules — the part
+//! of `approval::gate` that property tests and fuzzing exercise without an
+//! engine. See `architecture/contract.md` § The gate.
+
+use super::hook::{HookCall, HookInput};
+use crate::error::is_valid_id;
+use crate::policy::{decide, Basis, Call, CompiledRules, CompiledSettings, Verdict};
+
+/// What the gate answers, before any I/O.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Judgement<'r> {
+    /// Let the call run.
+    Continue {
+        /// The rule (or ladder step) that allowed it.
+        rule: Option<&'r str>,
+    },
+    /// Refuse the call with a reason written for the model.
+    Deny {
+        /// The reason.
+        reason: String,
+        /// The rule (or ladder step) that denied it.
+        rule: Option<&'r str>,
+    },
+    /// Park the call for a human (the caller records it first).
+    Hold,
+}
+
+/// The deny reason for an input without a call.
+pub(crate) const NO_CALL: &str =
+    "approval-gate received a pre_trigger hook input without a call payload";
+
+/// Whether the input's ids can key a record.
+pub fn ids_are_valid(input: &HookInput, call: &HookCall) -> bool {
+    is_valid_id(&input.session_id) && is_valid_id(&call.id)
+}
+
+/// Judges one call. `settings` are the session's (or the defaults when the
+/// session has nothing stored). Human-only targets are denied whatever the
+/// ids; any other call with unusable ids is denied because it could never be
+/// recorded or released.
+pub fn judge<'r>(
+    input: &HookInput,
+    settings: &'r CompiledSettings,
+    rules: &'r CompiledRules,
+) -> Judgement<'r> {
+    let Some(call) = input.call.as_ref() else {
+        return Judgement::Deny {
+            reason: NO_CALL.to_string(),
+            rule: None,
+        };
+    };
+    let decision = decide(
+        settings,
+        rules,
+        &Call {
+            function_id: &call.function_id,
+            arguments: call.arguments.as_ref(),
+        },
+    );
+    if !ids_are_valid(input, call) && decision.basis != Basis::HumanOnly {
+        return Judgement::Deny {
+            reason: format!(
+                "approval-gate cannot evaluate {}: session_id / function_call_id must be non-empty and must not contain \"/\"",
+                call.function_id
+            ),
+            rule: None,
+        };
+    }
+    let rule = decision.rule_id();
+    match decision.verdict {
+        Verdict::Allow => Judgement::Continue { rule },
+        Verdict::Deny => Judgement::Deny {
+            reason: decision.reason(&call.function_id),
+            rule,
+        },
+        Verdict::Hold => Judgement::Hold,
+    }
+}

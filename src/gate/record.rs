@@ -1,0 +1,51 @@
+//! What a hold writes: the session's context (soft-fetched under a budget)
+//! and the inbox record built from the hook input. Shared by the gate and the
+//! grant watch.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::hook::{HookCall, HookInput};
+use crate::engine::{Engine, SessionContext};
+use crate::inbox::{Metadata, PendingRecord, RecordKind};
+use crate::redact::redact;
+
+/// How long a hold may wait for `session::get` (well inside the hook's 5 s).
+pub(crate) const SESSION_BUDGET: Duration = Duration::from_millis(1500);
+
+/// Soft-fetches session context: any failure or a slow answer omits it.
+pub(crate) async fn session_context(engine: &Engine, session_id: &str) -> SessionContext {
+    match engine.session_context(session_id, SESSION_BUDGET).await {
+        Ok(context) => context,
+        Err(err) => {
+            tracing::debug!(session_id, error = %err, "no session context");
+            SessionContext::default()
+        }
+    }
+}
+
+/// Builds a record for a held call (arguments redacted once, here).
+pub fn build_record(
+    input: &HookInput,
+    call: &HookCall,
+    kind: RecordKind,
+    context: SessionContext,
+) -> PendingRecord {
+    let empty = Value::Object(Map::new());
+    PendingRecord {
+        session_id: input.session_id.clone(),
+        turn_id: input.turn_id.clone(),
+        function_call_id: call.id.clone(),
+        function_id: call.function_id.clone(),
+        kind,
+        arguments_excerpt: redact(call.arguments.as_ref().unwrap_or(&empty)).into(),
+        pending_at: crate::time::now_ms(),
+        depth: input.depth,
+        session_title: context.title,
+        session_description: context.description,
+        session_metadata: context.metadata.map(Metadata::from),
+        grant_request: None,
+        assistant_excerpt: None,
+    }
+}

@@ -1,2 +1,0 @@
-//! Folder-access grants: recognising a jail rejection's `grant_hint=` ([`hint`]).
-pub mod hint;

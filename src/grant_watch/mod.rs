@@ -1,0 +1,207 @@
+//! The grant watch: `approval::grant-watch`, the post-trigger hook on
+//! `shell::*` / `coder::*` that turns a jail rejection carrying a
+//! `grant_hint=` into a folder-access hold (`architecture/contract.md` § The
+//! grant watch). It only ever answers continue (the original result reaches
+//! the model) or hold; every failure stands down.
+//!
+//! * [`hint`] — recognising the rejection and its hint (pure);
+//! * [`memory`] — re-ask counters and denied dirs;
+//! * [`release`] — carrying out a decision on a folder prompt.
+//!
+//! The stand-down ladder, in order: no call or bad ids; no jail hint; the dir
+//! is the session's workspace or under it; the harness already granted a
+//! root containing it (or has no workspace-grant plane); the user denied it
+//! or a parent; the re-ask limit is reached.
+
+pub(crate) mod hint;
+mod memory;
+mod release;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::engine::Engine;
+use crate::error::is_valid_id;
+use crate::functions::register_hook;
+use crate::gate::hook::{parse_hook_input, HookOutput};
+use crate::gate::record::{build_record, session_context};
+use crate::inbox::RecordKind;
+use crate::worker::Worker;
+use hint::{contains, recognise};
+pub(crate) use memory::GrantMemory;
+pub use release::GrantScope;
+
+/// `approval::grant-watch`.
+pub(crate) const ID: &str = "approval::grant-watch";
+
+/// Budget of `harness::workspace::grants` inside the hook's 5 s.
+const GRANTS_BUDGET: Duration = Duration::from_millis(1500);
+
+/// The grant watch's state: its memory, and the lock that serializes its
+/// read-merge-writes of the shell's configuration (two `always` grants in
+/// flight at once must both land).
+pub(crate) struct GrantWatch {
+    pub(crate) memory: GrantMemory,
+    shell_config: tokio::sync::Mutex<()>,
+}
+
+impl GrantWatch {
+    pub(crate) fn new(engine: Engine) -> GrantWatch {
+        GrantWatch {
+            memory: GrantMemory::new(engine),
+            shell_config: tokio::sync::Mutex::new(()),
+        }
+    }
+}
+
+/// Why the watch let the original result through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StandDown {
+    /// No call, or ids that fail validation.
+    NoCall,
+    /// Not a jail rejection with a usable hint.
+    NoHint,
+    /// The dir is the session's own workspace or under it.
+    Workspace,
+    /// A durable grant already covers the dir.
+    AlreadyGranted,
+    /// The harness has no workspace-grant plane.
+    NoGrantPlane,
+    /// The user denied this dir (or a parent) earlier in the session.
+    Denied,
+    /// The call was re-asked `grant_reask_limit` times.
+    ReaskLimit,
+    /// A state call failed.
+    StateFailed,
+}
+
+impl StandDown {
+    fn as_str(self) -> &'static str {
+        match self {
+            StandDown::NoCall => "no_call",
+            StandDown::NoHint => "no_hint",
+            StandDown::Workspace => "workspace",
+            StandDown::AlreadyGranted => "already_granted",
+            StandDown::NoGrantPlane => "no_grant_plane",
+            StandDown::Denied => "denied",
+            StandDown::ReaskLimit => "reask_limit",
+            StandDown::StateFailed => "state_failed",
+        }
+    }
+}
+
+/// The watch: decides hold or continue.
+pub(crate) async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, StandDown> {
+    let input = parse_hook_input(input).map_err(|_| StandDown::NoCall)?;
+    // Borrowed, not cloned: cloning a `Value` recurses once per nesting level.
+    let call = input.call.as_ref().ok_or(StandDown::NoCall)?;
+    let (sid, cid) = (input.session_id.as_str(), call.id.as_str());
+    if !is_valid_id(sid) || !is_valid_id(cid) {
+        return Err(StandDown::NoCall);
+    }
+    let grant = input
+        .result
+        .as_ref()
+        .and_then(recognise)
+        .ok_or(StandDown::NoHint)?;
+    let workspace = input
+        .metadata
+        .as_ref()
+        .and_then(|m| m.get("working_dir"))
+        .and_then(Value::as_str);
+    if let Some(ws) = workspace {
+        if contains(ws, &grant.dir) {
+            tracing::error!(session_id = sid, function_call_id = cid, dir = %grant.dir, "jail rejected a path inside the session workspace: a harness stamp hole, not something a grant fixes");
+            return Err(StandDown::Workspace);
+        }
+    }
+    let roots = worker
+        .engine
+        .workspace_grants(sid, GRANTS_BUDGET)
+        .await
+        .map_err(|_| StandDown::NoGrantPlane)?;
+    if roots.iter().any(|r| contains(r, &grant.dir)) {
+        return Err(StandDown::AlreadyGranted);
+    }
+    let memory = &worker.grant_watch.memory;
+    let denied = memory
+        .denied_dirs(sid)
+        .await
+        .map_err(|_| StandDown::StateFailed)?;
+    if denied.iter().any(|d| contains(d, &grant.dir)) {
+        return Err(StandDown::Denied);
+    }
+
+    let lock = worker.inbox.lock(sid, cid).await;
+    if let Some(existing) = worker.inbox.get(sid, cid) {
+        // The same prompt again is a redelivery, unless that prompt is being
+        // resolved right now: then the released call failed on the same dir
+        // again, which is a new ask.
+        if existing.grant_request.as_deref() == Some(&grant)
+            && !worker.inbox.is_resolving(&existing)
+        {
+            return Ok(HookOutput::Hold);
+        }
+    }
+    let count = memory
+        .attempts(sid, cid)
+        .await
+        .map_err(|_| StandDown::StateFailed)?;
+    if count >= worker.config.load().config.grant_reask_limit {
+        return Err(StandDown::ReaskLimit);
+    }
+    memory
+        .count_attempt(sid, cid, &input.turn_id, count + 1)
+        .await
+        .map_err(|_| StandDown::StateFailed)?;
+    drop(lock);
+
+    let context = session_context(&worker.engine, sid).await;
+    let mut record = build_record(&input, call, RecordKind::FolderAccess, context);
+    record.grant_request = Some(Box::new(grant));
+    let _lock = worker.inbox.lock(sid, cid).await;
+    worker
+        .inbox
+        .write(record)
+        .await
+        .map_err(|_| StandDown::StateFailed)?;
+    tracing::info!(session_id = sid, function_call_id = cid, function_id = %call.function_id, decision = "hold", rule = "folder_access", attempt = count + 1, "folder access asked");
+    Ok(HookOutput::Hold)
+}
+
+/// The ids a stand-down log names, read before the input is parsed (the
+/// parse consumes it). Strings only; the arguments are never looked at.
+fn log_ids(input: &Value) -> (String, String, String) {
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
+    let call = input.get("call");
+    (
+        text(input.get("session_id")),
+        text(call.and_then(|c| c.get("id"))),
+        text(call.and_then(|c| c.get("function_id"))),
+    )
+}
+
+/// Registers `approval::grant-watch` (raw input; it only holds or continues).
+pub(crate) fn register(worker: &Arc<Worker>) {
+    register_hook(
+        worker,
+        ID,
+        "Post-trigger hook on shell::* / coder::*: turns a jail rejection with a grant hint into a folder-access hold. Harness only.",
+        |worker, input| async move {
+            let (session_id, function_call_id, function_id) = log_ids(&input);
+            match watch(&worker, input).await {
+                Ok(out) => out,
+                Err(reason) => {
+                    // A result that is not a jail rejection is the common
+                    // case, not a stand-down: it is not logged.
+                    if reason != StandDown::NoHint {
+                        tracing::info!(session_id, function_call_id, function_id, decision = "continue", rule = reason.as_str(), "grant watch stood down");
+                    }
+                    HookOutput::Continue
+                }
+            }
+        },
+    );
+}
