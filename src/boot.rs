@@ -12,11 +12,12 @@ use iii_sdk::{register_worker, IIIClient, InitOptions};
 use serde_json::{json, Value};
 
 use crate::config::{self, ApprovalConfig, BootstrapError, ConfigCell, CONFIG_ID};
+use crate::engine::Scope;
 use crate::engine::{CallError, Engine};
 use crate::functions::{self, FUNCTION_IDS};
 use crate::gate::binding::{self as gate_binding, PRE_TRIGGER};
 use crate::inbox::PendingRecord;
-use crate::settings::{ApprovalSettings, SETTINGS_SCOPE};
+use crate::settings::{ApprovalSettings, Known};
 use crate::worker::Worker;
 use crate::{decision, grant_watch, lifecycle};
 
@@ -111,13 +112,13 @@ impl Running {
             .map(|record| (*record).clone())
     }
 
-    /// The settings the gate decides a session with, when the session has
-    /// a stored record the worker knows of.
+    /// The stored settings the gate decides a session with, when the worker
+    /// holds them in memory (a session it has seen since boot).
     pub fn stored_settings(&self, session_id: &str) -> Option<ApprovalSettings> {
-        self.worker
-            .settings
-            .cached(session_id)
-            .map(|s| s.settings.clone())
+        match self.worker.settings.cached(session_id)? {
+            Known::Stored(stored) => Some(stored.settings.clone()),
+            Known::Absent => None,
+        }
     }
 
     /// How many bindings of the worker's trigger types it serves.
@@ -185,29 +186,43 @@ async fn start(iii: &IIIClient, options: BootOptions) -> Result<Arc<Worker>, Boo
     let engine = Engine::new(iii.clone());
     let snapshot = config::bootstrap(&engine, options.seed).await?;
     let worker = Worker::new(engine.clone(), ConfigCell::new(snapshot));
-    match worker.settings.load().await {
-        Ok(n) => tracing::debug!(sessions = n, "settings view loaded"),
+    let held = load_pending(&worker).await?;
+    match worker.grant_watch.memory.migrate().await {
+        Ok(0) => {}
+        Ok(moved) => tracing::info!(
+            moved,
+            "grant-watch ask counters moved to the per-session layout"
+        ),
         Err(err) => {
-            tracing::warn!(error = %err, "settings view not loaded; sessions use defaults until they are written")
+            tracing::warn!(error = %err, "grant-watch ask counters of the first layout not moved; tried again at the next boot")
         }
     }
-    let held = load_pending(&worker).await?;
 
     worker.inbox.events().register(iii);
     functions::register_all(&worker);
     let parked = bind_all(&worker).await;
+    let binding = worker
+        .gate_binding
+        .ensure(&engine, worker.config.load().config.gate_priority)
+        .await;
 
     wait_until_live(&engine, FUNCTION_IDS, Duration::from_secs(15)).await?;
     if let Some(err) = iii.fatal_error() {
         return Err(BootError::Rejected(err));
+    }
+    let gated = binding.as_ref().is_ok_and(|status| status.gated);
+    if let Err(err) = &binding {
+        tracing::error!(error = %err, "durable gate binding not made: calls are not gated until it is; retrying");
     }
     tracing::info!(
         url = %options.url,
         functions = FUNCTION_IDS.len(),
         held,
         parked = ?parked,
+        gated,
         "approval-gate ready"
     );
+    tokio::spawn(gate_binding::guard(worker.clone(), binding));
     tokio::spawn(rebind_on_reconnect(worker.clone()));
     Ok(worker)
 }
@@ -232,8 +247,8 @@ async fn load_pending(worker: &Worker) -> Result<usize, BootError> {
 /// After the SDK reconnects (an engine restart), what the SDK does not replay
 /// is made again: the configuration entry's schema (an engine restarted from
 /// its store keeps values but not schemas), a fresh read of the policy, and
-/// the durable gate binding — an engine that lost it must not run calls
-/// ungated.
+/// the durable gate binding is checked at once — an engine that lost it must
+/// not run calls ungated.
 async fn rebind_on_reconnect(worker: Arc<Worker>) {
     let mut was_connected = true;
     loop {
@@ -260,11 +275,18 @@ async fn after_reconnect(worker: &Worker) {
     if let Err(err) = config::reload(worker).await {
         tracing::error!(error = %err, "reconnected; configuration not re-read, keeping the last good one");
     }
-    match gate_binding::ensure(&worker.engine).await {
-        Ok(id) => tracing::info!(id, "reconnected; durable gate binding checked"),
-        Err(err) => tracing::warn!(error = %err, "reconnected; durable gate binding not checked"),
-    }
+    worker.gate_binding.check_soon();
 }
+
+/// Every trigger type the worker binds to.
+pub(crate) const BOUND_TYPES: &[&str] = &[
+    PRE_TRIGGER,
+    "harness::hook::post-trigger",
+    "harness::turn-completed",
+    "session::deleted",
+    "configuration",
+    "state",
+];
 
 /// The ordinary (non-durable) bindings of the worker: `(type, function, config)`.
 fn plain_bindings() -> Vec<(&'static str, &'static str, Value)> {
@@ -288,13 +310,14 @@ fn plain_bindings() -> Vec<(&'static str, &'static str, Value)> {
         (
             "state",
             decision::settings::ON_SETTINGS_CHANGE_ID,
-            json!({"scope": SETTINGS_SCOPE}),
+            json!({"scope": Scope::SETTINGS.as_str()}),
         ),
     ]
 }
 
-/// Makes the start-up bindings; returns the trigger types that were absent
-/// (their bindings are parked by the engine until a provider appears).
+/// Makes the ordinary start-up bindings; returns the trigger types that were
+/// absent (their bindings are parked by the engine until a provider appears).
+/// The gate's durable binding is made by [`gate_binding`].
 async fn bind_all(worker: &Arc<Worker>) -> Vec<String> {
     let present = worker.engine.trigger_type_ids().await.unwrap_or_default();
     let mut parked = Vec::new();
@@ -305,12 +328,6 @@ async fn bind_all(worker: &Arc<Worker>) -> Vec<String> {
             "trigger_type_not_found: durable gate binding parked until the harness registers the type"
         );
         parked.push(PRE_TRIGGER.to_string());
-    }
-    match gate_binding::ensure(&worker.engine).await {
-        Ok(id) => tracing::debug!(id, "durable gate binding in place"),
-        Err(err) => {
-            tracing::error!(error = %err, "durable gate binding failed: calls are not gated until it is made")
-        }
     }
     for (trigger_type, function_id, config) in plain_bindings() {
         if !present.iter().any(|t| t == trigger_type) {
@@ -367,4 +384,19 @@ pub async fn unbind(url: &str, otel: bool, timeout: Duration) -> Result<usize, B
     let result = gate_binding::remove_all(&Engine::new(iii.clone())).await;
     iii.shutdown_async().await;
     Ok(result?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_binding_type_is_listed_once() {
+        let mut types: Vec<&str> = plain_bindings().iter().map(|(t, _, _)| *t).collect();
+        types.push(PRE_TRIGGER);
+        types.sort_unstable();
+        let mut listed = BOUND_TYPES.to_vec();
+        listed.sort_unstable();
+        assert_eq!(types, listed);
+    }
 }

@@ -57,6 +57,17 @@ pub(crate) enum StateError {
     },
 }
 
+impl StateError {
+    /// A short code for logs and deny reasons (`timeout`, `unreadable`, ...).
+    pub(crate) fn code(&self) -> &str {
+        match self {
+            StateError::Call(err) => err.code.as_str(),
+            StateError::Encode(_) => "encode",
+            StateError::Unreadable { .. } => "unreadable",
+        }
+    }
+}
+
 impl From<CallError> for ApprovalError {
     /// A failed harness call is `harness_unavailable`; any other failed call
     /// (state, configuration) is `state_unavailable`.

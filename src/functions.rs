@@ -21,7 +21,7 @@ use serde_json::Value;
 use crate::error::ApprovalError;
 use crate::gate::hook::{HookInput, HookOutput};
 use crate::worker::Worker;
-use crate::{config, decision, gate, grant_watch, inbox, lifecycle};
+use crate::{config, decision, gate, grant_watch, health, inbox, lifecycle};
 
 /// Registers every function of the worker, in the order of
 /// `architecture/contract.md` § Functions.
@@ -32,6 +32,7 @@ pub(crate) fn register_all(worker: &Arc<Worker>) {
     inbox::register(worker);
     lifecycle::register(worker);
     config::register(worker);
+    health::register(worker);
 }
 
 /// The ids [`register_all`] registers, in the contract's order.
@@ -52,6 +53,7 @@ pub const FUNCTION_IDS: &[&str] = &[
     lifecycle::TURN_COMPLETED_ID,
     config::ID,
     decision::settings::ON_SETTINGS_CHANGE_ID,
+    health::ID,
 ];
 
 /// `{ok: true}`: the answer of the internal event handlers.

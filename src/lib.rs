@@ -28,6 +28,7 @@ mod error;
 mod functions;
 mod gate;
 mod grant_watch;
+mod health;
 mod inbox;
 mod lifecycle;
 mod manifest;
@@ -60,9 +61,18 @@ pub use inbox::{
     LOAD_CONCURRENCY, PENDING_CREATED, PENDING_RESOLVED,
 };
 pub use policy::{
-    decide, default_rules, is_human_only, ArgConstraint, Basis, Call, CompiledRules,
-    CompiledSettings, ConstraintOp, Decision, DenialEnvelope, RuleAction, RuleError, RuleObject,
-    RuleSpec, Verdict, HUMAN_ONLY_RULE,
+    builtin_guard, decide, default_rules, is_guarded_scope, is_human_only, ArgConstraint, Basis,
+    Call, CompiledRules, CompiledSettings, ConstraintOp, Decision, DenialEnvelope, Family, Guard,
+    RuleAction, RuleError, RuleObject, RuleSpec, Verdict, HUMAN_ONLY_RULE,
 };
 pub use redact::{is_secret_key, redact};
 pub use settings::{ApprovalSettings, Entry, GrantedBy, Mode};
+
+/// Every state scope the worker reads or writes. Each falls under the
+/// prefix the gate guards: no agent call can reach the gate's own state.
+pub fn owned_scopes() -> Vec<String> {
+    engine::Scope::owned()
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}

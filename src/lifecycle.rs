@@ -46,7 +46,7 @@ pub struct SessionDeleted {
 async fn purge(worker: &Worker, keys: Vec<RecordKey>, why: &'static str) -> usize {
     let mut purged = 0;
     for (sid, cid) in keys {
-        match worker.inbox.settle(&sid, &cid, Outcome::Aborted).await {
+        match worker.inbox.settle(&sid, &cid, Outcome::Aborted, why).await {
             Ok(Some(record)) => {
                 purged += 1;
                 tracing::info!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, decision = "aborted", rule = why, "held call purged");

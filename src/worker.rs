@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::config::ConfigCell;
 use crate::engine::Engine;
+use crate::gate::binding::GateBinding;
 use crate::grant_watch::GrantWatch;
 use crate::inbox::PendingStore;
 use crate::settings::SettingsStore;
@@ -22,6 +23,10 @@ pub(crate) struct Worker {
     pub(crate) inbox: PendingStore,
     /// The grant watch's memory and its folder grants.
     pub(crate) grant_watch: GrantWatch,
+    /// The gate's durable binding, as last checked.
+    pub(crate) gate_binding: GateBinding,
+    /// When the worker booted.
+    pub(crate) started: std::time::Instant,
     in_flight: AtomicUsize,
 }
 
@@ -33,6 +38,8 @@ impl Worker {
             settings: SettingsStore::new(engine.clone(), config.clone()),
             inbox: PendingStore::new(engine.clone()),
             grant_watch: GrantWatch::new(engine.clone()),
+            gate_binding: GateBinding::default(),
+            started: std::time::Instant::now(),
             engine,
             config,
             in_flight: AtomicUsize::new(0),

@@ -30,6 +30,11 @@ use crate::settings::{ApprovalSettings, Entry, GrantedBy, Mode};
 pub const CONFIG_ID: &str = "approval-gate";
 /// Default number of folder-access re-asks per held call.
 pub const DEFAULT_GRANT_REASK_LIMIT: u32 = 3;
+/// Default priority of the gate's hook binding: high, so the gate runs after
+/// every other pre-trigger hook and judges the arguments that will run.
+pub const DEFAULT_GATE_PRIORITY: i64 = 1000;
+/// Default interval between checks that the gate's binding still exists.
+pub const DEFAULT_BINDING_CHECK_INTERVAL_MS: u64 = 30_000;
 
 /// The whole configuration. Unknown keys are rejected.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,6 +49,39 @@ pub struct ApprovalConfig {
     /// Grant-watch re-asks per held call (0 = never hold).
     #[serde(default = "default_reask")]
     pub grant_reask_limit: u32,
+    /// Function-id globs only a human may call, on top of the built-in
+    /// guards (which nothing can remove).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub human_only_extra: Vec<String>,
+    /// The `priority` of the gate's hook binding (the harness runs hooks in
+    /// ascending priority).
+    #[serde(
+        default = "default_gate_priority",
+        skip_serializing_if = "is_default_gate_priority"
+    )]
+    pub gate_priority: i64,
+    /// How often the worker checks that the gate's binding still exists.
+    #[serde(
+        default = "default_binding_check_interval_ms",
+        skip_serializing_if = "is_default_binding_check_interval_ms"
+    )]
+    pub binding_check_interval_ms: u64,
+}
+
+fn default_gate_priority() -> i64 {
+    DEFAULT_GATE_PRIORITY
+}
+
+fn is_default_gate_priority(p: &i64) -> bool {
+    *p == DEFAULT_GATE_PRIORITY
+}
+
+fn default_binding_check_interval_ms() -> u64 {
+    DEFAULT_BINDING_CHECK_INTERVAL_MS
+}
+
+fn is_default_binding_check_interval_ms(ms: &u64) -> bool {
+    *ms == DEFAULT_BINDING_CHECK_INTERVAL_MS
 }
 
 fn default_mode() -> Mode {
@@ -60,6 +98,9 @@ impl Default for ApprovalConfig {
             default_mode: default_mode(),
             rules: default_rules(),
             grant_reask_limit: DEFAULT_GRANT_REASK_LIMIT,
+            human_only_extra: Vec::new(),
+            gate_priority: DEFAULT_GATE_PRIORITY,
+            binding_check_interval_ms: DEFAULT_BINDING_CHECK_INTERVAL_MS,
         }
     }
 }
@@ -103,8 +144,10 @@ pub struct Snapshot {
     pub config: ApprovalConfig,
     /// The compiled rules (empty when any rule failed to compile).
     pub rules: CompiledRules,
-    /// The compile errors, reported by `approval::evaluate`.
+    /// The rule compile errors, reported by `approval::evaluate`.
     pub rule_errors: Vec<RuleError>,
+    /// `human_only_extra` globs that could only guard their exact text.
+    pub guard_errors: Vec<String>,
     /// Settings of a session with nothing stored.
     pub default_settings: ApprovalSettings,
     /// `default_settings`, compiled.
@@ -112,6 +155,16 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Every problem with the configuration, as `approval::evaluate` and the
+    /// logs report them.
+    pub fn errors(&self) -> Vec<String> {
+        self.rule_errors
+            .iter()
+            .map(ToString::to_string)
+            .chain(self.guard_errors.iter().cloned())
+            .collect()
+    }
+
     /// Compiles a configuration. Rules that fail to compile leave the rule
     /// set empty (every call that reaches the rules holds) and are reported.
     pub fn compile(config: ApprovalConfig) -> Snapshot {
@@ -119,12 +172,15 @@ impl Snapshot {
             Ok(rules) => (rules, Vec::new()),
             Err(errors) => (CompiledRules::empty(), errors),
         };
+        // The extra guards apply whether or not the rules compiled.
+        let (rules, guard_errors) = rules.with_extra_guards(&config.human_only_extra);
         let default_settings = default_settings(&config, &rules, 0);
         let defaults = CompiledSettings::new(&default_settings);
         Snapshot {
             config,
             rules,
             rule_errors,
+            guard_errors,
             default_settings,
             defaults,
         }

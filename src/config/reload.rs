@@ -161,6 +161,9 @@ fn report_rule_errors(snapshot: &Snapshot) {
     for err in &snapshot.rule_errors {
         tracing::error!(error = %err, "rule does not compile; the rule set falls back to empty (every call reaching the rules holds)");
     }
+    for err in &snapshot.guard_errors {
+        tracing::error!(error = %err, "human_only_extra glob does not compile; it guards its exact text");
+    }
 }
 
 /// Re-reads, validates and swaps the configuration snapshot.
@@ -181,6 +184,8 @@ pub(crate) async fn reload(worker: &Worker) -> Result<(), ReloadError> {
         "configuration loaded"
     );
     worker.config.store(snapshot);
+    // `gate_priority` may have changed: the binding is replaced at once.
+    worker.gate_binding.check_soon();
     Ok(())
 }
 

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::DEFAULT_GRANT_REASK_LIMIT;
+use super::{DEFAULT_BINDING_CHECK_INTERVAL_MS, DEFAULT_GATE_PRIORITY, DEFAULT_GRANT_REASK_LIMIT};
 
 /// The JSON schema (draft-07) registered with the entry: titles, descriptions,
 /// defaults and an example so the console renders a form; unknown keys rejected.
@@ -71,6 +71,29 @@ pub(crate) fn schema() -> Value {
                 "type": "integer",
                 "minimum": 0,
                 "default": DEFAULT_GRANT_REASK_LIMIT
+            },
+            "human_only_extra": {
+                "title": "Extra human-only functions",
+                "description": "Function-id globs that only a human may call, in every mode and whatever the rules and allow-lists say. They add to the built-in guards (the approval and configuration surfaces, harness releases and folder grants, binding changes, and state calls on this worker's scopes), which cannot be removed.",
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+                "default": [],
+                "examples": [["deploy::prod*", "billing::*"]]
+            },
+            "gate_priority": {
+                "title": "Gate priority",
+                "description": "Priority of the gate's pre-trigger binding. The harness runs hooks in ascending priority and each sees the arguments as the previous one rewrote them, so the gate should run last: give every other pre-trigger hook a lower priority. A change replaces the binding (the new one is made before the old one is removed).",
+                "type": "integer",
+                "default": DEFAULT_GATE_PRIORITY,
+                "examples": [1000]
+            },
+            "binding_check_interval_ms": {
+                "title": "Binding check interval (ms)",
+                "description": "How often the worker checks that the gate's binding still exists, and makes it again if the engine lost it. While it is missing every check logs an ERROR.",
+                "type": "integer",
+                "minimum": 1000,
+                "default": DEFAULT_BINDING_CHECK_INTERVAL_MS,
+                "examples": [30000]
             }
         },
         "examples": [{

@@ -9,6 +9,7 @@
 //! Out: `{ verdict: "allow"|"deny"|"needs_approval", rule_id?, reason, rule_errors? }`
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -16,7 +17,9 @@ use serde_json::Value;
 
 use crate::error::{validate_function_id, validate_id, ApprovalError};
 use crate::functions::register_typed;
+use crate::gate::{settings_unknown, GATE_UNAVAILABLE};
 use crate::policy::{decide, Call, Verdict};
+use crate::settings::Known;
 use crate::worker::Worker;
 
 /// `approval::evaluate`.
@@ -61,19 +64,36 @@ pub struct EvaluateResponse {
     pub rule_errors: Vec<String>,
 }
 
+/// How long evaluate may wait for a cold session's settings.
+const SETTINGS_BUDGET: Duration = Duration::from_secs(5);
+
 /// Evaluates a call without side effects.
-pub(crate) fn evaluate(
+pub(crate) async fn evaluate(
     worker: &Worker,
     request: &EvaluateRequest,
 ) -> Result<EvaluateResponse, ApprovalError> {
     validate_id("session_id", &request.session_id)?;
     validate_function_id(&request.function_id)?;
     let snapshot = worker.config.load();
-    let cached = worker.settings.cached(&request.session_id);
-    let settings = cached
-        .as_ref()
-        .map(|s| &s.compiled)
-        .unwrap_or(&snapshot.defaults);
+    let known = match worker
+        .settings
+        .known(&request.session_id, SETTINGS_BUDGET)
+        .await
+    {
+        Ok(known) => known,
+        Err(err) => {
+            return Ok(EvaluateResponse {
+                verdict: WireVerdict::Deny,
+                rule_id: Some(GATE_UNAVAILABLE.to_string()),
+                reason: settings_unknown(&request.session_id, &request.function_id, err.code()),
+                rule_errors: snapshot.errors(),
+            })
+        }
+    };
+    let settings = match &known {
+        Known::Stored(stored) => &stored.compiled,
+        Known::Absent => &snapshot.defaults,
+    };
     let decision = decide(
         settings,
         &snapshot.rules,
@@ -90,7 +110,7 @@ pub(crate) fn evaluate(
         },
         rule_id: decision.rule_id().map(str::to_string),
         reason: decision.reason(&request.function_id),
-        rule_errors: snapshot.rule_errors.iter().map(|e| e.to_string()).collect(),
+        rule_errors: snapshot.errors(),
     })
 }
 
@@ -100,6 +120,6 @@ pub(crate) fn register(worker: &Arc<Worker>) {
         worker,
         ID,
         "Run the gate's ladder for a call without writing or holding: verdict, matched rule, reason, rule-compile errors.",
-        |w, r: EvaluateRequest| async move { evaluate(&w, &r) },
+        |w, r: EvaluateRequest| async move { evaluate(&w, &r).await },
     );
 }

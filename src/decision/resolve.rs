@@ -75,7 +75,16 @@ pub struct ResolveResponse {
     /// Copied from the harness's reply.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub turn_resumed: Option<bool>,
+    /// True when the harness no longer held the call (its hook budget ran
+    /// out and it failed closed, the turn ended, or another decision won):
+    /// the call did not run on this decision, and its record is gone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_held: Option<bool>,
 }
+
+/// The `pending-resolved` reason of a record whose call the harness no
+/// longer held.
+const NOT_HELD: &str = "not_held";
 
 /// The default denial text.
 const OPERATOR_REJECTED: &str = "Rejected by operator.";
@@ -100,15 +109,16 @@ pub(crate) async fn resolve(
         request.session_id.as_str(),
         request.function_call_id.as_str(),
     );
-    let not_held = ResolveResponse {
+    let unknown = ResolveResponse {
         resolved: false,
         turn_resumed: None,
+        not_held: None,
     };
     let Some(record) = worker.inbox.get(sid, cid) else {
-        return Ok(not_held);
+        return Ok(unknown);
     };
     if !worker.inbox.begin_resolve(&record) {
-        return Ok(not_held);
+        return Ok(unknown);
     }
     let reason = operator_reason(&request.reason);
     let action = match (record.kind, request.decision) {
@@ -146,9 +156,13 @@ pub(crate) async fn resolve(
             return Err(ApprovalError::HarnessUnavailable(err));
         }
     };
-    let (outcome, reason) = match request.decision {
-        ResolveDecision::Allow => (Outcome::Allow, None),
-        ResolveDecision::Deny => (Outcome::Deny, reason),
+    // The harness's answer is the truth: only a call it still held ran (or
+    // was answered) on this decision.
+    let taken = released.resolved == Some(true);
+    let (outcome, reason) = match (taken, request.decision) {
+        (false, _) => (Outcome::Aborted, Some(NOT_HELD.to_string())),
+        (true, ResolveDecision::Allow) => (Outcome::Allow, None),
+        (true, ResolveDecision::Deny) => (Outcome::Deny, reason),
     };
     let settled = match worker.inbox.finish_resolve(&record, outcome, reason).await {
         Ok(settled) => settled,
@@ -157,6 +171,21 @@ pub(crate) async fn resolve(
             return Err(err.into());
         }
     };
+    if !taken {
+        tracing::warn!(
+            session_id = sid,
+            function_call_id = cid,
+            function_id = %record.function_id,
+            decision = request.decision.as_str(),
+            settled,
+            "the harness no longer held the call; its record is removed and nothing ran on this decision"
+        );
+        return Ok(ResolveResponse {
+            resolved: false,
+            turn_resumed: Some(false),
+            not_held: Some(true),
+        });
+    }
     let grant_scope = match record.kind {
         RecordKind::FolderAccess if request.decision == ResolveDecision::Allow => {
             Some(request.grant_scope.unwrap_or(GrantScope::Once).as_str())
@@ -177,6 +206,7 @@ pub(crate) async fn resolve(
     Ok(ResolveResponse {
         resolved: settled,
         turn_resumed: released.turn_resumed,
+        not_held: None,
     })
 }
 

@@ -9,6 +9,7 @@
 mod configuration;
 mod harness;
 mod registry;
+mod scope;
 mod state;
 
 use std::time::Duration;
@@ -20,6 +21,7 @@ use serde_json::Value;
 pub(crate) use configuration::Entry;
 pub use harness::SessionContext;
 pub(crate) use harness::{Release, ReleaseAction};
+pub(crate) use scope::{Scope, PENDING_BUCKETS};
 
 /// Timeout for calls to the engine's built-in workers.
 pub(crate) const BUILTIN_TIMEOUT: Duration = Duration::from_secs(10);

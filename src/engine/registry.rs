@@ -62,15 +62,17 @@ impl Engine {
         }
     }
 
-    /// `engine::unregister_trigger`.
-    pub(crate) async fn unregister_durable_trigger(&self, id: &str) -> Result<(), CallError> {
-        self.call(
-            "engine::unregister_trigger",
-            json!({"id": id}),
-            BUILTIN_TIMEOUT,
-        )
-        .await
-        .map(|_| ())
+    /// `engine::unregister_trigger` (parked bindings included); whether a
+    /// binding with that id existed.
+    pub(crate) async fn unregister_durable_trigger(&self, id: &str) -> Result<bool, CallError> {
+        let out = self
+            .call(
+                "engine::unregister_trigger",
+                json!({"id": id}),
+                BUILTIN_TIMEOUT,
+            )
+            .await?;
+        Ok(out.get("removed").and_then(Value::as_bool).unwrap_or(true))
     }
 
     /// `engine::functions::list {prefix}`: the live function ids.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{kind_of, CallError, Engine, BUILTIN_TIMEOUT};
+use super::{kind_of, CallError, Engine, Scope, BUILTIN_TIMEOUT};
 
 /// A whole-scope list may be large (a bucket of held calls at scale).
 const LIST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -23,7 +23,7 @@ impl Engine {
     /// `state::set`: an atomic swap; returns the old value.
     pub(crate) async fn state_set(
         &self,
-        scope: &str,
+        scope: &Scope,
         key: &str,
         value: Value,
     ) -> Result<SetOutcome, CallError> {
@@ -31,7 +31,7 @@ impl Engine {
         let out = self
             .call(
                 ID,
-                json!({"scope": scope, "key": key, "value": value}),
+                json!({"scope": scope.as_str(), "key": key, "value": value}),
                 BUILTIN_TIMEOUT,
             )
             .await?;
@@ -39,29 +39,32 @@ impl Engine {
     }
 
     /// `state::get`: the value, or null when missing.
-    pub(crate) async fn state_get(&self, scope: &str, key: &str) -> Result<Value, CallError> {
+    pub(crate) async fn state_get(&self, scope: &Scope, key: &str) -> Result<Value, CallError> {
         self.call(
             "state::get",
-            json!({"scope": scope, "key": key}),
+            json!({"scope": scope.as_str(), "key": key}),
             BUILTIN_TIMEOUT,
         )
         .await
     }
 
     /// `state::delete`: returns the old value (null when missing).
-    pub(crate) async fn state_delete(&self, scope: &str, key: &str) -> Result<Value, CallError> {
+    pub(crate) async fn state_delete(&self, scope: &Scope, key: &str) -> Result<Value, CallError> {
         self.call(
             "state::delete",
-            json!({"scope": scope, "key": key}),
+            json!({"scope": scope.as_str(), "key": key}),
             BUILTIN_TIMEOUT,
         )
         .await
     }
 
     /// `state::list`: every value of a scope (values only, no keys).
-    pub(crate) async fn state_list(&self, scope: &str) -> Result<Vec<Value>, CallError> {
+    pub(crate) async fn state_list(&self, scope: &Scope) -> Result<Vec<Value>, CallError> {
         const ID: &str = "state::list";
-        match self.call(ID, json!({"scope": scope}), LIST_TIMEOUT).await? {
+        match self
+            .call(ID, json!({"scope": scope.as_str()}), LIST_TIMEOUT)
+            .await?
+        {
             Value::Array(items) => Ok(items),
             Value::Null => Ok(Vec::new()),
             other => Err(CallError::malformed(

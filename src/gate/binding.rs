@@ -1,50 +1,222 @@
 //! The gate's durable binding on `harness::hook::pre-trigger`
-//! (`architecture/contract.md` § Bindings). Made with
+//! (`architecture/contract.md` § Bindings, § Never ungated). Made with
 //! `engine::register_trigger`, it outlives the worker: while the worker is
 //! down the harness's call to `approval::gate` fails and its `fail_closed`
 //! policy denies, so a crashed gate never waves calls through.
+//!
+//! What keeps calls gated:
+//! * boot makes the binding before it reports ready, and says `gated=` on the
+//!   ready line;
+//! * a replacement (a changed `gate_priority`, a stale config) is made
+//!   **before** the old binding is removed, so no call slips between the two;
+//! * [`guard`] re-checks the binding every `binding_check_interval_ms`, after
+//!   every reconnect and after every configuration change, makes it again if
+//!   the engine lost it, and retries with backoff until it exists;
+//! * the id of the binding is remembered in state, because the engine does
+//!   not list a binding parked for a trigger type nobody provides yet: a
+//!   restart can then remove its own parked binding instead of leaving a
+//!   second one to activate when the harness appears.
 
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::ID;
-use crate::engine::{CallError, Engine};
+use crate::engine::{CallError, Engine, Scope};
+use crate::worker::Worker;
 
 /// The gate's hook type.
 pub(crate) const PRE_TRIGGER: &str = "harness::hook::pre-trigger";
 
-/// The gate's binding config: every call, fail closed.
-pub(crate) fn config() -> Value {
-    json!({"timeout_ms": 5000, "on_error": "fail_closed"})
+/// The key of the remembered binding in [`Scope::BINDINGS`].
+const REMEMBERED_KEY: &str = "gate";
+
+/// The first retry after a failed check; doubles up to the check interval.
+const FIRST_RETRY: Duration = Duration::from_millis(250);
+
+/// The gate's binding config: every call, fail closed, run after the hooks
+/// of a lower priority.
+pub(crate) fn config(priority: i64) -> Value {
+    json!({"timeout_ms": 5000, "on_error": "fail_closed", "priority": priority})
 }
 
-/// Makes sure exactly one durable binding of the gate exists with the
-/// contract's config: reuses a matching one, removes the others.
-pub(crate) async fn ensure(engine: &Engine) -> Result<String, CallError> {
-    let desired = config();
-    let mut keep: Option<String> = None;
-    for trigger in engine.registered_triggers().await? {
-        if trigger.function_id != ID || trigger.trigger_type != PRE_TRIGGER {
-            continue;
-        }
-        if keep.is_none() && trigger.config == desired {
-            keep = Some(trigger.id);
-        } else if !trigger.id.is_empty() {
-            tracing::info!(id = %trigger.id, "removing a stale or duplicate durable gate binding");
-            engine.unregister_durable_trigger(&trigger.id).await?;
+/// What the engine said about the binding at the last check.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Status {
+    /// The binding's id, once one was made or found.
+    pub id: Option<String>,
+    /// The binding exists and is active: the harness calls the gate.
+    pub gated: bool,
+    /// The harness's trigger type does not exist: the binding is parked
+    /// until it appears (there is nothing to gate yet).
+    pub parked: bool,
+}
+
+/// The binding's state, shared by the guard, boot and `approval::health`.
+#[derive(Default)]
+pub(crate) struct GateBinding {
+    status: Mutex<Status>,
+    /// Wakes the guard early (a configuration change, a reconnect).
+    wake: tokio::sync::Notify,
+}
+
+/// The binding as remembered in state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Remembered {
+    id: String,
+}
+
+impl GateBinding {
+    /// The last check's result.
+    pub(crate) fn status(&self) -> Status {
+        match self.status.lock() {
+            Ok(s) => s.clone(),
+            Err(p) => p.into_inner().clone(),
         }
     }
-    match keep {
-        Some(id) => Ok(id),
+
+    fn set(&self, status: Status) {
+        match self.status.lock() {
+            Ok(mut s) => *s = status,
+            Err(p) => *p.into_inner() = status,
+        }
+    }
+
+    /// Asks the guard to check now.
+    pub(crate) fn check_soon(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Makes sure exactly one durable binding of the gate exists with the
+    /// desired config, the new one before any old one is removed, and
+    /// records the result.
+    pub(crate) async fn ensure(&self, engine: &Engine, priority: i64) -> Result<Status, CallError> {
+        let status = ensure(engine, &config(priority)).await?;
+        self.set(status.clone());
+        Ok(status)
+    }
+}
+
+async fn remembered(engine: &Engine) -> Option<String> {
+    let value = engine
+        .state_get(&Scope::BINDINGS, REMEMBERED_KEY)
+        .await
+        .ok()?;
+    serde_json::from_value::<Remembered>(value)
+        .ok()
+        .map(|r| r.id)
+}
+
+/// One check: find or make the binding, then remove every other one.
+async fn ensure(engine: &Engine, desired: &Value) -> Result<Status, CallError> {
+    let present = engine.trigger_type_ids().await?;
+    let parked = !present.iter().any(|t| t == PRE_TRIGGER);
+    let active: Vec<_> = engine
+        .registered_triggers()
+        .await?
+        .into_iter()
+        .filter(|t| t.function_id == ID && t.trigger_type == PRE_TRIGGER)
+        .collect();
+    let previous = remembered(engine).await;
+    let keep = match active.iter().find(|t| t.config == *desired) {
+        Some(found) => found.id.clone(),
         None => {
-            engine
-                .register_durable_trigger(PRE_TRIGGER, ID, &desired)
-                .await
+            let id = engine
+                .register_durable_trigger(PRE_TRIGGER, ID, desired)
+                .await?;
+            tracing::info!(id, parked, "durable gate binding made");
+            id
         }
+    };
+    // Only now, with the binding in place, the others go.
+    for stale in active.iter().filter(|t| t.id != keep) {
+        tracing::info!(id = %stale.id, "removing a stale or duplicate durable gate binding");
+        engine.unregister_durable_trigger(&stale.id).await?;
+    }
+    if let Some(old) = previous.filter(|old| *old != keep) {
+        // Perhaps parked (the engine does not list parked bindings): remove
+        // it by id so it cannot activate beside the new one.
+        engine.unregister_durable_trigger(&old).await?;
+    }
+    let remember = json!(Remembered { id: keep.clone() });
+    if let Err(err) = engine
+        .state_set(&Scope::BINDINGS, REMEMBERED_KEY, remember)
+        .await
+    {
+        tracing::warn!(error = %err, "gate binding id not remembered; a restart before the harness appears may leave a parked duplicate");
+    }
+    let gated = !parked
+        && (active.iter().any(|t| t.id == keep)
+            || engine
+                .registered_triggers()
+                .await?
+                .iter()
+                .any(|t| t.id == keep));
+    Ok(Status {
+        id: Some(keep),
+        gated,
+        parked,
+    })
+}
+
+/// Keeps the binding in place for as long as the worker runs, starting from
+/// boot's check (`first`): a check every `binding_check_interval_ms`, or
+/// sooner when woken; failed checks are retried with backoff. Ends when the
+/// connection ends for good.
+pub(crate) async fn guard(worker: std::sync::Arc<Worker>, first: Result<Status, CallError>) {
+    let mut retry = FIRST_RETRY;
+    let mut outcome = first;
+    loop {
+        let config = worker.config.load();
+        let interval = Duration::from_millis(config.config.binding_check_interval_ms);
+        let wait = match &outcome {
+            Ok(status) if status.gated => {
+                retry = FIRST_RETRY;
+                interval
+            }
+            Ok(status) if status.parked => {
+                tracing::warn!(trigger_type = PRE_TRIGGER, id = status.id, "the harness's hook type does not exist; the gate binding is parked until it appears");
+                retry = FIRST_RETRY;
+                interval
+            }
+            Ok(status) => {
+                tracing::error!(
+                    id = status.id,
+                    "the gate binding is not active: calls are not gated; checking again"
+                );
+                backoff(&mut retry, interval)
+            }
+            Err(err) => {
+                let mut status = worker.gate_binding.status();
+                status.gated = false;
+                worker.gate_binding.set(status);
+                tracing::error!(error = %err, "the gate binding could not be checked or made: calls may not be gated; retrying");
+                backoff(&mut retry, interval)
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = worker.gate_binding.wake.notified() => {}
+        }
+        if worker.engine.iii().fatal_error().is_some() {
+            return;
+        }
+        let priority = worker.config.load().config.gate_priority;
+        outcome = worker.gate_binding.ensure(&worker.engine, priority).await;
     }
 }
 
-/// Removes every durable binding of the gate (`approval-gate unbind`);
-/// returns how many.
+/// The next retry delay: doubled each time, at most `cap`.
+fn backoff(retry: &mut Duration, cap: Duration) -> Duration {
+    let wait = (*retry).min(cap);
+    *retry = (*retry * 2).min(cap);
+    wait
+}
+
+/// Removes every durable binding of the gate (`approval-gate unbind`),
+/// parked ones included; returns how many.
 pub(crate) async fn remove_all(engine: &Engine) -> Result<usize, CallError> {
     let mut removed = 0;
     for trigger in engine.registered_triggers().await? {
@@ -53,5 +225,36 @@ pub(crate) async fn remove_all(engine: &Engine) -> Result<usize, CallError> {
             removed += 1;
         }
     }
+    if let Some(old) = remembered(engine).await {
+        if engine.unregister_durable_trigger(&old).await? {
+            removed += 1;
+        }
+    }
+    engine
+        .state_delete(&Scope::BINDINGS, REMEMBERED_KEY)
+        .await?;
     Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_interval() {
+        let cap = Duration::from_secs(2);
+        let mut retry = FIRST_RETRY;
+        let waits: Vec<u128> = (0..6)
+            .map(|_| backoff(&mut retry, cap).as_millis())
+            .collect();
+        assert_eq!(waits, [250, 500, 1000, 2000, 2000, 2000]);
+    }
+
+    #[test]
+    fn the_binding_config_carries_the_priority() {
+        assert_eq!(
+            config(1000),
+            json!({"timeout_ms": 5000, "on_error": "fail_closed", "priority": 1000})
+        );
+    }
 }

@@ -30,6 +30,19 @@ pub enum Judgement<'r> {
 pub(crate) const NO_CALL: &str =
     "approval-gate received a pre_trigger hook input without a call payload";
 
+/// The rule the logs and `approval::evaluate` name when the gate cannot
+/// know a session's settings.
+pub(crate) const GATE_UNAVAILABLE: &str = "gate_unavailable";
+
+/// The deny reason when a session's stored settings cannot be read: the
+/// defaults may allow more than what a human set for the session, so the
+/// call is refused, never decided with them.
+pub(crate) fn settings_unknown(session_id: &str, function_id: &str, code: &str) -> String {
+    format!(
+        "approval-gate is unavailable: the approval settings of session {session_id} could not be read ({code}), so {function_id} is denied rather than decided without them. Try again shortly."
+    )
+}
+
 /// Whether the input's ids can key a record.
 pub fn ids_are_valid(input: &HookInput, call: &HookCall) -> bool {
     is_valid_id(&input.session_id) && is_valid_id(&call.id)
@@ -40,7 +53,7 @@ pub fn ids_are_valid(input: &HookInput, call: &HookCall) -> bool {
 /// ids; any other call with unusable ids is denied because it could never be
 /// recorded or released.
 pub fn judge<'r>(
-    input: &HookInput,
+    input: &'r HookInput,
     settings: &'r CompiledSettings,
     rules: &'r CompiledRules,
 ) -> Judgement<'r> {
@@ -58,7 +71,7 @@ pub fn judge<'r>(
             arguments: call.arguments.as_ref(),
         },
     );
-    if !ids_are_valid(input, call) && decision.basis != Basis::HumanOnly {
+    if !ids_are_valid(input, call) && !matches!(decision.basis, Basis::HumanOnly { .. }) {
         return Judgement::Deny {
             reason: format!(
                 "approval-gate cannot evaluate {}: session_id / function_call_id must be non-empty and must not contain \"/\"",

@@ -12,26 +12,37 @@
 //! under a budget, durable write before answering, `pending-created` after.
 
 pub(crate) mod binding;
+pub(crate) mod budget;
 pub(crate) mod hook;
 mod judge;
 pub(crate) mod record;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::functions::register_hook;
 use crate::inbox::{RecordKind, Written};
+use crate::settings::Known;
 use crate::worker::Worker;
+use budget::Deadline;
 use hook::{deny, parse_hook_input, HookCall, HookInput, HookOutput};
 
 pub use judge::{ids_are_valid, judge, Judgement};
+pub(crate) use judge::{settings_unknown, GATE_UNAVAILABLE};
 
 /// `approval::gate`.
 pub(crate) const ID: &str = "approval::gate";
 
+/// How long a cold session's settings read may take.
+const SETTINGS_BUDGET: Duration = Duration::from_millis(2000);
+/// Time kept for the durable write of a hold.
+const WRITE_RESERVE: Duration = Duration::from_millis(1500);
+
 /// The gate.
 pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
+    let deadline = Deadline::hook();
     let input = match parse_hook_input(input) {
         Ok(input) => input,
         Err(_) => {
@@ -44,16 +55,28 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
     let Some(call) = input.call.as_ref() else {
         return deny(judge::NO_CALL);
     };
-    let snapshot = worker.config.load();
-    let cached = if ids_are_valid(&input, call) {
-        worker.settings.cached(&input.session_id)
+    let known = if ids_are_valid(&input, call) {
+        let budget = deadline.cap(SETTINGS_BUDGET, WRITE_RESERVE);
+        match worker.settings.known(&input.session_id, budget).await {
+            Ok(known) => known,
+            Err(err) => {
+                tracing::warn!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, error = %err, decision = "deny", rule = GATE_UNAVAILABLE, "session settings unknown; denying");
+                return deny(settings_unknown(
+                    &input.session_id,
+                    &call.function_id,
+                    err.code(),
+                ));
+            }
+        }
     } else {
-        None
+        // The call is denied for its ids (or as human-only): no settings needed.
+        Known::Absent
     };
-    let settings = cached
-        .as_ref()
-        .map(|s| &s.compiled)
-        .unwrap_or(&snapshot.defaults);
+    let snapshot = worker.config.load();
+    let settings = match &known {
+        Known::Stored(stored) => &stored.compiled,
+        Known::Absent => &snapshot.defaults,
+    };
     match judge(&input, settings, &snapshot.rules) {
         Judgement::Continue { rule } => {
             tracing::debug!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, decision = "continue", rule, "gate");
@@ -63,24 +86,40 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
             tracing::debug!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, decision = "deny", rule, "gate");
             deny(reason)
         }
-        Judgement::Hold => hold(worker, &input, call).await,
+        Judgement::Hold => hold(worker, &input, call, deadline).await,
     }
 }
 
 /// The hold path: idempotent on redelivery, context under a budget, the
-/// record written durably before the answer.
-async fn hold(worker: &Worker, input: &HookInput, call: &HookCall) -> HookOutput {
+/// record written durably before the answer — all before the deadline, or
+/// the call is denied and nothing is left behind.
+async fn hold(
+    worker: &Worker,
+    input: &HookInput,
+    call: &HookCall,
+    deadline: Deadline,
+) -> HookOutput {
     let (sid, cid) = (input.session_id.as_str(), call.id.as_str());
     if worker.inbox.get(sid, cid).is_some() {
         return HookOutput::Hold;
     }
-    let context = record::session_context(&worker.engine, sid).await;
+    let budget = deadline.cap(record::SESSION_BUDGET, WRITE_RESERVE);
+    let context = record::session_context(&worker.engine, sid, budget).await;
     let record = record::build_record(input, call, RecordKind::Function, context);
     let _lock = worker.inbox.lock(sid, cid).await;
     if worker.inbox.get(sid, cid).is_some() {
         return HookOutput::Hold;
     }
-    match worker.inbox.write(record).await {
+    let written = tokio::time::timeout_at(deadline.instant(), worker.inbox.write(record)).await;
+    let Ok(written) = written else {
+        worker.inbox.discard(sid, cid).await;
+        tracing::warn!(session_id = sid, function_call_id = cid, function_id = %call.function_id, decision = "deny", "hold not recorded within the hook's budget; denying");
+        return deny(format!(
+            "approval-gate could not record the held call to {} in time; the call is denied rather than held without a record",
+            call.function_id
+        ));
+    };
+    match written {
         Err(err) => {
             tracing::warn!(session_id = sid, function_call_id = cid, function_id = %call.function_id, error = %err, "hold not recorded; denying");
             deny(format!(

@@ -14,9 +14,17 @@ use crate::redact::redact;
 /// How long a hold may wait for `session::get` (well inside the hook's 5 s).
 pub(crate) const SESSION_BUDGET: Duration = Duration::from_millis(1500);
 
-/// Soft-fetches session context: any failure or a slow answer omits it.
-pub(crate) async fn session_context(engine: &Engine, session_id: &str) -> SessionContext {
-    match engine.session_context(session_id, SESSION_BUDGET).await {
+/// Soft-fetches session context within `budget`: any failure or a slow
+/// answer omits it.
+pub(crate) async fn session_context(
+    engine: &Engine,
+    session_id: &str,
+    budget: Duration,
+) -> SessionContext {
+    if budget.is_zero() {
+        return SessionContext::default();
+    }
+    match engine.session_context(session_id, budget).await {
         Ok(context) => context,
         Err(err) => {
             tracing::debug!(session_id, error = %err, "no session context");

@@ -25,8 +25,9 @@ use serde_json::Value;
 use crate::engine::Engine;
 use crate::error::is_valid_id;
 use crate::functions::register_hook;
-use crate::gate::hook::{parse_hook_input, HookOutput};
-use crate::gate::record::{build_record, session_context};
+use crate::gate::budget::Deadline;
+use crate::gate::hook::{parse_hook_input, HookInput, HookOutput};
+use crate::gate::record::{build_record, session_context, SESSION_BUDGET};
 use crate::inbox::RecordKind;
 use crate::worker::Worker;
 use hint::{contains, recognise};
@@ -38,6 +39,8 @@ pub(crate) const ID: &str = "approval::grant-watch";
 
 /// Budget of `harness::workspace::grants` inside the hook's 5 s.
 const GRANTS_BUDGET: Duration = Duration::from_millis(1500);
+/// Time kept for the durable write of a folder prompt.
+const WRITE_RESERVE: Duration = Duration::from_millis(1000);
 
 /// The grant watch's state: its memory, and the lock that serializes its
 /// read-merge-writes of the shell's configuration (two `always` grants in
@@ -75,6 +78,8 @@ pub(crate) enum StandDown {
     ReaskLimit,
     /// A state call failed.
     StateFailed,
+    /// The work did not finish within the hook's budget.
+    OutOfTime,
 }
 
 impl StandDown {
@@ -88,13 +93,41 @@ impl StandDown {
             StandDown::Denied => "denied",
             StandDown::ReaskLimit => "reask_limit",
             StandDown::StateFailed => "state_failed",
+            StandDown::OutOfTime => "out_of_time",
         }
     }
 }
 
-/// The watch: decides hold or continue.
+/// The watch: decides hold or continue, within the hook's budget. Past the
+/// budget it stands down (the harness delivers the original error) and
+/// leaves no record behind.
 pub(crate) async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, StandDown> {
     let input = parse_hook_input(input).map_err(|_| StandDown::NoCall)?;
+    let deadline = Deadline::hook();
+    match tokio::time::timeout_at(deadline.instant(), ask(worker, &input, deadline)).await {
+        Ok(answer) => answer,
+        Err(_) => {
+            if let Some(call) = input
+                .call
+                .as_ref()
+                .filter(|_| is_valid_id(&input.session_id))
+            {
+                if is_valid_id(&call.id) {
+                    let _lock = worker.inbox.lock(&input.session_id, &call.id).await;
+                    worker.inbox.discard(&input.session_id, &call.id).await;
+                }
+            }
+            Err(StandDown::OutOfTime)
+        }
+    }
+}
+
+/// The ladder and the hold, for [`watch`].
+async fn ask(
+    worker: &Worker,
+    input: &HookInput,
+    deadline: Deadline,
+) -> Result<HookOutput, StandDown> {
     // Borrowed, not cloned: cloning a `Value` recurses once per nesting level.
     let call = input.call.as_ref().ok_or(StandDown::NoCall)?;
     let (sid, cid) = (input.session_id.as_str(), call.id.as_str());
@@ -119,7 +152,7 @@ pub(crate) async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, S
     }
     let roots = worker
         .engine
-        .workspace_grants(sid, GRANTS_BUDGET)
+        .workspace_grants(sid, deadline.cap(GRANTS_BUDGET, Duration::ZERO))
         .await
         .map_err(|_| StandDown::NoGrantPlane)?;
     if roots.iter().any(|r| contains(r, &grant.dir)) {
@@ -145,21 +178,21 @@ pub(crate) async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, S
             return Ok(HookOutput::Hold);
         }
     }
-    let count = memory
-        .attempts(sid, cid)
+    let limit = worker.config.load().config.grant_reask_limit;
+    let attempt = memory
+        .count_ask(sid, &input.turn_id, cid, limit)
         .await
-        .map_err(|_| StandDown::StateFailed)?;
-    if count >= worker.config.load().config.grant_reask_limit {
-        return Err(StandDown::ReaskLimit);
-    }
-    memory
-        .count_attempt(sid, cid, &input.turn_id, count + 1)
-        .await
-        .map_err(|_| StandDown::StateFailed)?;
+        .map_err(|_| StandDown::StateFailed)?
+        .ok_or(StandDown::ReaskLimit)?;
     drop(lock);
 
-    let context = session_context(&worker.engine, sid).await;
-    let mut record = build_record(&input, call, RecordKind::FolderAccess, context);
+    let context = session_context(
+        &worker.engine,
+        sid,
+        deadline.cap(SESSION_BUDGET, WRITE_RESERVE),
+    )
+    .await;
+    let mut record = build_record(input, call, RecordKind::FolderAccess, context);
     record.grant_request = Some(Box::new(grant));
     let _lock = worker.inbox.lock(sid, cid).await;
     worker
@@ -167,7 +200,7 @@ pub(crate) async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, S
         .write(record)
         .await
         .map_err(|_| StandDown::StateFailed)?;
-    tracing::info!(session_id = sid, function_call_id = cid, function_id = %call.function_id, decision = "hold", rule = "folder_access", attempt = count + 1, "folder access asked");
+    tracing::info!(session_id = sid, function_call_id = cid, function_id = %call.function_id, decision = "hold", rule = "folder_access", attempt, "folder access asked");
     Ok(HookOutput::Hold)
 }
 

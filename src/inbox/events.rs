@@ -11,6 +11,8 @@
 //!
 //! `pending-resolved` payload:
 //! `{ session_id, turn_id, function_call_id, function_id, outcome: "allow"|"deny"|"aborted", reason?, session_metadata?, resolved_at }`
+//! (`reason`: the operator's on deny; `not_held`, `turn_completed`,
+//! `session_deleted` or `replaced` on aborted).
 
 use std::sync::Arc;
 
@@ -110,7 +112,8 @@ pub struct PendingResolved {
     pub function_id: String,
     /// allow, deny or aborted.
     pub outcome: Outcome,
-    /// The operator's reason (deny only).
+    /// On deny, the operator's reason; on aborted, why the record left:
+    /// `not_held`, `turn_completed`, `session_deleted` or `replaced`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// The record's session metadata.
@@ -211,7 +214,7 @@ impl Events {
             iii.register_trigger_type(
                 RegisterTriggerType::new(
                     PENDING_RESOLVED,
-                    "A held call left the inbox (exactly once per record): ids, outcome allow|deny|aborted, the operator's reason on deny. Config: {session_id?, metadata?}.",
+                    "A held call left the inbox (exactly once per record): ids, outcome allow|deny|aborted, the operator's reason on deny, why on aborted. Config: {session_id?, metadata?}.",
                     TypeHandler {
                         trigger_type: PENDING_RESOLVED,
                         subs: self.clone(),

@@ -29,7 +29,7 @@ use serde_json::Value;
 use super::events::{Events, Outcome, PendingResolved};
 use super::index::{ListPage, ListQuery, PendingIndex};
 use super::record::{PendingRecord, RecordKey};
-use crate::engine::{CallError, Engine};
+use crate::engine::{CallError, Engine, Scope, PENDING_BUCKETS};
 
 /// Why a write or a removal did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -52,19 +52,11 @@ impl StoreError {
     }
 }
 
-/// The state scope of held calls written by the first layout (one scope);
-/// read at boot and migrated into the buckets.
-pub const LEGACY_SCOPE: &str = "approval_pending";
-/// Held calls are spread over this many scopes, `approval_pending.00` …
-/// `approval_pending.63`: `state::list` returns a whole scope in one message
-/// and the SDK caps a message at 64 MiB, so one scope would stop boot from
-/// rebuilding the index long before 100k held calls.
-pub const BUCKETS: u32 = 64;
-const STRIPES: usize = 256;
 /// Buckets listed at once at boot: each reply exists as parsed JSON (~4.7 KB
 /// per record) until it is indexed, so more in flight is a faster boot and
 /// a higher resident set (architecture/internals.md).
 pub const LOAD_CONCURRENCY: usize = 4;
+const STRIPES: usize = 256;
 
 /// The state key of a record: `<session_id>/<function_call_id>`.
 pub fn state_key(session_id: &str, function_call_id: &str) -> String {
@@ -79,19 +71,34 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// The scope holding a record.
-pub fn bucket_scope(session_id: &str, function_call_id: &str) -> String {
-    let bucket = fnv1a(state_key(session_id, function_call_id).as_bytes()) % u64::from(BUCKETS);
-    format!("{LEGACY_SCOPE}.{bucket:02}")
+/// The bucket scope holding a record. Held calls are spread over
+/// `approval_pending.00` … `approval_pending.63`: `state::list` returns a
+/// whole scope in one message and the engine caps a message at 64 MiB, so
+/// one scope would stop boot from rebuilding the index long before 100k
+/// held calls.
+fn bucket(session_id: &str, function_call_id: &str) -> Scope {
+    let hash = fnv1a(state_key(session_id, function_call_id).as_bytes());
+    Scope::pending_bucket((hash % u64::from(PENDING_BUCKETS)) as u32)
 }
 
-/// Every scope that may hold records (the buckets, then the legacy scope).
+/// The name of the bucket scope holding a record.
+pub fn bucket_scope(session_id: &str, function_call_id: &str) -> String {
+    bucket(session_id, function_call_id).to_string()
+}
+
+/// Every scope that may hold records (the buckets, then the first layout's
+/// single scope).
 pub fn all_scopes() -> Vec<String> {
-    (0..BUCKETS)
-        .map(|b| format!("{LEGACY_SCOPE}.{b:02}"))
-        .chain(std::iter::once(LEGACY_SCOPE.to_string()))
+    (0..PENDING_BUCKETS)
+        .map(Scope::pending_bucket)
+        .chain(std::iter::once(Scope::PENDING_LEGACY))
+        .map(|scope| scope.to_string())
         .collect()
 }
+
+/// The `pending-resolved` reason of a record a new one replaced outside any
+/// resolve (a function hold that became a folder prompt).
+const REPLACED: &str = "replaced";
 
 /// A resolve in flight for one record.
 #[derive(Debug)]
@@ -180,7 +187,7 @@ impl PendingStore {
     /// worker's resident peak at 100k held calls.
     pub(crate) async fn load(&self) -> Result<usize, CallError> {
         use futures_util::stream::{self, StreamExt};
-        let mut replies = stream::iter((0..BUCKETS).map(|b| format!("{LEGACY_SCOPE}.{b:02}")))
+        let mut replies = stream::iter((0..PENDING_BUCKETS).map(Scope::pending_bucket))
             .map(|scope| async move { self.engine.state_list(&scope).await })
             .buffer_unordered(LOAD_CONCURRENCY);
         let mut n = 0;
@@ -203,7 +210,7 @@ impl PendingStore {
     /// Moves records of the legacy scope into their buckets.
     async fn migrate_legacy(&self) -> Result<usize, CallError> {
         let mut moved = 0;
-        for value in self.engine.state_list(LEGACY_SCOPE).await? {
+        for value in self.engine.state_list(&Scope::PENDING_LEGACY).await? {
             let Ok(record) = serde_json::from_value::<PendingRecord>(value) else {
                 continue;
             };
@@ -212,13 +219,15 @@ impl PendingStore {
                 .get(&record.session_id, &record.function_call_id)
                 .is_none()
             {
-                let scope = bucket_scope(&record.session_id, &record.function_call_id);
+                let scope = bucket(&record.session_id, &record.function_call_id);
                 let value = serde_json::to_value(&record).unwrap_or(Value::Null);
                 self.engine.state_set(&scope, &key, value).await?;
                 self.with_index(|index| index.insert(record));
                 moved += 1;
             }
-            self.engine.state_delete(LEGACY_SCOPE, &key).await?;
+            self.engine
+                .state_delete(&Scope::PENDING_LEGACY, &key)
+                .await?;
         }
         Ok(moved)
     }
@@ -257,7 +266,7 @@ impl PendingStore {
     /// resolve's record as superseded (it still gets its event).
     pub(crate) async fn write(&self, record: PendingRecord) -> Result<Written, StoreError> {
         let key = state_key(&record.session_id, &record.function_call_id);
-        let scope = bucket_scope(&record.session_id, &record.function_call_id);
+        let scope = bucket(&record.session_id, &record.function_call_id);
         let value = serde_json::to_value(&record)?;
         let outcome = self.engine.state_set(&scope, &key, value).await?;
         let previous = self.with_index(|index| index.insert(record.clone()));
@@ -273,7 +282,7 @@ impl PendingStore {
                         _ => self.events.emit_resolved(PendingResolved::of(
                             &previous,
                             Outcome::Aborted,
-                            None,
+                            Some(REPLACED.to_string()),
                         )),
                     }
                 }
@@ -358,17 +367,37 @@ impl PendingStore {
         session_id: &str,
         function_call_id: &str,
         outcome: Outcome,
+        reason: &str,
     ) -> Result<Option<Arc<PendingRecord>>, CallError> {
         let _lock = self.lock(session_id, function_call_id).await;
         let Some(current) = self.get(session_id, function_call_id) else {
             return Ok(None);
         };
         if self.settle_locked(&current).await? {
-            self.events
-                .emit_resolved(PendingResolved::of(&current, outcome, None));
+            self.events.emit_resolved(PendingResolved::of(
+                &current,
+                outcome,
+                Some(reason.to_string()),
+            ));
             Ok(Some(current))
         } else {
             Ok(None)
+        }
+    }
+
+    /// Removes from state a record whose write did not finish in time (the
+    /// hook gave up and answered without it; the harness never saw a hold).
+    /// Only when the index knows no record under the key: an announced
+    /// record leaves through the emit gate, never here. Call with the key's
+    /// lock held. Best effort: a failure is logged.
+    pub(crate) async fn discard(&self, session_id: &str, function_call_id: &str) {
+        if self.get(session_id, function_call_id).is_some() {
+            return;
+        }
+        let key = state_key(session_id, function_call_id);
+        let scope = bucket(session_id, function_call_id);
+        if let Err(err) = self.engine.state_delete(&scope, &key).await {
+            tracing::warn!(key, error = %err, "an unannounced record was not removed; it is listed after a restart and resolving it reports not_held");
         }
     }
 
@@ -376,7 +405,7 @@ impl PendingStore {
     /// the record in place (a later event retries).
     async fn settle_locked(&self, record: &Arc<PendingRecord>) -> Result<bool, CallError> {
         let key = state_key(&record.session_id, &record.function_call_id);
-        let scope = bucket_scope(&record.session_id, &record.function_call_id);
+        let scope = bucket(&record.session_id, &record.function_call_id);
         self.engine.state_set(&scope, &key, Value::Null).await?;
         let removed = self.with_index(|index| index.remove_if_same(record));
         if let Err(err) = self.engine.state_delete(&scope, &key).await {
@@ -400,8 +429,8 @@ mod tests {
         for i in 0..1000 {
             seen.insert(bucket_scope("s", &format!("c{i}")));
         }
-        assert_eq!(seen.len(), BUCKETS as usize);
-        assert_eq!(all_scopes().len(), BUCKETS as usize + 1);
+        assert_eq!(seen.len(), PENDING_BUCKETS as usize);
+        assert_eq!(all_scopes().len(), PENDING_BUCKETS as usize + 1);
         assert!(all_scopes()
             .iter()
             .all(|s| s.starts_with("approval_pending")));

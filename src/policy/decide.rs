@@ -4,8 +4,8 @@
 //!
 //! Order (first step that applies wins):
 //!
-//! 1. human-only target (`approval::…`, `configuration::…`) → deny, rule
-//!    `human_only_function`, in every mode;
+//! 1. the call pulls one of the gate's own levers ([`super::guard`]) → deny,
+//!    rule `human_only_function`, in every mode;
 //! 2. mode `full` → allow;
 //! 3. an `approved_always` entry matches → allow (every mode);
 //! 4. mode `auto` and an `always_allow` entry matches → allow;
@@ -16,57 +16,12 @@ use serde_json::Value;
 
 use super::args::MatchedConstraint;
 use super::glob::{Pattern, PatternTable};
+use super::guard::{builtin_guard, Guard};
 use super::rules::{CompiledRules, RuleAction};
 use crate::settings::{ApprovalSettings, Entry, Mode};
 
 /// The rule id reported for calls to the human-only surface.
 pub const HUMAN_ONLY_RULE: &str = "human_only_function";
-
-/// Namespaces only a human may call: approving one's own held call or
-/// editing one's own settings or the gate's configuration is self-escalation.
-const HUMAN_ONLY_NAMESPACES: [&str; 2] = ["approval::", "configuration::"];
-
-/// Whether `function_id` targets the human-only surface.
-///
-/// The contract's test is "starts with `approval::` or `configuration::`".
-/// This is deliberately wider, because a false deny costs a retry while a
-/// false allow lets an agent approve itself: the namespace is recognised
-/// ignoring ASCII case, and not only at the start but after any character
-/// that cannot be part of a name — whitespace, control or invisible
-/// characters, `/` or `::` — so ` approval::resolve`, `APPROVAL::resolve`,
-/// `ns/approval::resolve` and `ns::approval::resolve` are all human-only.
-/// A namespace that merely ends in the word (`myapproval::x`,
-/// `pre-approval::x`, `re_approval::x`) is not: letters, digits, `_` and `-`
-/// before it make it a different name.
-pub fn is_human_only(function_id: &str) -> bool {
-    HUMAN_ONLY_NAMESPACES
-        .iter()
-        .any(|ns| contains_namespace(function_id, ns))
-}
-
-fn contains_namespace(id: &str, namespace: &str) -> bool {
-    let hay = id.as_bytes();
-    let needle = namespace.as_bytes();
-    if hay.len() < needle.len() {
-        return false;
-    }
-    (0..=hay.len() - needle.len()).any(|start| {
-        hay[start..start + needle.len()].eq_ignore_ascii_case(needle) && name_starts_at(id, start)
-    })
-}
-
-/// Whether a name can start at byte `start`: the previous character (if any)
-/// is not a name character. `start` is a character boundary, since the byte
-/// there is ASCII; should it not be, the answer errs toward "yes".
-fn name_starts_at(id: &str, start: usize) -> bool {
-    match id
-        .get(..start)
-        .and_then(|before| before.chars().next_back())
-    {
-        None => true,
-        Some(c) => !(c.is_alphanumeric() || c == '_' || c == '-'),
-    }
-}
 
 /// One call to decide on.
 #[derive(Debug, Clone, Copy)]
@@ -102,8 +57,11 @@ impl Verdict {
 /// Why a verdict was reached. Borrows from the compiled settings and rules.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Basis<'r> {
-    /// Step 1: the target is human-only.
-    HumanOnly,
+    /// Step 1: the call pulls one of the gate's own levers.
+    HumanOnly {
+        /// Which guard matched.
+        guard: Guard<'r>,
+    },
     /// Step 2: the session mode is `full`.
     ModeFull,
     /// Step 3: this `approved_always` entry matched.
@@ -218,13 +176,13 @@ impl CompiledSettings {
 pub fn decide<'r>(
     settings: &'r CompiledSettings,
     rules: &'r CompiledRules,
-    call: &Call<'_>,
+    call: &Call<'r>,
 ) -> Decision<'r> {
     let fid = call.function_id;
-    if is_human_only(fid) {
+    if let Some(guard) = builtin_guard(fid, call.arguments).or_else(|| rules.extra_guard(fid)) {
         return Decision {
             verdict: Verdict::Deny,
-            basis: Basis::HumanOnly,
+            basis: Basis::HumanOnly { guard },
         };
     }
     let mode = settings.mode;
@@ -345,49 +303,12 @@ mod tests {
             ] {
                 let d = decide(&s, &permissive, &call(fid));
                 assert_eq!(d.verdict, Verdict::Deny, "{fid} in {mode:?}");
-                assert_eq!(d.basis, Basis::HumanOnly, "{fid} in {mode:?}");
+                assert!(
+                    matches!(d.basis, Basis::HumanOnly { .. }),
+                    "{fid} in {mode:?}"
+                );
                 assert_eq!(d.rule_id(), Some(HUMAN_ONLY_RULE));
             }
-        }
-    }
-
-    #[test]
-    fn human_only_resists_case_padding_and_namespacing() {
-        for fid in [
-            "APPROVAL::resolve",
-            "Approval::Resolve",
-            "CONFIGURATION::set",
-            " approval::resolve",
-            "\tapproval::resolve",
-            "\u{200b}approval::resolve",
-            "\u{feff}configuration::get",
-            "\u{3000}approval::x",
-            "ns/approval::resolve",
-            "ns::approval::resolve",
-            "a::b::configuration::set",
-            "x.approval::y",
-            "[approval::y]",
-            "é/approval::y",
-        ] {
-            assert!(is_human_only(fid), "{fid:?} must be human-only");
-        }
-        for fid in [
-            "approvals::list",
-            "myapproval::x",
-            "pre-approval::x",
-            "re_approval::x",
-            "approval2::x",
-            "éapproval::x",
-            "approval:x",
-            "approval",
-            "configuration",
-            "configurations::get",
-            "state::get",
-            "",
-            "approva",
-            "shell::approval",
-        ] {
-            assert!(!is_human_only(fid), "{fid:?} must not be human-only");
         }
     }
 
@@ -474,7 +395,7 @@ mod tests {
                             Basis::ApprovedAlways { .. } => "approved",
                             Basis::AlwaysAllow { .. } => "always",
                             Basis::Rule { .. } | Basis::NoMatch => "rules",
-                            Basis::HumanOnly => "human",
+                            Basis::HumanOnly { .. } => "human",
                         };
                         assert_eq!(
                             (d.verdict, basis),
@@ -525,10 +446,10 @@ mod tests {
         let rs = CompiledRules::compile(&crate::policy::default_rules()).expect("compiles");
         let s = settings(Mode::Manual, &[], &[]);
         // Human-only wins before the rule could.
-        assert_eq!(
+        assert!(matches!(
             decide(&s, &rs, &call("approval::resolve")).basis,
-            Basis::HumanOnly
-        );
+            Basis::HumanOnly { .. }
+        ));
         assert_eq!(decide(&s, &rs, &call("state::get")).verdict, Verdict::Hold);
     }
 

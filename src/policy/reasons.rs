@@ -16,7 +16,7 @@ impl<'r> Decision<'r> {
     /// target, the matching rule's id for a rule decision, else `None`.
     pub fn rule_id(&self) -> Option<&'r str> {
         match self.basis {
-            Basis::HumanOnly => Some(HUMAN_ONLY_RULE),
+            Basis::HumanOnly { .. } => Some(HUMAN_ONLY_RULE),
             Basis::Rule { rule_id, .. } => Some(rule_id),
             _ => None,
         }
@@ -25,7 +25,10 @@ impl<'r> Decision<'r> {
     /// The decision as text, for a call to `function_id`.
     pub fn reason(&self, function_id: &str) -> String {
         match (self.verdict, self.basis) {
-            (_, Basis::HumanOnly) => deny_text(function_id, HUMAN_ONLY_RULE, None),
+            (_, Basis::HumanOnly { .. }) => format!(
+                "Permission denied: {function_id} changes approvals or the gate itself, \
+                 which only a human may do."
+            ),
             (
                 Verdict::Deny,
                 Basis::Rule {
@@ -137,13 +140,17 @@ mod tests {
     }
 
     #[test]
-    fn human_only_uses_the_blocked_text() {
+    fn a_guarded_call_is_told_only_a_human_may_do_it() {
         let s = settings(Mode::Full, &[], &[]);
-        assert_eq!(
-            reason_of(&s, &CompiledRules::empty(), "approval::resolve", None),
-            "Permission denied: approval::resolve matched rule human_only_function. \
-             This function is blocked by policy; try a different function."
-        );
+        for fid in ["approval::resolve", "harness::function::resolve"] {
+            assert_eq!(
+                reason_of(&s, &CompiledRules::empty(), fid, None),
+                format!(
+                    "Permission denied: {fid} changes approvals or the gate itself, \
+                     which only a human may do."
+                )
+            );
+        }
     }
 
     #[test]

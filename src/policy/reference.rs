@@ -147,7 +147,7 @@ enum Outcome {
 
 fn outcome_of(d: &Decision<'_>) -> Outcome {
     match d.basis {
-        Basis::HumanOnly => Outcome::HumanOnly,
+        Basis::HumanOnly { .. } => Outcome::HumanOnly,
         Basis::ModeFull => Outcome::Full,
         Basis::ApprovedAlways { entry } => Outcome::Approved(entry.to_owned()),
         Basis::AlwaysAllow { entry } => Outcome::Always(entry.to_owned()),

@@ -25,6 +25,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::args::CompiledConstraint;
 use super::glob::{Pattern, PatternTable};
+use super::guard::{ExtraGuards, Guard};
 use crate::settings::Mode;
 
 /// The default rule set: deny this worker's own surface; everything else that
@@ -209,6 +210,8 @@ impl CompiledRule {
 pub struct CompiledRules {
     pub(crate) rules: Vec<CompiledRule>,
     pub(crate) table: PatternTable,
+    /// The operator's extra human-only guards.
+    extra: ExtraGuards,
 }
 
 impl CompiledRules {
@@ -234,7 +237,11 @@ impl CompiledRules {
             return Err(errors);
         }
         match PatternTable::build(patterns) {
-            Ok(table) => Ok(CompiledRules { rules, table }),
+            Ok(table) => Ok(CompiledRules {
+                rules,
+                table,
+                extra: ExtraGuards::default(),
+            }),
             Err(err) => {
                 if err.culprits.is_empty() {
                     let index = specs.len().saturating_sub(1);
@@ -257,6 +264,19 @@ impl CompiledRules {
                 }
             }
         }
+    }
+
+    /// Adds the operator's `human_only_extra` guards; returns a message per
+    /// glob that could only guard its exact text.
+    pub fn with_extra_guards(mut self, globs: &[String]) -> (CompiledRules, Vec<String>) {
+        let (extra, errors) = ExtraGuards::compile(globs);
+        self.extra = extra;
+        (self, errors)
+    }
+
+    /// The extra guard `function_id` matches, if any.
+    pub(crate) fn extra_guard(&self, function_id: &str) -> Option<Guard<'_>> {
+        self.extra.matching(function_id)
     }
 
     /// No rules: every call that reaches the rules holds.

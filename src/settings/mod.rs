@@ -3,8 +3,9 @@
 //! in-memory view ([`store`]). The gate reads them; the decision plane
 //! changes them.
 
+mod cache;
 mod model;
 mod store;
 
 pub use model::{ApprovalSettings, Entry, GrantedBy, Mode};
-pub(crate) use store::{event_key, SettingsSource, SettingsStore, SETTINGS_SCOPE};
+pub(crate) use store::{event_key, Known, SettingsSource, SettingsStore};

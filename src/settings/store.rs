@@ -1,34 +1,47 @@
 //! The settings store: `approval_settings` in state is the source of truth;
-//! an in-memory view of every stored record lets the gate decide with zero
-//! engine round trips.
+//! a bounded cache of what the worker knows about each session lets the gate
+//! decide warm sessions with zero engine round trips
+//! (`architecture/contract.md` § Settings; why a cache: [`super::cache`]).
 //!
-//! What keeps the view true:
-//! * it is loaded from `state::list` at boot (records carry their `session_id`);
-//! * every mutation made here writes through (state first, then the view);
+//! What keeps the cache true:
+//! * a session's first call after boot reads its record with one
+//!   `state::get` ([`SettingsStore::known`]); a record, or its absence, is kept;
+//! * every mutation made here writes through (state first, then the cache);
 //! * writes made by anything else to the `approval_settings` scope arrive
-//!   through a `state` trigger binding, and each one makes the view re-read
-//!   that key ([`SettingsStore::refresh`]).
+//!   through a `state` trigger binding, and each one re-reads that key if the
+//!   cache holds it, or forgets it when the re-read fails
+//!   ([`SettingsStore::refresh`]).
 //!
-//! Mutations of one session are serialized by a per-session async lock, so
-//! two grants in flight at once both survive.
+//! A session whose record cannot be read is **unknown**, never defaulted:
+//! the defaults can allow more than what a human set for the session.
+//!
+//! Mutations of one session are serialized by a striped async lock, so two
+//! grants in flight at once both survive.
 
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+use std::time::Duration;
 
-use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::cache::Cache;
 use super::model::ApprovalSettings;
 use crate::config::{default_settings, ConfigCell};
-use crate::engine::{CallError, Engine};
-use crate::error::{is_valid_id, ApprovalError, StateError};
+use crate::engine::{CallError, Engine, ErrorCode, Scope};
+use crate::error::{ApprovalError, StateError};
 use crate::policy::CompiledSettings;
 
-/// The state scope of per-session settings.
-pub(crate) const SETTINGS_SCOPE: &str = "approval_settings";
+/// Sessions whose settings the worker keeps in memory at most. Idle ones are
+/// evicted and read again on their next call.
+pub(crate) const CACHE_CAPACITY: usize = 50_000;
+
+/// Serializes mutations of one session (stripes by key hash).
+const STRIPES: usize = 256;
 
 /// A stored settings record: the contract's `ApprovalSettings` plus the
-/// session id, so the view can be rebuilt from `state::list` (values only).
+/// session id, so every stored value says whose it is.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoredSettings {
     /// The session the record belongs to.
@@ -64,12 +77,21 @@ pub(crate) enum SettingsSource {
     Defaults,
 }
 
+/// What the worker knows about a session's stored settings.
+#[derive(Debug, Clone)]
+pub(crate) enum Known {
+    /// A stored record (it wins over the defaults).
+    Stored(Arc<SessionSettings>),
+    /// Nothing is stored: the current defaults apply.
+    Absent,
+}
+
 /// The settings store.
 pub(crate) struct SettingsStore {
     engine: Engine,
     config: Arc<ConfigCell>,
-    view: DashMap<String, Arc<SessionSettings>>,
-    locks: DashMap<String, Arc<tokio::sync::Mutex<()>>>,
+    cache: Cache<Known>,
+    stripes: Vec<tokio::sync::Mutex<()>>,
 }
 
 impl SettingsStore {
@@ -78,60 +100,68 @@ impl SettingsStore {
         SettingsStore {
             engine,
             config,
-            view: DashMap::new(),
-            locks: DashMap::new(),
+            cache: Cache::new(CACHE_CAPACITY),
+            stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
         }
     }
 
-    /// Loads every stored record into the view. A failure leaves the view
-    /// empty (defaults), which never allows more than the operator configured.
-    pub(crate) async fn load(&self) -> Result<usize, CallError> {
-        let values = self.engine.state_list(SETTINGS_SCOPE).await?;
-        let mut loaded = 0;
-        for value in values {
-            if let Ok(stored) = serde_json::from_value::<StoredSettings>(value) {
-                if is_valid_id(&stored.session_id) {
-                    self.view.insert(
-                        stored.session_id.clone(),
-                        SessionSettings::new(stored.settings),
-                    );
-                    loaded += 1;
-                }
+    /// The gate's read on the hot path: what the cache knows, without an
+    /// engine call.
+    pub(crate) fn cached(&self, session_id: &str) -> Option<Known> {
+        self.cache.get(session_id)
+    }
+
+    /// What the worker knows about a session: from the cache, or with one
+    /// `state::get` under `budget` (a cold session). An error means the
+    /// session's settings are unknown; the caller must not use the defaults.
+    pub(crate) async fn known(
+        &self,
+        session_id: &str,
+        budget: Duration,
+    ) -> Result<Known, StateError> {
+        if let Some(known) = self.cache.get(session_id) {
+            return Ok(known);
+        }
+        let since = self.cache.epoch();
+        let read = tokio::time::timeout(budget, self.read_strict(session_id)).await;
+        let known = match read {
+            Ok(Ok(Some(settings))) => Known::Stored(SessionSettings::new(settings)),
+            Ok(Ok(None)) => Known::Absent,
+            Ok(Err(err)) => return Err(err),
+            Err(_) => {
+                return Err(StateError::Call(CallError {
+                    function_id: "state::get".into(),
+                    code: ErrorCode::Timeout,
+                    message: format!("no answer within {} ms", budget.as_millis()),
+                }))
             }
-        }
-        Ok(loaded)
+        };
+        self.cache.fill(session_id, known.clone(), since);
+        Ok(known)
     }
 
-    /// The gate's read: the stored settings from the view, else `None`
-    /// (the caller uses the snapshot's defaults). No engine round trip.
-    pub(crate) fn cached(&self, session_id: &str) -> Option<Arc<SessionSettings>> {
-        self.view.get(session_id).map(|e| e.value().clone())
+    /// How many sessions the cache holds.
+    pub(crate) fn cached_len(&self) -> usize {
+        self.cache.len()
     }
 
-    fn lock_of(&self, session_id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.locks
-            .entry(session_id.to_string())
-            .or_insert_with(|| Arc::new(tokio::sync::Mutex::new(())))
-            .clone()
+    async fn lock(&self, session_id: &str) -> tokio::sync::MutexGuard<'_, ()> {
+        let mut h = DefaultHasher::new();
+        session_id.hash(&mut h);
+        self.stripes[(h.finish() as usize) % STRIPES].lock().await
     }
 
     /// Strict read of the stored record (`None` when nothing is stored).
-    async fn read_strict(
-        &self,
-        session_id: &str,
-    ) -> Result<Option<ApprovalSettings>, ApprovalError> {
-        let value = self.engine.state_get(SETTINGS_SCOPE, session_id).await?;
+    async fn read_strict(&self, session_id: &str) -> Result<Option<ApprovalSettings>, StateError> {
+        let value = self.engine.state_get(&Scope::SETTINGS, session_id).await?;
         if value.is_null() {
             return Ok(None);
         }
         serde_json::from_value::<ApprovalSettings>(value)
             .map(Some)
-            .map_err(|source| {
-                StateError::Unreadable {
-                    what: format!("settings of session {session_id}"),
-                    source,
-                }
-                .into()
+            .map_err(|source| StateError::Unreadable {
+                what: format!("settings of session {session_id}"),
+                source,
             })
     }
 
@@ -151,14 +181,13 @@ impl SettingsStore {
 
     /// Applies `change` to the session's settings: a strict read, lazy
     /// seeding from the current defaults (seed entries stamped now), one
-    /// whole-record write, then the view. Serialized per session.
+    /// whole-record write, then the cache. Serialized per session.
     pub(crate) async fn mutate(
         &self,
         session_id: &str,
         change: impl FnOnce(&mut ApprovalSettings, u64),
     ) -> Result<ApprovalSettings, ApprovalError> {
-        let lock = self.lock_of(session_id);
-        let _guard = lock.lock().await;
+        let _serial = self.lock(session_id).await;
         let now = crate::time::now_ms();
         let mut settings = match self.read_strict(session_id).await? {
             Some(settings) => settings,
@@ -174,11 +203,11 @@ impl SettingsStore {
         };
         let value = serde_json::to_value(&stored).map_err(StateError::Encode)?;
         self.engine
-            .state_set(SETTINGS_SCOPE, session_id, value)
+            .state_set(&Scope::SETTINGS, session_id, value)
             .await?;
-        self.view.insert(
-            session_id.to_string(),
-            SessionSettings::new(settings.clone()),
+        self.cache.put(
+            session_id,
+            Known::Stored(SessionSettings::new(settings.clone())),
         );
         Ok(settings)
     }
@@ -186,34 +215,41 @@ impl SettingsStore {
     /// `clear-settings` (and session deletion): deletes the record; says
     /// whether one existed.
     pub(crate) async fn clear(&self, session_id: &str) -> Result<bool, ApprovalError> {
-        let lock = self.lock_of(session_id);
-        let existed = {
-            let _guard = lock.lock().await;
-            let old = self.engine.state_delete(SETTINGS_SCOPE, session_id).await?;
-            self.view.remove(session_id);
-            !old.is_null()
-        };
-        self.locks.remove(session_id);
-        Ok(existed)
+        let _serial = self.lock(session_id).await;
+        let old = self
+            .engine
+            .state_delete(&Scope::SETTINGS, session_id)
+            .await?;
+        self.cache.put(session_id, Known::Absent);
+        Ok(!old.is_null())
     }
 
-    /// Re-reads one key after a write made elsewhere (a `state` trigger
-    /// event), so the view follows the store. A failed read drops the entry:
-    /// defaults never allow more than the operator configured.
+    /// Follows a write made elsewhere (a `state` trigger event): a session the
+    /// cache holds is read again; one whose read fails is forgotten, so its
+    /// next call reads it (and is refused if that read fails too).
     pub(crate) async fn refresh(&self, session_id: &str) {
-        let lock = self.lock_of(session_id);
-        let _guard = lock.lock().await;
+        let _serial = self.lock(session_id).await;
+        let held = self.cache.contains(session_id);
+        // Forget first: a cold read in flight, or a re-read that fails, must
+        // not leave what was known before the write.
+        self.cache.invalidate(session_id);
+        if !held {
+            return;
+        }
+        let since = self.cache.epoch();
         match self.read_strict(session_id).await {
             Ok(Some(settings)) => {
-                self.view
-                    .insert(session_id.to_string(), SessionSettings::new(settings));
+                self.cache.fill(
+                    session_id,
+                    Known::Stored(SessionSettings::new(settings)),
+                    since,
+                );
             }
             Ok(None) => {
-                self.view.remove(session_id);
+                self.cache.fill(session_id, Known::Absent, since);
             }
             Err(err) => {
-                tracing::warn!(session_id, error = %err, "settings refresh failed; using defaults for the session");
-                self.view.remove(session_id);
+                tracing::warn!(session_id, error = %err, "settings not re-read after a write elsewhere; the session is read again on its next call");
             }
         }
     }
@@ -221,7 +257,7 @@ impl SettingsStore {
 
 /// Extracts the session id (the key) from a `state` trigger event payload.
 pub(crate) fn event_key(payload: &Value) -> Option<&str> {
-    if payload.get("scope").and_then(Value::as_str) != Some(SETTINGS_SCOPE) {
+    if payload.get("scope").and_then(Value::as_str) != Some(Scope::SETTINGS.as_str()) {
         return None;
     }
     payload.get("key").and_then(Value::as_str)

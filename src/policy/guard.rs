@@ -1,0 +1,258 @@
+//! The gate's own levers (`architecture/contract.md` § The gate guards its
+//! own levers): the calls only a human may make, whatever the session's mode,
+//! allow-lists, grants or rules say. One session's trust must never release,
+//! grant, rebind or rewrite anything for another session or for the gate.
+//!
+//! The families:
+//!
+//! | family | calls | why |
+//! |---|---|---|
+//! | `approval` | the `approval::` namespace | resolving one's own held call, changing one's own settings |
+//! | `configuration` | the `configuration::` namespace | rewriting the gate's policy (or any worker's) |
+//! | `release` | `harness::function::resolve`, `harness::workspace::grant`, `harness::workspace::revoke` | releasing a held call and granting a folder are human decisions |
+//! | `bindings` | `engine::register_trigger`, `engine::unregister_trigger` | the gate is a binding: removing it ungates everyone |
+//! | `state` | every `state::` function whose `scope` argument is one of this worker's scopes (`approval`, `approval_…`, `approval.…`, ASCII case ignored) | settings, held calls and grant memory are the gate's state |
+//! | `extra` | the operator's `human_only_extra` globs | anything else a deployment wants behind a human |
+//!
+//! Names are recognised ignoring ASCII case, at the start of the id or after
+//! any character that cannot be part of a name (whitespace, invisible
+//! characters, `/`, `::`): a false deny costs the agent a retry, a false allow
+//! lets it approve itself. A name merely ending in the word (`myapproval::x`,
+//! `pre-approval::x`) is a different name.
+
+use serde_json::Value;
+
+use super::glob::{Pattern, PatternTable};
+
+/// Namespaces only a human may call.
+const NAMESPACES: [(&str, Family); 2] = [
+    ("approval::", Family::Approval),
+    ("configuration::", Family::Configuration),
+];
+
+/// Single functions only a human may call.
+const FUNCTIONS: [(&str, Family); 5] = [
+    ("harness::function::resolve", Family::Release),
+    ("harness::workspace::grant", Family::Release),
+    ("harness::workspace::revoke", Family::Release),
+    ("engine::register_trigger", Family::Bindings),
+    ("engine::unregister_trigger", Family::Bindings),
+];
+
+/// The namespace of the engine's state worker.
+const STATE_NAMESPACE: &str = "state::";
+
+/// The scope name every scope of this worker is, or starts with.
+const SCOPE_ROOT: &str = "approval";
+
+/// Which kind of lever a guarded call pulls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// The `approval::` namespace.
+    Approval,
+    /// The `configuration::` namespace.
+    Configuration,
+    /// Releasing held calls and granting folders through the harness.
+    Release,
+    /// Making and removing bindings.
+    Bindings,
+    /// The worker's own state scopes.
+    State,
+    /// An operator's `human_only_extra` glob.
+    Extra,
+}
+
+impl Family {
+    /// The family's name, as `approval::evaluate` reports it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::Approval => "approval",
+            Family::Configuration => "configuration",
+            Family::Release => "release",
+            Family::Bindings => "bindings",
+            Family::State => "state",
+            Family::Extra => "extra",
+        }
+    }
+}
+
+/// The guard a call matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Guard<'a> {
+    /// Which family.
+    pub family: Family,
+    /// What matched: the namespace or function name, the `scope` argument,
+    /// or the operator's glob.
+    pub matched: &'a str,
+}
+
+impl Guard<'_> {
+    /// `family` plus what matched, for an operator: `state scope approval_settings`.
+    pub fn describe(&self) -> String {
+        match self.family {
+            Family::State => format!("state scope {}", self.matched),
+            Family::Extra => format!("human_only_extra {}", self.matched),
+            family => format!("{} {}", family.as_str(), self.matched),
+        }
+    }
+}
+
+/// The built-in guard `function_id` (with `arguments`) matches, if any.
+/// The operator's extra globs are matched by the compiled rules.
+pub fn builtin_guard<'a>(function_id: &'a str, arguments: Option<&'a Value>) -> Option<Guard<'a>> {
+    for (namespace, family) in NAMESPACES {
+        if names_at_a_name_start(function_id, namespace, true) {
+            return Some(Guard {
+                family,
+                matched: namespace,
+            });
+        }
+    }
+    for (function, family) in FUNCTIONS {
+        if names_at_a_name_start(function_id, function, false) {
+            return Some(Guard {
+                family,
+                matched: function,
+            });
+        }
+    }
+    if names_at_a_name_start(function_id, STATE_NAMESPACE, true) {
+        let scope = arguments
+            .and_then(|a| a.get("scope"))
+            .and_then(Value::as_str)?;
+        if is_guarded_scope(scope.trim()) {
+            return Some(Guard {
+                family: Family::State,
+                matched: scope,
+            });
+        }
+    }
+    None
+}
+
+/// The operator's `human_only_extra` globs, compiled once per configuration
+/// change. A glob that does not compile guards its exact text and is
+/// reported: the list can only add guards, so an error never removes one
+/// that compiles.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ExtraGuards {
+    texts: Vec<Box<str>>,
+    table: PatternTable,
+}
+
+impl ExtraGuards {
+    /// Compiles `globs`; returns the guards and a message per glob that
+    /// had to fall back to its exact text.
+    pub(crate) fn compile(globs: &[String]) -> (ExtraGuards, Vec<String>) {
+        let mut errors = Vec::new();
+        let patterns: Vec<(Pattern, u32)> = globs
+            .iter()
+            .zip(0u32..)
+            .map(|(glob, slot)| {
+                let pattern = Pattern::parse(glob).unwrap_or_else(|err| {
+                    errors.push(format!(
+                        "human_only_extra {slot}: invalid glob {glob:?} ({err}); it guards its exact text"
+                    ));
+                    Pattern::Exact(glob.as_str().into())
+                });
+                (pattern, slot)
+            })
+            .collect();
+        let exact = || -> Vec<(Pattern, u32)> {
+            globs
+                .iter()
+                .zip(0u32..)
+                .map(|(glob, slot)| (Pattern::Exact(glob.as_str().into()), slot))
+                .collect()
+        };
+        let table = PatternTable::build(patterns).unwrap_or_else(|err| {
+            errors.push(format!(
+                "human_only_extra: the globs are too large to compile together ({}); each guards its exact text",
+                err.message
+            ));
+            PatternTable::build(exact()).unwrap_or_default()
+        });
+        let texts = globs.iter().map(|g| g.as_str().into()).collect();
+        (ExtraGuards { texts, table }, errors)
+    }
+
+    /// The first glob `function_id` matches.
+    pub(crate) fn matching(&self, function_id: &str) -> Option<Guard<'_>> {
+        let slot = self.table.first_match(function_id, |_| true)?;
+        self.texts.get(slot as usize).map(|text| Guard {
+            family: Family::Extra,
+            matched: text,
+        })
+    }
+}
+
+/// Whether `function_id` targets the `approval::` or `configuration::`
+/// namespace (the version-1 human-only surface).
+pub fn is_human_only(function_id: &str) -> bool {
+    NAMESPACES
+        .iter()
+        .any(|(namespace, _)| names_at_a_name_start(function_id, namespace, true))
+}
+
+/// Whether a state scope is one of this worker's: `approval`, or a name
+/// starting with `approval_` or `approval.`, ignoring ASCII case. Every scope
+/// the worker uses is built from a name this accepts (checked when the
+/// worker compiles), so the guard covers scopes added later too.
+pub const fn is_guarded_scope(scope: &str) -> bool {
+    let s = scope.as_bytes();
+    let root = SCOPE_ROOT.as_bytes();
+    if s.len() < root.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < root.len() {
+        if s[i].to_ascii_lowercase() != root[i] {
+            return false;
+        }
+        i += 1;
+    }
+    s.len() == root.len() || s[root.len()] == b'_' || s[root.len()] == b'.'
+}
+
+/// Whether `name` appears in `id` at a name start (ignoring ASCII case):
+/// as a prefix of what follows when `prefix`, else as the whole rest of the
+/// id (trailing whitespace and invisible characters ignored).
+fn names_at_a_name_start(id: &str, name: &str, prefix: bool) -> bool {
+    let hay = id.as_bytes();
+    let needle = name.as_bytes();
+    if hay.len() < needle.len() {
+        return false;
+    }
+    (0..=hay.len() - needle.len()).any(|start| {
+        hay[start..start + needle.len()].eq_ignore_ascii_case(needle)
+            && name_starts_at(id, start)
+            && (prefix || rest_is_blank(&id[start + needle.len()..]))
+    })
+}
+
+/// Whether nothing but whitespace or invisible characters follows.
+fn rest_is_blank(rest: &str) -> bool {
+    rest.chars()
+        .all(|c| c.is_whitespace() || c.is_control() || is_invisible(c))
+}
+
+/// Zero-width and byte-order characters that render as nothing.
+fn is_invisible(c: char) -> bool {
+    matches!(c, '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}')
+}
+
+/// Whether a name can start at byte `start`: the previous character (if any)
+/// is not a name character. `start` is a character boundary, since the byte
+/// there is ASCII; should it not be, the answer errs toward "yes".
+fn name_starts_at(id: &str, start: usize) -> bool {
+    match id
+        .get(..start)
+        .and_then(|before| before.chars().next_back())
+    {
+        None => true,
+        Some(c) => !(c.is_alphanumeric() || c == '_' || c == '-'),
+    }
+}
+
+#[cfg(test)]
+mod tests;
