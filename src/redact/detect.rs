@@ -30,6 +30,14 @@
 //! secret and the text around it keeps its word boundaries: redacting the
 //! output again finds nothing new.
 //!
+//! Known over-redaction, accepted: a secret-named field's type in code
+//! (`password: string` becomes `password: <redacted>`), `-u user:group` of
+//! tools other than curl (`docker run -u app:app`), and an empty shell
+//! assignment followed by a word (`TOKEN= cmd` hides `cmd`). Not detected:
+//! XML elements (`<password>…</password>`), short flags (`mysql -pSECRET`,
+//! `sshpass -p …`), and provider formats gitleaks can only match next to
+//! the provider's name.
+//!
 //! Each accepted candidate also yields a *guard*: the range from its first
 //! character (the name, the scheme, `-u`, `://`) to the end of its value.
 //! Clipping never cuts inside a guard (see `clip` in the parent module), so

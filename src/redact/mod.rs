@@ -71,10 +71,14 @@
 //! # Cost
 //!
 //! The walk recurses at most [`MAX_DEPTH`] levels, so arbitrarily deep input
-//! is safe. Detection is one pass of one combined regular expression over
-//! each string: a 20 KB shell command full of flags, URLs and secrets takes
-//! about 40 µs, a secret-free one about 30 µs, on the two-core development
-//! machine (`cargo bench --bench micro -- redact`).
+//! is safe. Detection is one pass of one multi-pattern automaton over each
+//! string, linear in its length (a candidate's forward searches are shared
+//! with the candidates after it). Medians on the two-core development
+//! machine (`cargo bench --bench micro -- redact`): [`redact_text`] on a
+//! 20 KB shell command with 127 secrets (bearer JWTs, exported tokens,
+//! database URLs, private keys) 91 µs, on the same shapes without a secret
+//! 35 µs; [`redact`] on an argument object holding that command 38 µs, on a
+//! 10 KB argument object 38 µs, on a 1 MB one 295 µs.
 
 use std::borrow::Cow;
 
