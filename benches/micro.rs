@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use approval_gate::pending::index::{ListQuery, PendingIndex};
 use approval_gate::pending::record::{PendingRecord, SortKey};
 use approval_gate::policy::{decide, Call, CompiledRules, CompiledSettings};
-use approval_gate::redact::redact;
+use approval_gate::redact::{redact, redact_text};
 use approval_gate::settings::model::{ApprovalSettings, Entry, GrantedBy, Mode};
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use serde_json::{json, Map, Value};
@@ -144,6 +144,89 @@ fn bench_redact(c: &mut Criterion) {
     }
     group.finish();
 }
+
+// ---- redaction v2: value detectors on long free text ----
+
+/// Size of the shell commands of [`bench_redact_text`].
+const SHELL_BYTES: usize = 20 << 10;
+
+/// A long shell command as an agent sends one: builds, deploys with
+/// `curl -H 'Authorization: Bearer …'`, exported tokens, a database URL, a
+/// private key written to a file, all mixed with plain text. With
+/// `secrets: false`, the same shapes without a secret (no detector fires,
+/// but the literals they look for are all there).
+fn shell_command(secrets: bool) -> String {
+    let jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJGQUtFIn0.RkFLRXNpZ25hdHVyZUZBS0VzaWduYXR1cmU";
+    let mut cmd = String::with_capacity(SHELL_BYTES + 512);
+    let mut i = 0;
+    while cmd.len() < SHELL_BYTES {
+        cmd.push_str(&format!(
+            "cd /workspace/project-{i} && git fetch origin --prune && cargo build --release --features metrics 2>&1 | tee /tmp/build-{i}.log && "
+        ));
+        if secrets {
+            cmd.push_str(&format!(
+                "curl -sS -X POST https://api.example.com/v1/deploy/{i} -H 'Content-Type: application/json' -H 'Authorization: Bearer {jwt}' -d '{{\"ref\":\"main\",\"env\":\"staging\"}}' && "
+            ));
+            cmd.push_str(&format!(
+                "export X_TOKEN=FAKEtoken{i:04}abcdef0123456789 && export GITHUB_TOKEN=ghp_FAKE0123456789abcdefghijklmnop{i:04} && "
+            ));
+            cmd.push_str("psql postgres://app:FAKEdbPass42@db.internal:5432/prod -c 'select count(*) from jobs' && ");
+        } else {
+            cmd.push_str(&format!(
+                "curl -sS -X POST https://api.example.com/v1/deploy/{i} -H 'Content-Type: application/json' -H 'Accept: application/json' -d '{{\"ref\":\"main\",\"env\":\"staging\"}}' && "
+            ));
+            cmd.push_str(&format!(
+                "export X_TOKEN_FILE=/run/secrets/token-{i} && export GITHUB_REPOSITORY=org/project-{i} && "
+            ));
+            cmd.push_str(
+                "psql postgres://app@db.internal:5432/prod -c 'select count(*) from jobs' && ",
+            );
+        }
+        if i % 8 == 7 {
+            if secrets {
+                cmd.push_str("printf '%s\\n' '-----BEGIN RSA PRIVATE KEY-----\nMIIEFAKEpAIBAAKCAQEAFAKEFAKEFAKE\n-----END RSA PRIVATE KEY-----' > /tmp/deploy.pem && ");
+            } else {
+                cmd.push_str("printf '%s\\n' '-----BEGIN PUBLIC KEY-----\nMIIBFAKEIjANBgkqhkiG9w0BAQEFAAOC\n-----END PUBLIC KEY-----' > /tmp/deploy.pub && ");
+            }
+        }
+        cmd.push_str(&format!(
+            "echo \"step {i} done: tests passed, the token cache is warm, moving on to the next service\" && "
+        ));
+        i += 1;
+    }
+    cmd.push_str("true");
+    cmd
+}
+
+/// `redact_text` over a 20 KB shell command with and without secrets, and
+/// `redact` over an argument object holding it (where only the first 256
+/// code points plus the detection window are read).
+fn bench_redact_text(c: &mut Criterion) {
+    let mut group = c.benchmark_group("redact_text");
+    for (name, secrets) in [("redact_20kb_shell", true), ("redact_20kb_plain", false)] {
+        let cmd = shell_command(secrets);
+        let out = redact_text(&cmd);
+        let markers = out.matches("<redacted>").count();
+        eprintln!(
+            "redact_text/{name}: input {} bytes, output {} bytes, {markers} secrets replaced",
+            cmd.len(),
+            out.len()
+        );
+        group.throughput(criterion::Throughput::Bytes(cmd.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(name), &cmd, |b, cmd| {
+            b.iter(|| redact_text(black_box(cmd)).len())
+        });
+    }
+    let args = json!({"command": shell_command(true), "cwd": "/workspace", "timeout_ms": 600_000});
+    group.bench_with_input(
+        BenchmarkId::from_parameter("redact_args_20kb_shell"),
+        &args,
+        |b, args| b.iter_with_large_drop(|| redact(black_box(args))),
+    );
+    group.finish();
+}
+
+// ---- end of redaction v2 ----
 
 fn index_of(n: usize) -> PendingIndex {
     let mut index = PendingIndex::new();
@@ -292,6 +375,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = micro;
     config = config();
-    targets = bench_decide, bench_decide_parts, bench_compile, bench_redact, bench_index, bench_rebuild
+    targets = bench_decide, bench_decide_parts, bench_compile, bench_redact, bench_redact_text, bench_index, bench_rebuild
 }
 criterion_main!(micro);

@@ -31,6 +31,7 @@ mod grant_watch;
 mod health;
 mod inbox;
 mod lifecycle;
+mod logs;
 mod manifest;
 mod policy;
 mod redact;
@@ -43,6 +44,7 @@ mod worker;
 pub use boot::{boot, unbind, BootError, BootOptions, Running, DESCRIPTION, WORKER_NAME};
 pub use config::{load_seed, ApprovalConfig, BootstrapError, ConfigError, SeedError, CONFIG_ID};
 pub use functions::FUNCTION_IDS;
+pub use logs::RedactingStderr;
 pub use manifest::manifest_json;
 pub use shutdown::signal;
 
@@ -65,7 +67,7 @@ pub use policy::{
     Call, CompiledRules, CompiledSettings, ConstraintOp, Decision, DenialEnvelope, Family, Guard,
     RuleAction, RuleError, RuleObject, RuleSpec, Verdict, HUMAN_ONLY_RULE,
 };
-pub use redact::{is_secret_key, redact};
+pub use redact::{is_secret_key, redact, redact_text, SECRET_NAMES};
 pub use settings::{ApprovalSettings, Entry, GrantedBy, Mode};
 
 /// Every state scope the worker reads or writes. Each falls under the

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use approval_gate::{boot, load_seed, manifest_json, signal, unbind, BootOptions};
+use approval_gate::{boot, load_seed, manifest_json, signal, unbind, BootOptions, RedactingStderr};
 
 /// Human-in-the-loop approval gate for iii function calls.
 #[derive(Debug, Parser)]
@@ -54,7 +54,7 @@ fn init_logs(format: LogFormat) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(RedactingStderr);
     match format {
         LogFormat::Pretty => builder.init(),
         LogFormat::Json => builder.json().init(),

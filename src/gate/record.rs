@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::hook::{HookCall, HookInput};
 use crate::engine::{Engine, SessionContext};
 use crate::inbox::{Metadata, PendingRecord, RecordKind};
-use crate::redact::redact;
+use crate::redact::{redact, redact_text};
 
 /// How long a hold may wait for `session::get` (well inside the hook's 5 s).
 pub(crate) const SESSION_BUDGET: Duration = Duration::from_millis(1500);
@@ -33,7 +33,18 @@ pub(crate) async fn session_context(
     }
 }
 
-/// Builds a record for a held call (arguments redacted once, here).
+/// The session's metadata as a record keeps it: redacted like arguments
+/// (secret-named keys, secrets inside values, long strings clipped). Tenancy
+/// filters match against this form.
+fn redact_metadata(metadata: Map<String, Value>) -> Metadata {
+    match redact(&Value::Object(metadata)) {
+        Value::Object(redacted) => Metadata::from(redacted),
+        _ => Metadata::from(Map::new()),
+    }
+}
+
+/// Builds a record for a held call: the arguments, the session's title,
+/// description and metadata are redacted once, here.
 pub fn build_record(
     input: &HookInput,
     call: &HookCall,
@@ -50,9 +61,9 @@ pub fn build_record(
         arguments_excerpt: redact(call.arguments.as_ref().unwrap_or(&empty)).into(),
         pending_at: crate::time::now_ms(),
         depth: input.depth,
-        session_title: context.title,
-        session_description: context.description,
-        session_metadata: context.metadata.map(Metadata::from),
+        session_title: context.title.map(|t| redact_text(&t).into_owned()),
+        session_description: context.description.map(|d| redact_text(&d).into_owned()),
+        session_metadata: context.metadata.map(redact_metadata),
         grant_request: None,
         assistant_excerpt: None,
     }
