@@ -27,6 +27,3 @@ pub mod subscriptions;
 pub mod time;
 pub mod unbind;
 pub mod worker;
-
-#[cfg(feature = "testkit")]
-pub mod testkit;

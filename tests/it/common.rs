@@ -1,21 +1,24 @@
 //! Shared scaffolding of the scenario suites: one scenario, written once, runs
 //! on the in-process test engine and then on a real engine when one is
-//! available (`III_ENGINE_BIN` or `iii` on PATH).
-#![allow(dead_code)]
+//! available (`III_ENGINE_BIN` or `iii` on PATH); the worker starts either in
+//! this process (its library's `boot`) or as its binary ([`BIN`]).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use approval_gate::boot::Running;
-use approval_gate::testkit::fixture::{call, EngineFixture};
-use approval_gate::testkit::harness::{HarnessDouble, HarnessOptions};
-use approval_gate::testkit::session::SessionDouble;
-use approval_gate::testkit::targets::TargetWorker;
-use approval_gate::testkit::worker::start_in_process;
+use approval_gate::boot::{boot, BootOptions, Running};
+use approval_gate_testkit::fixture::{call, wait_for_functions, EngineFixture};
+use approval_gate_testkit::harness::{HarnessDouble, HarnessOptions};
+use approval_gate_testkit::session::SessionDouble;
+use approval_gate_testkit::targets::TargetWorker;
 use iii_sdk::protocol::RegisterTriggerInput;
 use iii_sdk::{IIIClient, RegisterFunction};
 use serde_json::{json, Value};
+
+/// The worker binary, for the suites that run it as a child process
+/// (`approval_gate_testkit::worker::WorkerProcess`).
+pub const BIN: &str = env!("CARGO_BIN_EXE_approval-gate");
 
 /// The secret key names of contract §4, written here from the contract and
 /// not borrowed from `src/redact.rs`, so a name dropped there fails the
@@ -33,6 +36,23 @@ pub const SECRET_NAMES: [&str; 11] = [
     "refresh_token",
     "private_key",
 ];
+
+/// Boots the worker in-process against `url` (OTel off).
+pub async fn start_in_process(url: &str) -> Running {
+    start_in_process_with(url, None).await
+}
+
+/// Boots the worker in-process with a configuration seed.
+pub async fn start_in_process_with(url: &str, seed: Option<Value>) -> Running {
+    boot(BootOptions {
+        url: url.to_string(),
+        seed,
+        connect_timeout: Duration::from_secs(15),
+        otel: false,
+    })
+    .await
+    .unwrap_or_else(|e| panic!("worker did not boot: {e}"))
+}
 
 /// How long one scenario may take on one engine.
 pub const SCENARIO_LIMIT: Duration = Duration::from_secs(90);
@@ -231,7 +251,7 @@ impl Sink {
                 }
             }),
         );
-        approval_gate::testkit::fixture::wait_for_functions(&client, &[&function_id]).await;
+        wait_for_functions(&client, &[&function_id]).await;
         #[allow(deprecated)] // the 0.25 binding API; the engine still speaks it
         client
             .register_trigger(RegisterTriggerInput::new(
