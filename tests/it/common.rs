@@ -4,6 +4,7 @@
 //! this process (its library's `boot`) or as its binary ([`BIN`]).
 
 use std::future::Future;
+use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,7 @@ use approval_gate_testkit::fixture::{call, wait_for_functions, EngineFixture};
 use approval_gate_testkit::harness::{HarnessDouble, HarnessOptions};
 use approval_gate_testkit::session::SessionDouble;
 use approval_gate_testkit::targets::TargetWorker;
+use futures_util::FutureExt;
 use iii_sdk::protocol::RegisterTriggerInput;
 use iii_sdk::{IIIClient, RegisterFunction};
 use serde_json::{json, Value};
@@ -38,20 +40,58 @@ pub const SECRET_NAMES: [&str; 11] = [
 ];
 
 /// Boots the worker in-process against `url` (OTel off).
-pub async fn start_in_process(url: &str) -> Running {
+pub async fn start_in_process(url: &str) -> InProcess {
     start_in_process_with(url, None).await
 }
 
 /// Boots the worker in-process with a configuration seed.
-pub async fn start_in_process_with(url: &str, seed: Option<Value>) -> Running {
-    boot(BootOptions {
+pub async fn start_in_process_with(url: &str, seed: Option<Value>) -> InProcess {
+    let running = boot(BootOptions {
         url: url.to_string(),
         seed,
         connect_timeout: Duration::from_secs(15),
         otel: false,
     })
     .await
-    .unwrap_or_else(|e| panic!("worker did not boot: {e}"))
+    .unwrap_or_else(|e| panic!("worker did not boot: {e}"));
+    InProcess(Some(running))
+}
+
+/// The worker booted in this process, disconnected when dropped.
+///
+/// The SDK runs each client's connection on a thread of its own that keeps
+/// reconnecting until the client is shut down, and every suite shares this
+/// process: a worker left running would retry its finished test's port for
+/// the rest of the run, and join whichever later test's engine is given
+/// that port.
+pub struct InProcess(Option<Running>);
+
+impl InProcess {
+    /// Graceful stop (see [`Running::shutdown`]).
+    pub async fn shutdown(mut self, drain: Duration) {
+        if let Some(running) = self.0.take() {
+            running.shutdown(drain).await;
+        }
+    }
+}
+
+impl Deref for InProcess {
+    type Target = Running;
+
+    fn deref(&self) -> &Running {
+        // Empty only inside `shutdown`, which consumes the value.
+        self.0.as_ref().expect("the worker runs until shut down")
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        if let Some(running) = self.0.take() {
+            // Signals only (never joins the connection thread), so it
+            // completes on its first poll and is safe inside a runtime.
+            let _ = running.iii.shutdown_async().now_or_never();
+        }
+    }
 }
 
 /// How long one scenario may take on one engine.
@@ -131,7 +171,7 @@ pub struct Scene {
     pub harness: HarnessDouble,
     pub sessions: SessionDouble,
     pub targets: TargetWorker,
-    pub worker: Option<Running>,
+    pub worker: Option<InProcess>,
     pub probe: IIIClient,
 }
 

@@ -11,7 +11,10 @@
 //! run time (a child worker gets its variables through `WorkerProcess`), no
 //! counter that another test's engine or worker could move. Each scenario
 //! makes its own engine (its own port, state and counters), doubles and
-//! worker.
+//! worker, and every SDK client it made is shut down when it ends — the
+//! fixture's and the doubles' on drop, the in-process worker through
+//! `common::InProcess` — so none outlives its test and reconnects into a
+//! later test's engine.
 
 mod common;
 
