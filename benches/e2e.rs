@@ -27,15 +27,17 @@ use std::time::{Duration, Instant};
 use approval_gate::pending::index::PendingIndex;
 use approval_gate::pending::record::PendingRecord;
 use approval_gate::pending::store::{all_scopes, bucket_scope, state_key, LOAD_CONCURRENCY};
-use approval_gate::testkit::fixture::{call, wait_for_functions, EngineFixture, EngineKind};
-use approval_gate::testkit::harness::{CallSpec, HarnessDouble, HarnessOptions};
-use approval_gate::testkit::session::SessionDouble;
-use approval_gate::testkit::targets::TargetWorker;
-use approval_gate::testkit::worker::{start_in_process, start_in_process_with, WorkerProcess};
+use approval_gate_testkit::fixture::{call, wait_for_functions, EngineFixture, EngineKind};
+use approval_gate_testkit::harness::{CallSpec, HarnessDouble, HarnessOptions};
+use approval_gate_testkit::session::SessionDouble;
+use approval_gate_testkit::targets::TargetWorker;
+use approval_gate_testkit::worker::WorkerProcess;
 use futures_util::stream::{self, StreamExt};
 use iii_sdk::protocol::TriggerRequest;
 use iii_sdk::{IIIClient, RegisterFunction};
 use serde_json::{json, Value};
+
+use common::{start_in_process, start_in_process_with};
 
 /// The whole run's bound.
 const TOTAL_LIMIT: Duration = Duration::from_secs(40 * 60);

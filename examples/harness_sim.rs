@@ -5,14 +5,14 @@
 //! call is watched until someone resolves it or `--wait` runs out.
 //!
 //! ```text
-//! cargo run --features testkit --example harness_sim -- \
+//! cargo run --example harness_sim -- \
 //!     --url ws://127.0.0.1:49134 --function demo::echo --arguments '{"x":1}' --serve-target
 //! ```
 
 use std::time::Duration;
 
-use approval_gate::testkit::harness::{CallSpec, CallState, HarnessDouble, HarnessOptions};
-use approval_gate::testkit::targets::TargetWorker;
+use approval_gate_testkit::harness::{CallSpec, CallState, HarnessDouble, HarnessOptions};
+use approval_gate_testkit::targets::TargetWorker;
 use clap::Parser;
 use serde_json::{json, Value};
 

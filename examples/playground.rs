@@ -32,12 +32,12 @@ use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use approval_gate::testkit::fixture::{call, plain_client, wait_for_functions, EngineFixture};
-use approval_gate::testkit::harness::{CallSpec, CallState, HarnessDouble, HarnessOptions};
-use approval_gate::testkit::session::SessionDouble;
-use approval_gate::testkit::shell::{Dialect, JailShell};
-use approval_gate::testkit::targets::{Behaviour, Echo, TargetWorker};
-use approval_gate::testkit::worker::start_in_process;
+use approval_gate::boot::{boot, BootOptions};
+use approval_gate_testkit::fixture::{call, plain_client, wait_for_functions, EngineFixture};
+use approval_gate_testkit::harness::{CallSpec, CallState, HarnessDouble, HarnessOptions};
+use approval_gate_testkit::session::SessionDouble;
+use approval_gate_testkit::shell::{Dialect, JailShell};
+use approval_gate_testkit::targets::{Behaviour, Echo, TargetWorker};
 use clap::Parser;
 use iii_sdk::protocol::RegisterTriggerInput;
 use iii_sdk::{IIIClient, RegisterFunction};
@@ -82,9 +82,7 @@ async fn main() -> std::process::ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
                 // The SDK's deprecation notices and the doubles'
                 // shutdown chatter say nothing about the gate.
-                tracing_subscriber::EnvFilter::new(
-                    "warn,iii_sdk=error,approval_gate::testkit=error",
-                )
+                tracing_subscriber::EnvFilter::new("warn,iii_sdk=error,approval_gate_testkit=error")
             }),
         )
         .with_writer(std::io::stderr)
@@ -425,7 +423,14 @@ impl World {
                            "schema": {"type": "object"}, "initial_value": {"fs": {"host_roots": []}}}),
                 )
                 .await;
-                let running = start_in_process(&url).await;
+                let running = boot(BootOptions {
+                    url: url.clone(),
+                    seed: None,
+                    connect_timeout: Duration::from_secs(15),
+                    otel: false,
+                })
+                .await
+                .map_err(|e| format!("approval-gate did not boot in-process: {e}"))?;
                 screen.say(
                     "setup",
                     "worker: approval-gate booted in-process with the default configuration",
@@ -881,7 +886,7 @@ impl Journal {
             .filter(|h| h.call_id == call_id)
             .cloned()
             .collect();
-        let hook_line = |h: &approval_gate::testkit::harness::HookCall, screen: &mut Screen<'_>| {
+        let hook_line = |h: &approval_gate_testkit::harness::HookCall, screen: &mut Screen<'_>| {
             let decision = match &h.reply {
                 Ok(v) => v["decision"].as_str().unwrap_or("continue").to_string(),
                 Err(e) => format!("error: {e}"),

@@ -1,8 +1,12 @@
 //! Inputs shared by the benches: a realistic rule set of any size, the calls
 //! that exercise it, and held-call records of a realistic size (about 1 KB of
-//! JSON each), so every bench measures the same shapes.
+//! JSON each), so every bench measures the same shapes; and the worker booted
+//! in-process, as the integration tests boot it.
 #![allow(dead_code)]
 
+use std::time::Duration;
+
+use approval_gate::boot::{boot, BootOptions, Running};
 use approval_gate::pending::record::{PendingRecord, RecordKind};
 use approval_gate::policy::{CompiledRules, RuleSpec};
 use serde_json::{json, Map, Value};
@@ -150,4 +154,21 @@ pub fn argument_object(bytes: usize) -> Value {
         "files": files,
         "options": {"dry_run": false, "nested": {"deeper": {"access_token": "abc", "n": 1}}},
     })
+}
+
+/// Boots the worker in-process against `url` (OTel off).
+pub async fn start_in_process(url: &str) -> Running {
+    start_in_process_with(url, None).await
+}
+
+/// Boots the worker in-process with a configuration seed.
+pub async fn start_in_process_with(url: &str, seed: Option<Value>) -> Running {
+    boot(BootOptions {
+        url: url.to_string(),
+        seed,
+        connect_timeout: Duration::from_secs(15),
+        otel: false,
+    })
+    .await
+    .unwrap_or_else(|e| panic!("worker did not boot: {e}"))
 }

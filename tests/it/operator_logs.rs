@@ -3,21 +3,18 @@
 //! naming `session_id`, `function_call_id`, `function_id`, `decision` and
 //! `rule` — and never a call's arguments.
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use approval_gate::testkit::fixture::EngineFixture;
-use approval_gate::testkit::harness::{CallSpec, HarnessDouble, HarnessOptions};
-use approval_gate::testkit::shell::{Dialect, JailShell};
-use approval_gate::testkit::targets::{Behaviour, Echo, TargetWorker};
-use approval_gate::testkit::worker::WorkerProcess;
-use common::*;
+use approval_gate_testkit::fixture::EngineFixture;
+use approval_gate_testkit::harness::{CallSpec, HarnessDouble, HarnessOptions};
+use approval_gate_testkit::shell::{Dialect, JailShell};
+use approval_gate_testkit::targets::{Behaviour, Echo, TargetWorker};
+use approval_gate_testkit::worker::WorkerProcess;
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_approval-gate");
+use crate::common::*;
 
 /// A value no log line may contain: it is only ever in a call's arguments.
 const MARKER: &str = "argument-marker-5f1c";
@@ -83,7 +80,7 @@ async fn holds_resolves_purges_and_stand_downs_are_logged_once_with_their_ids() 
         let call = |cid: &str, fid: &str, arguments: Value| CallSpec::new("s_ops", "t_ops", cid, fid, arguments).with_working_dir("/w/s_ops");
         let ok = |f: &'static str, p: Value| {
             let probe = probe.clone();
-            async move { approval_gate::testkit::fixture::call(&probe, f, p.clone()).await.unwrap_or_else(|e| panic!("{f} {p}: {e}")) }
+            async move { approval_gate_testkit::fixture::call(&probe, f, p.clone()).await.unwrap_or_else(|e| panic!("{f} {p}: {e}")) }
         };
 
         // c1 held then allowed; c2 held then denied; c3 held and purged.

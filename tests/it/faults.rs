@@ -1,19 +1,16 @@
 //! Fault scenarios: every dependency absent, slow or failing, and the worker
 //! or the engine going away. Each test names the fault it injects.
 
-mod common;
-
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use approval_gate::testkit::fixture::call;
-use approval_gate::testkit::harness::{CallSpec, CallState, HarnessDouble, HarnessOptions};
-use approval_gate::testkit::targets::TargetWorker;
-use approval_gate::testkit::worker::WorkerProcess;
-use common::*;
+use approval_gate_testkit::fixture::call;
+use approval_gate_testkit::harness::{CallSpec, CallState, HarnessDouble, HarnessOptions};
+use approval_gate_testkit::targets::TargetWorker;
+use approval_gate_testkit::worker::WorkerProcess;
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_approval-gate");
+use crate::common::*;
 
 #[tokio::test]
 async fn fault_state_failing_during_a_hold_denies() {

@@ -1,18 +1,15 @@
 //! The gate across crashes, restarts and races (contract §3, §4, §8).
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
-use approval_gate::testkit::harness::{CallSpec, HarnessDouble, HarnessOptions};
-use approval_gate::testkit::session::SessionDouble;
-use approval_gate::testkit::targets::TargetWorker;
-use approval_gate::testkit::worker::{start_in_process, WorkerProcess};
-use common::*;
+use approval_gate_testkit::harness::{CallSpec, HarnessDouble, HarnessOptions};
+use approval_gate_testkit::session::SessionDouble;
+use approval_gate_testkit::targets::TargetWorker;
+use approval_gate_testkit::worker::WorkerProcess;
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_approval-gate");
+use crate::common::*;
 
 fn gate_bindings(list: &Value) -> Vec<Value> {
     list["registered_triggers"]
@@ -144,7 +141,7 @@ async fn hundred_holds_survive_a_sigkill_without_a_second_announcement() {
         // Canary: wait until both sinks are live.
         assert!(harness.call(CallSpec::new("canary", "t_c", "c", "demo::echo", json!({}))).await.is_held());
         assert!(eventually(WAIT, || !created.events().is_empty()).await, "sink never bound");
-        approval_gate::testkit::fixture::call(&probe, "approval::resolve", json!({"session_id": "canary", "function_call_id": "c", "decision": "deny"}))
+        approval_gate_testkit::fixture::call(&probe, "approval::resolve", json!({"session_id": "canary", "function_call_id": "c", "decision": "deny"}))
             .await
             .unwrap();
         assert!(eventually(WAIT, || !resolved.events().is_empty()).await, "sink never bound");
@@ -156,7 +153,7 @@ async fn hundred_holds_survive_a_sigkill_without_a_second_announcement() {
             assert!(out.is_held(), "{out:?}");
         }
         assert!(eventually(WAIT, || created.events().len() == 101).await);
-        let before = approval_gate::testkit::fixture::call(&probe, "approval::list-pending", json!({"limit": 500})).await.unwrap();
+        let before = approval_gate_testkit::fixture::call(&probe, "approval::list-pending", json!({"limit": 500})).await.unwrap();
         let before: HashMap<String, u64> = before["pending"]
             .as_array()
             .unwrap()
@@ -167,7 +164,7 @@ async fn hundred_holds_survive_a_sigkill_without_a_second_announcement() {
 
         worker.kill();
         let _worker = WorkerProcess::spawn(BIN.as_ref(), &engine.url(), &[], Duration::from_secs(30)).await;
-        let after = approval_gate::testkit::fixture::call(&probe, "approval::list-pending", json!({"limit": 500})).await.unwrap();
+        let after = approval_gate_testkit::fixture::call(&probe, "approval::list-pending", json!({"limit": 500})).await.unwrap();
         let after: HashMap<String, u64> = after["pending"]
             .as_array()
             .unwrap()
@@ -176,7 +173,7 @@ async fn hundred_holds_survive_a_sigkill_without_a_second_announcement() {
             .collect();
         assert_eq!(after, before, "every held call is listed again with the same pending_at");
         for i in 0..100 {
-            let out = approval_gate::testkit::fixture::call(
+            let out = approval_gate_testkit::fixture::call(
                 &probe,
                 "approval::resolve",
                 json!({"session_id": format!("s_{}", i % 10), "function_call_id": format!("c_{i}"), "decision": "allow"}),
@@ -201,7 +198,7 @@ async fn racing_resolve_turn_end_and_session_delete_emit_exactly_once() {
     })
     .await;
     if let Some(real) =
-        approval_gate::testkit::fixture::EngineFixture::start_real("racing_purges_real").await
+        approval_gate_testkit::fixture::EngineFixture::start_real("racing_purges_real").await
     {
         tokio::time::timeout(Duration::from_secs(240), run_races(real, 200))
             .await
@@ -209,7 +206,7 @@ async fn racing_resolve_turn_end_and_session_delete_emit_exactly_once() {
     }
 }
 
-async fn run_races(engine: approval_gate::testkit::fixture::EngineFixture, trials: usize) {
+async fn run_races(engine: approval_gate_testkit::fixture::EngineFixture, trials: usize) {
     let scene = Scene::start(engine).await;
     let resolved = scene
         .sink("race-resolved", "approval::pending-resolved", json!({}))
@@ -286,17 +283,17 @@ async fn records_of_the_single_scope_layout_are_migrated_at_boot() {
         let probe = engine.client("probe").await;
         let record = json!({"session_id": "s_old", "turn_id": "t_old", "function_call_id": "c_old", "function_id": "demo::echo",
                             "arguments_excerpt": {}, "pending_at": 1_700_000_000_000u64, "depth": 0});
-        approval_gate::testkit::fixture::call(&probe, "state::set", json!({"scope": "approval_pending", "key": "s_old/c_old", "value": record}))
+        approval_gate_testkit::fixture::call(&probe, "state::set", json!({"scope": "approval_pending", "key": "s_old/c_old", "value": record}))
             .await
             .unwrap();
         let _worker = start_in_process(&engine.url()).await;
-        let listed = approval_gate::testkit::fixture::call(&probe, "approval::list-pending", json!({})).await.unwrap();
+        let listed = approval_gate_testkit::fixture::call(&probe, "approval::list-pending", json!({})).await.unwrap();
         assert_eq!(listed["pending"][0]["function_call_id"], "c_old");
         assert_eq!(listed["pending"][0]["kind"], "function", "a record without kind reads as function");
-        let legacy = approval_gate::testkit::fixture::call(&probe, "state::list", json!({"scope": "approval_pending"})).await.unwrap();
+        let legacy = approval_gate_testkit::fixture::call(&probe, "state::list", json!({"scope": "approval_pending"})).await.unwrap();
         assert_eq!(legacy, json!([]));
         let scope = approval_gate::pending::store::bucket_scope("s_old", "c_old");
-        let moved = approval_gate::testkit::fixture::call(&probe, "state::get", json!({"scope": scope, "key": "s_old/c_old"}))
+        let moved = approval_gate_testkit::fixture::call(&probe, "state::get", json!({"scope": scope, "key": "s_old/c_old"}))
             .await
             .unwrap();
         assert_eq!(moved["pending_at"], 1_700_000_000_000u64);

@@ -7,12 +7,11 @@
 //! on a loaded machine and catch a regression (a settings read, a config
 //! fetch, a stray event) that a benchmark would only show as noise.
 
-mod common;
-
-use approval_gate::testkit::engine::TestEngine;
-use approval_gate::testkit::fixture::{call, EngineFixture};
-use common::*;
+use approval_gate_testkit::engine::TestEngine;
+use approval_gate_testkit::fixture::{call, EngineFixture};
 use serde_json::{json, Value};
+
+use crate::common::*;
 
 /// Decisions per test.
 const N: u64 = 1_000;

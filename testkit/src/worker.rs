@@ -1,30 +1,14 @@
-//! Starting the worker under test: in-process (the library's `boot`) or as
-//! the real binary (for logs, SIGKILL and exit-code checks).
+//! Starting the worker under test as the real binary, a child process (for
+//! logs, SIGKILL and exit-code checks). The binary's path comes from the
+//! caller (`env!("CARGO_BIN_EXE_approval-gate")` in the worker's tests and
+//! benches): the test kit does not depend on the worker. In-process starts
+//! call the worker's own `boot` and live with the tests.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-use crate::boot::{boot, BootOptions, Running};
-
-/// Boots the worker in-process against `url` (OTel off).
-pub async fn start_in_process(url: &str) -> Running {
-    start_in_process_with(url, None).await
-}
-
-/// Boots the worker in-process with a configuration seed.
-pub async fn start_in_process_with(url: &str, seed: Option<serde_json::Value>) -> Running {
-    boot(BootOptions {
-        url: url.to_string(),
-        seed,
-        connect_timeout: Duration::from_secs(15),
-        otel: false,
-    })
-    .await
-    .unwrap_or_else(|e| panic!("worker did not boot: {e}"))
-}
 
 /// The worker binary running as a child process; its stderr is collected.
 pub struct WorkerProcess {

@@ -1,10 +1,9 @@
 //! The security suite: self-escalation, injected fields, engine-injected ids.
 
-mod common;
-
-use approval_gate::testkit::harness::CallSpec;
-use common::*;
+use approval_gate_testkit::harness::CallSpec;
 use serde_json::{json, Value};
+
+use crate::common::*;
 
 const ESCALATIONS: &[&str] = &[
     "approval::resolve",

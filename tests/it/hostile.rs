@@ -2,19 +2,16 @@
 //! valid decision and never crashes; secret-keyed arguments never leave the
 //! worker (events, inbox, envelopes, logs).
 
-mod common;
-
 use std::time::Duration;
 
 use approval_gate::functions::gate::gate;
-use approval_gate::testkit::harness::{CallSpec, HarnessDouble, HarnessOptions};
-use approval_gate::testkit::targets::TargetWorker;
-use approval_gate::testkit::worker::WorkerProcess;
-use common::*;
+use approval_gate_testkit::harness::{CallSpec, HarnessDouble, HarnessOptions};
+use approval_gate_testkit::targets::TargetWorker;
+use approval_gate_testkit::worker::WorkerProcess;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_approval-gate");
+use crate::common::*;
 
 /// `{"a": [{"a": [ ... "leaf" ]}]}`, built without recursion.
 fn deep(n: usize) -> Value {
@@ -138,12 +135,9 @@ async fn hostile_raw_frames_do_not_crash_the_worker() {
 /// The contract's names, then spellings that must match too (a `_` + name
 /// suffix, other cases).
 fn secret_keys() -> impl Iterator<Item = &'static str> {
-    common::SECRET_NAMES.into_iter().chain([
-        "db_password",
-        "GITHUB_TOKEN",
-        "Authorization",
-        "x_Api_Key",
-    ])
+    SECRET_NAMES
+        .into_iter()
+        .chain(["db_password", "GITHUB_TOKEN", "Authorization", "x_Api_Key"])
 }
 
 fn secret_arguments() -> (Value, Vec<String>) {
@@ -243,11 +237,11 @@ async fn secrets_never_leave_the_worker() {
             assert_eq!(e["arguments_excerpt"]["nested"]["deeper"]["ok"], "visible");
         }
         let inbox =
-            approval_gate::testkit::fixture::call(&probe, "approval::list-pending", json!({}))
+            approval_gate_testkit::fixture::call(&probe, "approval::list-pending", json!({}))
                 .await
                 .unwrap();
         assert_clean("list-pending", &c(&inbox), &secrets);
-        let one = approval_gate::testkit::fixture::call(
+        let one = approval_gate_testkit::fixture::call(
             &probe,
             "approval::get-pending",
             json!({"session_id": "s_sec", "function_call_id": "c0"}),
@@ -255,7 +249,7 @@ async fn secrets_never_leave_the_worker() {
         .await
         .unwrap();
         assert_clean("get-pending", &c(&one), &secrets);
-        approval_gate::testkit::fixture::call(
+        approval_gate_testkit::fixture::call(
             &probe,
             "approval::resolve",
             json!({"session_id": "s_sec", "function_call_id": "c0", "decision": "deny"}),
@@ -271,7 +265,7 @@ async fn secrets_never_leave_the_worker() {
         assert_eq!(req["details"]["args_excerpt"]["token"], "<redacted>");
         let st = harness.state("s_sec", "c0").unwrap();
         assert_clean("model-facing result", &format!("{st:?}"), &secrets);
-        approval_gate::testkit::fixture::call(
+        approval_gate_testkit::fixture::call(
             &probe,
             "approval::resolve",
             json!({"session_id": "s_sec", "function_call_id": "c1", "decision": "allow"}),

@@ -6,12 +6,12 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use approval_gate::testkit::fixture::{call, EngineFixture};
-use approval_gate::testkit::harness::{
+use approval_gate_testkit::fixture::{call, EngineFixture};
+use approval_gate_testkit::harness::{
     CallSpec, CallState, HarnessDouble, HarnessOptions, HookPoint, ResolveTiming,
 };
-use approval_gate::testkit::session::SessionDouble;
-use approval_gate::testkit::targets::{
+use approval_gate_testkit::session::SessionDouble;
+use approval_gate_testkit::targets::{
     Behaviour, Echo, Reply, TargetCall, TargetError, TargetWorker,
 };
 use iii_sdk::protocol::RegisterTriggerInput;
@@ -806,7 +806,7 @@ async fn turn_completed_reaches_bindings_whose_filter_matches() {
         assert!(w.h.call(spec("c1", "demo::echo", json!({}))).await.is_held());
         assert_eq!(w.h.complete_turn("s1", "t1", "cancelled").await, 2);
         assert!(w.h.wait_until(WAIT, |_| w.t.runs("t::all") == 2 && w.t.runs("t::s1") == 1).await);
-        let mut child = approval_gate::testkit::harness::TurnCompletion::new("child", "t5", "failed");
+        let mut child = approval_gate_testkit::harness::TurnCompletion::new("child", "t5", "failed");
         child.parent_session_id = Some("p1".into());
         child.reason = Some("model error".into());
         assert_eq!(w.h.complete_turn_with(child).await, 2);

@@ -1,16 +1,13 @@
 //! The foundation: the configuration entry (contract §9), the settings RPCs
 //! (contract §1, §2), the process (contract §10).
 
-mod common;
-
 use std::time::Duration;
 
-use approval_gate::testkit::fixture::call;
-use approval_gate::testkit::worker::{start_in_process, start_in_process_with, WorkerProcess};
-use common::*;
+use approval_gate_testkit::fixture::call;
+use approval_gate_testkit::worker::WorkerProcess;
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_approval-gate");
+use crate::common::*;
 
 fn defaults() -> Value {
     json!({"default_mode": "manual", "rules": ["!approval::*"], "grant_reask_limit": 3})

@@ -7,9 +7,7 @@
 //!
 //! A change to any of them is a change to what consoles, notification
 //! workers and the harness see. When it is meant, regenerate the files with
-//! `UPDATE_GOLDENS=1 cargo test --test goldens` and review the diff.
-
-mod common;
+//! `UPDATE_GOLDENS=1 cargo test --test it goldens::` and review the diff.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -17,12 +15,12 @@ use std::path::{Path, PathBuf};
 use approval_gate::config::CONFIG_ID;
 use approval_gate::functions::FUNCTION_IDS;
 use approval_gate::subscriptions::{PENDING_CREATED, PENDING_RESOLVED};
-use approval_gate::testkit::fixture::{call, EngineFixture, EngineKind};
-use approval_gate::testkit::worker::start_in_process;
-use common::*;
+use approval_gate_testkit::fixture::{call, EngineFixture, EngineKind};
 use serde_json::{json, Map, Value};
 
-const REGENERATE: &str = "UPDATE_GOLDENS=1 cargo test --test goldens";
+use crate::common::*;
+
+const REGENERATE: &str = "UPDATE_GOLDENS=1 cargo test --test it goldens::";
 const TRIGGER_TYPES: &[&str] = &[PENDING_CREATED, PENDING_RESOLVED];
 
 /// Fields whose value the contract leaves as any JSON: a call's arguments

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use approval_gate::testkit::fixture::{call, wait_for_functions, EngineFixture, EngineKind};
+use approval_gate_testkit::fixture::{call, wait_for_functions, EngineFixture, EngineKind};
 use futures_util::{SinkExt, StreamExt};
 use iii_sdk::protocol::{RegisterTriggerInput, TriggerRequest};
 use iii_sdk::trigger::{TriggerConfig, TriggerHandler};

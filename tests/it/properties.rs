@@ -8,8 +8,6 @@
 //! 4. cursors → `decode` is total and accepts only what `encode` writes;
 //! 5. redaction → safe, bounded and idempotent.
 
-mod common;
-
 use approval_gate::config::{ApprovalConfig, Snapshot};
 use approval_gate::error::validate_id;
 use approval_gate::functions::gate::{build_record, context_of, parse_hook_input, HookOutput};
@@ -26,9 +24,10 @@ use approval_gate::redact::{
 use approval_gate::settings::model::{ApprovalSettings, Entry, GrantedBy, Mode};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use common::SECRET_NAMES;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
+
+use crate::common::SECRET_NAMES;
 
 fn config() -> ProptestConfig {
     ProptestConfig {

@@ -5,13 +5,14 @@
 //! binary built first.
 
 #[allow(dead_code)]
-#[path = "../examples/playground.rs"]
-mod playground;
+#[path = "../../examples/playground.rs"]
+mod example;
 
-use approval_gate::testkit::fixture::EngineFixture;
-use approval_gate::testkit::worker::start_in_process;
+use approval_gate_testkit::fixture::EngineFixture;
 use clap::Parser;
-use playground::{Args, Choice, Decisions};
+use example::{Args, Choice, Decisions};
+
+use crate::common::start_in_process;
 
 /// Runs the walk-through with `argv` and returns what it printed.
 async fn run(argv: &[&str]) -> (Result<(), String>, String) {
@@ -21,7 +22,7 @@ async fn run(argv: &[&str]) -> (Result<(), String>, String) {
     let mut out: Vec<u8> = Vec::new();
     let result = tokio::time::timeout(
         std::time::Duration::from_secs(120),
-        playground::run(args, decisions, &mut out),
+        example::run(args, decisions, &mut out),
     )
     .await
     .expect("the walk-through finishes within two minutes");

@@ -3,20 +3,17 @@
 //! deletions running at the same time. Loopback only; stops by itself.
 //! `AG_LOAD_CALLS` changes the number of calls.
 
-mod common;
-
-const BIN: &str = env!("CARGO_BIN_EXE_approval-gate");
-
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use approval_gate::testkit::fixture::EngineFixture;
-use approval_gate::testkit::harness::{CallSpec, CallState};
-use approval_gate::testkit::worker::WorkerProcess;
-use common::*;
+use approval_gate_testkit::fixture::EngineFixture;
+use approval_gate_testkit::harness::{CallSpec, CallState};
+use approval_gate_testkit::worker::WorkerProcess;
 use serde_json::{json, Value};
+
+use crate::common::*;
 
 /// Resident memory of a process, in KiB.
 fn rss_kib(pid: u32) -> u64 {

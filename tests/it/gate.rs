@@ -1,13 +1,12 @@
 //! The gate and the pending inbox, end to end (contract §2–§5, §7, §8):
 //! hold → decide → release through the harness double.
 
-mod common;
-
 use std::time::Duration;
 
-use approval_gate::testkit::harness::{CallSpec, CallState};
-use common::*;
+use approval_gate_testkit::harness::{CallSpec, CallState};
 use serde_json::{json, Value};
+
+use crate::common::*;
 
 async fn set_rules(scene: &Scene, value: Value) {
     scene

@@ -1,21 +1,26 @@
 //! Shared scaffolding of the scenario suites: one scenario, written once, runs
 //! on the in-process test engine and then on a real engine when one is
-//! available (`III_ENGINE_BIN` or `iii` on PATH).
-#![allow(dead_code)]
+//! available (`III_ENGINE_BIN` or `iii` on PATH); the worker starts either in
+//! this process (its library's `boot`) or as its binary ([`BIN`]).
 
 use std::future::Future;
+use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use approval_gate::boot::Running;
-use approval_gate::testkit::fixture::{call, EngineFixture};
-use approval_gate::testkit::harness::{HarnessDouble, HarnessOptions};
-use approval_gate::testkit::session::SessionDouble;
-use approval_gate::testkit::targets::TargetWorker;
-use approval_gate::testkit::worker::start_in_process;
+use approval_gate::boot::{boot, BootOptions, Running};
+use approval_gate_testkit::fixture::{call, wait_for_functions, EngineFixture};
+use approval_gate_testkit::harness::{HarnessDouble, HarnessOptions};
+use approval_gate_testkit::session::SessionDouble;
+use approval_gate_testkit::targets::TargetWorker;
+use futures_util::FutureExt;
 use iii_sdk::protocol::RegisterTriggerInput;
 use iii_sdk::{IIIClient, RegisterFunction};
 use serde_json::{json, Value};
+
+/// The worker binary, for the suites that run it as a child process
+/// (`approval_gate_testkit::worker::WorkerProcess`).
+pub const BIN: &str = env!("CARGO_BIN_EXE_approval-gate");
 
 /// The secret key names of contract §4, written here from the contract and
 /// not borrowed from `src/redact.rs`, so a name dropped there fails the
@@ -33,6 +38,61 @@ pub const SECRET_NAMES: [&str; 11] = [
     "refresh_token",
     "private_key",
 ];
+
+/// Boots the worker in-process against `url` (OTel off).
+pub async fn start_in_process(url: &str) -> InProcess {
+    start_in_process_with(url, None).await
+}
+
+/// Boots the worker in-process with a configuration seed.
+pub async fn start_in_process_with(url: &str, seed: Option<Value>) -> InProcess {
+    let running = boot(BootOptions {
+        url: url.to_string(),
+        seed,
+        connect_timeout: Duration::from_secs(15),
+        otel: false,
+    })
+    .await
+    .unwrap_or_else(|e| panic!("worker did not boot: {e}"));
+    InProcess(Some(running))
+}
+
+/// The worker booted in this process, disconnected when dropped.
+///
+/// The SDK runs each client's connection on a thread of its own that keeps
+/// reconnecting until the client is shut down, and every suite shares this
+/// process: a worker left running would retry its finished test's port for
+/// the rest of the run, and join whichever later test's engine is given
+/// that port.
+pub struct InProcess(Option<Running>);
+
+impl InProcess {
+    /// Graceful stop (see [`Running::shutdown`]).
+    pub async fn shutdown(mut self, drain: Duration) {
+        if let Some(running) = self.0.take() {
+            running.shutdown(drain).await;
+        }
+    }
+}
+
+impl Deref for InProcess {
+    type Target = Running;
+
+    fn deref(&self) -> &Running {
+        // Empty only inside `shutdown`, which consumes the value.
+        self.0.as_ref().expect("the worker runs until shut down")
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        if let Some(running) = self.0.take() {
+            // Signals only (never joins the connection thread), so it
+            // completes on its first poll and is safe inside a runtime.
+            let _ = running.iii.shutdown_async().now_or_never();
+        }
+    }
+}
 
 /// How long one scenario may take on one engine.
 pub const SCENARIO_LIMIT: Duration = Duration::from_secs(90);
@@ -111,7 +171,7 @@ pub struct Scene {
     pub harness: HarnessDouble,
     pub sessions: SessionDouble,
     pub targets: TargetWorker,
-    pub worker: Option<Running>,
+    pub worker: Option<InProcess>,
     pub probe: IIIClient,
 }
 
@@ -231,7 +291,7 @@ impl Sink {
                 }
             }),
         );
-        approval_gate::testkit::fixture::wait_for_functions(&client, &[&function_id]).await;
+        wait_for_functions(&client, &[&function_id]).await;
         #[allow(deprecated)] // the 0.25 binding API; the engine still speaks it
         client
             .register_trigger(RegisterTriggerInput::new(

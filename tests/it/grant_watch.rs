@@ -1,22 +1,19 @@
 //! The grant watch (contract §6) and folder-access resolution (§5).
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use approval_gate::testkit::harness::{CallSpec, CallState, HarnessOptions};
-use approval_gate::testkit::shell::{Dialect, JailShell};
-use common::*;
-use serde_json::{json, Value};
+use approval_gate::functions::grant_watch::{watch, StandDown};
+use approval_gate_testkit::fixture::EngineFixture;
+use approval_gate_testkit::harness::{CallSpec, CallState, HarnessOptions};
+use approval_gate_testkit::shell::{Dialect, JailShell};
+use serde_json::{json, Map, Value};
+
+use crate::common::*;
 
 const WS: &str = "/w/s1";
 
-async fn scene_with(
-    engine: approval_gate::testkit::fixture::EngineFixture,
-    options: HarnessOptions,
-    reask: u32,
-) -> Scene {
+async fn scene_with(engine: EngineFixture, options: HarnessOptions, reask: u32) -> Scene {
     let scene = Scene::start_with(engine, options).await;
     scene
         .targets
@@ -489,4 +486,38 @@ async fn grant_turn_completion_clears_that_turns_counters() {
         assert_eq!(scene.inbox().await.len(), 1);
     })
     .await;
+}
+
+/// Hook input 200,000 levels deep, as the call's arguments and as its
+/// result, stands down (no hint) without overflowing the test thread's
+/// stack. The watch is called directly: a frame nested this deep would be
+/// refused by the SDK's JSON parser before it reached the worker.
+#[tokio::test]
+async fn grant_deep_arguments_and_results_neither_recurse_nor_overflow() {
+    let engine = EngineFixture::start_test().await;
+    let running = start_in_process(&engine.url()).await;
+    let deep = || {
+        let mut v = json!("leaf");
+        for _ in 0..200_000 {
+            v = Value::Array(vec![v]);
+        }
+        v
+    };
+    let hook = |result: Value| {
+        let mut call = Map::new();
+        call.insert("id".into(), json!("c"));
+        call.insert("function_id".into(), json!("shell::run"));
+        call.insert("arguments".into(), deep());
+        let mut input = Map::new();
+        input.insert("point".into(), json!("post_trigger"));
+        input.insert("session_id".into(), json!("s"));
+        input.insert("turn_id".into(), json!("t"));
+        input.insert("call".into(), Value::Object(call));
+        input.insert("result".into(), result);
+        Value::Object(input)
+    };
+    for result in [json!({"is_error": false}), deep()] {
+        let out = watch(&running.worker, hook(result)).await;
+        assert!(matches!(out, Err(StandDown::NoHint)), "{out:?}");
+    }
 }

@@ -15,7 +15,7 @@ pub const LIVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// `/otel` socket), and the identity is explicit so a process-wide
 /// `III_WORKER_NAME` cannot rename a double.
 pub fn connect(url: &str, name: &str) -> IIIClient {
-    crate::testkit::fixture::plain_client(url, name, Some(format!("test double: {name}")))
+    crate::fixture::plain_client(url, name, Some(format!("test double: {name}")))
 }
 
 /// Waits until every function in `functions` and every trigger type in
