@@ -24,9 +24,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use approval_gate::pending::index::PendingIndex;
-use approval_gate::pending::record::PendingRecord;
-use approval_gate::pending::store::{all_scopes, bucket_scope, state_key, LOAD_CONCURRENCY};
+use approval_gate::PendingIndex;
+use approval_gate::PendingRecord;
+use approval_gate::{all_scopes, bucket_scope, state_key, LOAD_CONCURRENCY};
 use approval_gate_testkit::fixture::{call, wait_for_functions, EngineFixture, EngineKind};
 use approval_gate_testkit::harness::{CallSpec, HarnessDouble, HarnessOptions};
 use approval_gate_testkit::session::SessionDouble;
@@ -217,7 +217,7 @@ struct World {
     _targets: TargetWorker,
     console: IIIClient,
     _noop: IIIClient,
-    worker: Option<approval_gate::boot::Running>,
+    worker: Option<approval_gate::Running>,
 }
 
 /// The baseline: a function that does nothing and answers what the gate
@@ -949,7 +949,7 @@ async fn scale_phase() {
     let in_process_start = Instant::now();
     let running = start_in_process(&url).await;
     let in_process_boot = in_process_start.elapsed();
-    let in_process_held = running.worker.pending.len();
+    let in_process_held = running.held();
     running.shutdown(Duration::from_secs(2)).await;
 
     println!("| measure | value |");

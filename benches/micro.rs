@@ -10,11 +10,11 @@ mod common;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use approval_gate::pending::index::{ListQuery, PendingIndex};
-use approval_gate::pending::record::{PendingRecord, SortKey};
-use approval_gate::policy::{decide, Call, CompiledRules, CompiledSettings};
-use approval_gate::redact::{redact, redact_text};
-use approval_gate::settings::model::{ApprovalSettings, Entry, GrantedBy, Mode};
+use approval_gate::{decide, Call, CompiledRules, CompiledSettings};
+use approval_gate::{redact, redact_text};
+use approval_gate::{ApprovalSettings, Entry, GrantedBy, Mode};
+use approval_gate::{ListQuery, PendingIndex};
+use approval_gate::{PendingRecord, SortKey};
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use serde_json::{json, Map, Value};
 
@@ -88,11 +88,7 @@ fn bench_decide_parts(c: &mut Criterion) {
     let alternation = specs(&|i| json!(format!("{{tool,kit}}{i}::[gs]et")));
     let mut group = c.benchmark_group("decide_parts");
     group.bench_function("human_only_scan", |b| {
-        b.iter(|| {
-            black_box(approval_gate::policy::is_human_only(black_box(
-                miss.function_id,
-            )))
-        })
+        b.iter(|| black_box(approval_gate::is_human_only(black_box(miss.function_id))))
     });
     group.bench_function("no_rules/no_grants", |b| {
         b.iter(|| black_box(decide(&bare, &empty, black_box(&miss))))

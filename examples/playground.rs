@@ -32,7 +32,7 @@ use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use approval_gate::boot::{boot, BootOptions};
+use approval_gate::{boot, BootOptions};
 use approval_gate_testkit::fixture::{call, plain_client, wait_for_functions, EngineFixture};
 use approval_gate_testkit::harness::{CallSpec, CallState, HarnessDouble, HarnessOptions};
 use approval_gate_testkit::session::SessionDouble;
@@ -354,7 +354,7 @@ impl Events {
 /// Everything the walk-through talks to.
 struct World {
     /// The in-process engine and worker, when not `--url`.
-    embedded: Option<(EngineFixture, approval_gate::boot::Running)>,
+    embedded: Option<(EngineFixture, approval_gate::Running)>,
     harness: HarnessDouble,
     sessions: SessionDouble,
     targets: TargetWorker,
@@ -477,7 +477,13 @@ impl World {
 
         let session_id = args.session.clone().unwrap_or_else(|| match &embedded {
             Some(_) => "play".to_string(),
-            None => format!("play-{}", approval_gate::time::now_ms() / 1000),
+            None => format!(
+                "play-{}",
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0)
+            ),
         });
         let workspace = format!("/w/{session_id}");
         sessions.put(
@@ -491,9 +497,8 @@ impl World {
         let events = Events::bind(&console, &session_id).await;
         match &embedded {
             Some((_, running)) => {
-                let worker = running.worker.clone();
                 let deadline = tokio::time::Instant::now() + WAIT;
-                while worker.subscriptions.len() < 2 && tokio::time::Instant::now() < deadline {
+                while running.event_bindings() < 2 && tokio::time::Instant::now() < deadline {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }

@@ -56,7 +56,8 @@ pub const FUNCTION_IDS: &[&str] = &[
     health::ID,
 ];
 
-/// `{ok: true}`: the answer of the internal event handlers.
+// The answer of the internal event handlers.
+/// `{ok: true}`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct Ack {
     /// Always true.

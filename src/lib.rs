@@ -49,13 +49,14 @@ pub use manifest::manifest_json;
 pub use shutdown::signal;
 
 // The pure core.
-pub use config::{default_settings, Snapshot};
+pub use config::{default_settings, schema as config_schema, Snapshot};
 pub use engine::SessionContext;
 pub use error::is_valid_id;
 pub use gate::hook::{parse_hook_input, HookCall, HookInput, HookOutput, MalformedInput};
 pub use gate::record::build_record;
 pub use gate::{judge, Judgement};
 pub use grant_watch::hint::{contains, find_hint, recognise, JAIL_CODES};
+pub use grant_watch::{folder_request, StandDown};
 pub use inbox::cursor::{decode as decode_cursor, encode as encode_cursor, CursorError};
 pub use inbox::index::{ListPage, ListQuery, PendingIndex};
 pub use inbox::{
@@ -67,7 +68,10 @@ pub use policy::{
     Call, CompiledRules, CompiledSettings, ConstraintOp, Decision, DenialEnvelope, Family, Guard,
     RuleAction, RuleError, RuleObject, RuleSpec, Verdict, HUMAN_ONLY_RULE,
 };
-pub use redact::{is_secret_key, redact, redact_text, SECRET_NAMES};
+pub use redact::{
+    is_secret_key, redact, redact_text, MAX_DEPTH, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_STRING_CHARS,
+    REDACTED, SECRET_NAMES,
+};
 pub use settings::{ApprovalSettings, Entry, GrantedBy, Mode};
 
 /// Every state scope the worker reads or writes. Each falls under the

@@ -26,8 +26,8 @@ pub struct TurnCompleted {
     /// Its session.
     #[serde(default)]
     pub session_id: Option<String>,
-    /// completed, cancelled or failed (published in the schema; every
-    /// status purges alike).
+    /// completed, cancelled or failed.
+    // Published in the schema; every status purges alike.
     #[serde(default)]
     #[allow(dead_code)]
     pub status: Option<String>,

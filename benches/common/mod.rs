@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use approval_gate::boot::{boot, BootOptions, Running};
-use approval_gate::pending::record::{PendingRecord, RecordKind};
-use approval_gate::policy::{CompiledRules, RuleSpec};
+use approval_gate::{boot, BootOptions, Running};
+use approval_gate::{CompiledRules, RuleSpec};
+use approval_gate::{PendingRecord, RecordKind};
 use serde_json::{json, Map, Value};
 
 /// `n` rules in a repeating mix of ten kinds: four exact ids, a prefix-glob

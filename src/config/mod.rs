@@ -20,7 +20,7 @@ use serde_json::Value;
 
 pub use reload::BootstrapError;
 pub(crate) use reload::{bootstrap, register, reload, reregister_schema, ID};
-pub(crate) use schema::schema;
+pub use schema::schema;
 pub use seed::{load_seed, SeedError};
 
 use crate::policy::{default_rules, CompiledRules, CompiledSettings, RuleError, RuleSpec};

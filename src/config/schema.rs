@@ -8,7 +8,7 @@ use super::{DEFAULT_BINDING_CHECK_INTERVAL_MS, DEFAULT_GATE_PRIORITY, DEFAULT_GR
 
 /// The JSON schema (draft-07) registered with the entry: titles, descriptions,
 /// defaults and an example so the console renders a form; unknown keys rejected.
-pub(crate) fn schema() -> Value {
+pub fn schema() -> Value {
     let mode = json!({"type": "string", "enum": ["manual", "auto", "full"]});
     let constraint = json!({
         "oneOf": [

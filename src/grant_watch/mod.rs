@@ -28,7 +28,7 @@ use crate::functions::register_hook;
 use crate::gate::budget::Deadline;
 use crate::gate::hook::{parse_hook_input, HookInput, HookOutput};
 use crate::gate::record::{build_record, session_context, SESSION_BUDGET};
-use crate::inbox::RecordKind;
+use crate::inbox::{GrantRequest, RecordKind};
 use crate::worker::Worker;
 use hint::{contains, recognise};
 pub(crate) use memory::GrantMemory;
@@ -61,7 +61,7 @@ impl GrantWatch {
 
 /// Why the watch let the original result through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StandDown {
+pub enum StandDown {
     /// No call, or ids that fail validation.
     NoCall,
     /// Not a jail rejection with a usable hint.
@@ -83,7 +83,8 @@ pub(crate) enum StandDown {
 }
 
 impl StandDown {
-    fn as_str(self) -> &'static str {
+    /// The name the logs give it.
+    pub fn as_str(self) -> &'static str {
         match self {
             StandDown::NoCall => "no_call",
             StandDown::NoHint => "no_hint",
@@ -96,6 +97,34 @@ impl StandDown {
             StandDown::OutOfTime => "out_of_time",
         }
     }
+}
+
+/// The folder a post-trigger input asks for, decided before any engine call:
+/// usable ids, a jail rejection with a usable hint, a dir outside the
+/// session's workspace. Pure.
+pub fn folder_request(input: &HookInput) -> Result<GrantRequest, StandDown> {
+    let call = input.call.as_ref().ok_or(StandDown::NoCall)?;
+    let (sid, cid) = (input.session_id.as_str(), call.id.as_str());
+    if !is_valid_id(sid) || !is_valid_id(cid) {
+        return Err(StandDown::NoCall);
+    }
+    let grant = input
+        .result
+        .as_ref()
+        .and_then(recognise)
+        .ok_or(StandDown::NoHint)?;
+    let workspace = input
+        .metadata
+        .as_ref()
+        .and_then(|m| m.get("working_dir"))
+        .and_then(Value::as_str);
+    if let Some(ws) = workspace {
+        if contains(ws, &grant.dir) {
+            tracing::error!(session_id = sid, function_call_id = cid, dir = %grant.dir, "jail rejected a path inside the session workspace: a harness stamp hole, not something a grant fixes");
+            return Err(StandDown::Workspace);
+        }
+    }
+    Ok(grant)
 }
 
 /// The watch: decides hold or continue, within the hook's budget. Past the
@@ -128,28 +157,10 @@ async fn ask(
     input: &HookInput,
     deadline: Deadline,
 ) -> Result<HookOutput, StandDown> {
+    let grant = folder_request(input)?;
     // Borrowed, not cloned: cloning a `Value` recurses once per nesting level.
     let call = input.call.as_ref().ok_or(StandDown::NoCall)?;
     let (sid, cid) = (input.session_id.as_str(), call.id.as_str());
-    if !is_valid_id(sid) || !is_valid_id(cid) {
-        return Err(StandDown::NoCall);
-    }
-    let grant = input
-        .result
-        .as_ref()
-        .and_then(recognise)
-        .ok_or(StandDown::NoHint)?;
-    let workspace = input
-        .metadata
-        .as_ref()
-        .and_then(|m| m.get("working_dir"))
-        .and_then(Value::as_str);
-    if let Some(ws) = workspace {
-        if contains(ws, &grant.dir) {
-            tracing::error!(session_id = sid, function_call_id = cid, dir = %grant.dir, "jail rejected a path inside the session workspace: a harness stamp hole, not something a grant fixes");
-            return Err(StandDown::Workspace);
-        }
-    }
     let roots = worker
         .engine
         .workspace_grants(sid, deadline.cap(GRANTS_BUDGET, Duration::ZERO))

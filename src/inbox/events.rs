@@ -32,13 +32,13 @@ pub const PENDING_CREATED: &str = "approval::pending-created";
 /// `approval::pending-resolved`.
 pub const PENDING_RESOLVED: &str = "approval::pending-resolved";
 
-/// A binding's filter.
 /// A binding config that is not `{session_id?, metadata?}`; the binding is
 /// refused with this message.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid binding config: {0}")]
 pub struct InvalidBinding(serde_json::Error);
 
+/// A binding's filter.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BindingFilter {

@@ -109,7 +109,6 @@ pub const OUTPUT_BUDGET: usize = 64 * 1024;
 /// Hard bound on the serialized (compact JSON) size of any output: the
 /// budget, plus the last entry admitted below it (at most a clipped key and a
 /// clipped string, fully escaped) and one marker per open container.
-#[cfg(test)]
 pub const MAX_OUTPUT_BYTES: usize = OUTPUT_BUDGET + 8 * 1024;
 
 /// Bytes after the first [`MAX_STRING_CHARS`] code points that the detectors

@@ -8,7 +8,7 @@ use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use approval_gate::boot::{boot, BootOptions, Running};
+use approval_gate::{boot, BootOptions, Running};
 use approval_gate_testkit::fixture::{call, wait_for_functions, EngineFixture};
 use approval_gate_testkit::harness::{HarnessDouble, HarnessOptions};
 use approval_gate_testkit::session::SessionDouble;
@@ -89,7 +89,7 @@ impl Drop for InProcess {
         if let Some(running) = self.0.take() {
             // Signals only (never joins the connection thread), so it
             // completes on its first poll and is safe inside a runtime.
-            let _ = running.iii.shutdown_async().now_or_never();
+            let _ = running.client().shutdown_async().now_or_never();
         }
     }
 }
@@ -250,7 +250,7 @@ impl Scene {
     /// Every live record in the pending store's state scopes.
     pub async fn pending_in_state(&self) -> Vec<Value> {
         let mut all = Vec::new();
-        for scope in approval_gate::pending::store::all_scopes() {
+        for scope in approval_gate::all_scopes() {
             all.extend(self.scope(&scope).await);
         }
         all
@@ -331,7 +331,7 @@ impl Scene {
     pub fn live_bindings(&self) -> usize {
         self.worker
             .as_ref()
-            .map(|w| w.worker.subscriptions.len())
+            .map(|w| w.event_bindings())
             .unwrap_or(0)
     }
 }

@@ -59,8 +59,7 @@ async fn config_operator_value_survives_a_worker_restart() {
         let worker = start_in_process_with(&engine.url(), Some(defaults())).await;
         let got = call(&probe, "configuration::get", json!({"id": "approval-gate"})).await.unwrap();
         assert_eq!(got["value"], value, "a restart (even with a seed) must not overwrite a stored value");
-        let snap = worker.worker.config.load();
-        assert_eq!(snap.config.grant_reask_limit, 1);
+        assert_eq!(worker.config().grant_reask_limit, 1);
     })
     .await;
 }
@@ -148,8 +147,8 @@ async fn config_reload_changes_defaults_without_a_restart_and_bad_values_keep_th
         let before = call(&probe, "approval::get-settings", json!({"session_id": "unseen"})).await.unwrap();
         assert_eq!(before["settings"]["mode"], "manual");
         call(&probe, "configuration::set", json!({"id": "approval-gate", "value": {"default_mode": "auto"}})).await.unwrap();
-        let w = worker.worker.clone();
-        assert!(eventually(WAIT, || w.config.load().config.default_mode.as_str() == "auto").await);
+        let w = &worker;
+        assert!(eventually(WAIT, || w.config().default_mode.as_str() == "auto").await);
         let after = call(&probe, "approval::get-settings", json!({"session_id": "unseen"})).await.unwrap();
         assert_eq!(after["settings"]["mode"], "auto");
         assert_eq!(after["source"], "defaults");
@@ -162,7 +161,7 @@ async fn config_reload_changes_defaults_without_a_restart_and_bad_values_keep_th
         .await
         .unwrap();
         tokio::time::sleep(Duration::from_millis(500)).await;
-        assert_eq!(w.config.load().config.default_mode.as_str(), "auto", "an unusable value must keep the last good snapshot");
+        assert_eq!(w.config().default_mode.as_str(), "auto", "an unusable value must keep the last good snapshot");
         let still = call(&probe, "approval::get-settings", json!({"session_id": "unseen"})).await.unwrap();
         assert_eq!(still["settings"]["mode"], "auto");
     })
@@ -407,17 +406,32 @@ async fn settings_state_failure_on_mutation_is_state_unavailable() {
     .await;
 }
 
+/// A session's settings written or deleted by anything else reach the gate:
+/// the worker reads a session it has not seen on its first call, and follows
+/// later writes to it through its `state` binding.
 #[tokio::test]
 async fn settings_view_follows_writes_made_elsewhere() {
     on_each_engine("settings_view_follows_state", |engine| async move {
         let probe = engine.client("probe").await;
         let worker = start_in_process(&engine.url()).await;
+        let verdict = |v: Value| v["verdict"].as_str().unwrap_or_default().to_string();
+        let evaluate = || call(&probe, "approval::evaluate", json!({"session_id": "s_ext", "function_id": "demo::echo"}));
         let record = json!({"session_id": "s_ext", "mode": "full", "always_allow": [], "approved_always": [], "mode_set_at": 1});
         call(&probe, "state::set", json!({"scope": "approval_settings", "key": "s_ext", "value": record})).await.unwrap();
-        let w = worker.worker.clone();
-        assert!(eventually(WAIT, || w.settings.cached("s_ext").map(|s| s.settings.mode.as_str() == "full").unwrap_or(false)).await);
+        // First call: read from state.
+        assert_eq!(verdict(evaluate().await.unwrap()), "allow", "a stored full mode is read on the first call");
+        assert_eq!(worker.stored_settings("s_ext").map(|s| s.mode.as_str().to_string()), Some("full".to_string()));
+        // A write elsewhere is followed.
+        let manual = json!({"session_id": "s_ext", "mode": "manual", "always_allow": [], "approved_always": [], "mode_set_at": 2});
+        call(&probe, "state::set", json!({"scope": "approval_settings", "key": "s_ext", "value": manual})).await.unwrap();
+        assert!(eventually(WAIT, || worker.stored_settings("s_ext").map(|s| s.mode.as_str() == "manual").unwrap_or(false)).await);
+        assert_eq!(verdict(evaluate().await.unwrap()), "needs_approval");
+        // A deletion elsewhere is followed: the defaults apply again.
+        call(&probe, "state::set", json!({"scope": "approval_settings", "key": "s_ext", "value": record})).await.unwrap();
+        assert!(eventually(WAIT, || worker.stored_settings("s_ext").map(|s| s.mode.as_str() == "full").unwrap_or(false)).await);
         call(&probe, "state::delete", json!({"scope": "approval_settings", "key": "s_ext"})).await.unwrap();
-        assert!(eventually(WAIT, || w.settings.cached("s_ext").is_none()).await);
+        assert!(eventually(WAIT, || worker.stored_settings("s_ext").is_none()).await);
+        assert_eq!(verdict(evaluate().await.unwrap()), "needs_approval");
     })
     .await;
 }

@@ -6,6 +6,8 @@ use std::time::Duration;
 use approval_gate_testkit::harness::{CallSpec, CallState};
 use serde_json::{json, Value};
 
+use approval_gate::Mode;
+
 use crate::common::*;
 
 async fn set_rules(scene: &Scene, value: Value) {
@@ -15,11 +17,10 @@ async fn set_rules(scene: &Scene, value: Value) {
             json!({"id": "approval-gate", "value": value}),
         )
         .await;
-    let w = scene.worker.as_ref().unwrap().worker.clone();
+    let w = scene.worker.as_ref().unwrap();
     let want = serde_json::to_value(&value["rules"]).unwrap();
     assert!(
-        eventually(WAIT, || serde_json::to_value(&w.config.load().config.rules)
-            .unwrap()
+        eventually(WAIT, || serde_json::to_value(&w.config().rules).unwrap()
             == want)
         .await,
         "the worker never loaded {value}"
@@ -147,7 +148,7 @@ async fn gate_human_only_targets_are_denied_even_under_full_star_rules_and_star_
             let reason = out
                 .deny_reason()
                 .unwrap_or_else(|| panic!("{fid}: {out:?}"));
-            assert!(reason.contains("human_only_function"), "{reason}");
+            assert!(reason.contains("which only a human may do"), "{reason}");
             assert!(reason.contains(fid), "{reason}");
         }
     })
@@ -181,41 +182,70 @@ async fn gate_bad_inputs_and_state_failures_deny_never_hold() {
     .await;
 }
 
+/// A session with a stored record is never decided with the defaults: with
+/// `default_mode: full`, a session a human set to `manual` whose record
+/// cannot be read is denied (`gate_unavailable`), never run ungated; the
+/// gate and `approval::evaluate` say the same. Boot reads no settings.
 #[tokio::test]
-async fn gate_settings_read_failure_at_boot_means_defaults() {
-    on_test_engine("gate_settings_read_failure", |engine| async move {
+async fn gate_unknown_settings_deny_never_default() {
+    on_test_engine("gate_unknown_settings", |engine| async move {
         let mut scene = Scene::start(engine).await;
         scene
             .ok(
-                "approval::set-mode",
-                json!({"session_id": "s_full", "mode": "full"}),
+                "configuration::set",
+                json!({"id": "approval-gate", "value": {"default_mode": "full", "rules": ["!approval::*"]}}),
             )
             .await;
-        assert!(matches!(
-            scene
-                .harness
-                .call(spec("s_full", "c1", "demo::echo", json!({})))
-                .await,
-            CallState::Completed { .. }
-        ));
+        let w = scene.worker.as_ref().unwrap();
+        assert!(eventually(WAIT, || w.config().default_mode == Mode::Full).await);
+        scene
+            .ok(
+                "approval::set-mode",
+                json!({"session_id": "s_manual", "mode": "manual"}),
+            )
+            .await;
         scene.stop_worker().await;
-        // The first state::list at boot reads the settings scope.
-        scene.engine.test_engine().unwrap().faults().fail(
-            "state::list",
-            "KV_DOWN",
-            "kv down",
-            Some(1),
-        );
         scene.restart_worker().await;
         scene.wait_for_gate_binding().await;
+        let engine = scene.engine.test_engine().unwrap();
+        assert_eq!(
+            engine.state_calls("state::list", "approval_settings"),
+            0,
+            "nothing ever lists the settings scope"
+        );
+        // The session's first call after boot cannot read its record.
+        engine.faults().fail("state::get", "KV_DOWN", "kv down", Some(1));
         let out = scene
             .harness
-            .call(spec("s_full", "c2", "demo::echo", json!({})))
+            .call(spec("s_manual", "c1", "demo::echo", json!({})))
             .await;
-        assert!(
-            out.is_held(),
-            "defaults (manual) must apply when settings cannot be read: {out:?}"
-        );
+        let reason = out
+            .deny_reason()
+            .unwrap_or_else(|| panic!("unknown settings must deny: {out:?}"));
+        assert!(reason.contains("approval-gate is unavailable"), "{reason}");
+        assert!(reason.contains("s_manual"), "{reason}");
+        assert_eq!(scene.harness.target_runs("demo::echo"), 0);
+        engine.faults().fail("state::get", "KV_DOWN", "kv down", Some(1));
+        let ev = scene
+            .ok(
+                "approval::evaluate",
+                json!({"session_id": "s_manual", "function_id": "demo::echo"}),
+            )
+            .await;
+        assert_eq!(ev["verdict"], "deny", "{ev}");
+        assert_eq!(ev["rule_id"], "gate_unavailable", "{ev}");
+        // Readable again: the stored manual mode holds the call.
+        let out = scene
+            .harness
+            .call(spec("s_manual", "c2", "demo::echo", json!({})))
+            .await;
+        assert!(out.is_held(), "the stored manual mode applies: {out:?}");
+        // A session with nothing stored gets the defaults.
+        let out = scene
+            .harness
+            .call(spec("s_new", "c3", "demo::echo", json!({})))
+            .await;
+        assert!(matches!(out, CallState::Completed { .. }), "{out:?}");
     })
     .await;
 }

@@ -292,7 +292,7 @@ async fn records_of_the_single_scope_layout_are_migrated_at_boot() {
         assert_eq!(listed["pending"][0]["kind"], "function", "a record without kind reads as function");
         let legacy = approval_gate_testkit::fixture::call(&probe, "state::list", json!({"scope": "approval_pending"})).await.unwrap();
         assert_eq!(legacy, json!([]));
-        let scope = approval_gate::pending::store::bucket_scope("s_old", "c_old");
+        let scope = approval_gate::bucket_scope("s_old", "c_old");
         let moved = approval_gate_testkit::fixture::call(&probe, "state::get", json!({"scope": scope, "key": "s_old/c_old"}))
             .await
             .unwrap();

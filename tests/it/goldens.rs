@@ -12,9 +12,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use approval_gate::config::CONFIG_ID;
-use approval_gate::functions::FUNCTION_IDS;
-use approval_gate::subscriptions::{PENDING_CREATED, PENDING_RESOLVED};
+use approval_gate::CONFIG_ID;
+use approval_gate::FUNCTION_IDS;
+use approval_gate::{PENDING_CREATED, PENDING_RESOLVED};
 use approval_gate_testkit::fixture::{call, EngineFixture, EngineKind};
 use serde_json::{json, Map, Value};
 

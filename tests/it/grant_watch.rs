@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use approval_gate::functions::grant_watch::{watch, StandDown};
+use approval_gate::{folder_request, parse_hook_input, StandDown};
 use approval_gate_testkit::fixture::EngineFixture;
 use approval_gate_testkit::harness::{CallSpec, CallState, HarnessOptions};
 use approval_gate_testkit::shell::{Dialect, JailShell};
@@ -53,10 +53,10 @@ async fn scene_with(engine: EngineFixture, options: HarnessOptions, reask: u32) 
             json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "shell::*", "coder::*", "demo::*"], "grant_reask_limit": reask}}),
         )
         .await;
-    let w = scene.worker.as_ref().unwrap().worker.clone();
+    let w = scene.worker.as_ref().unwrap();
     assert!(
-        eventually(WAIT, || w.config.load().config.grant_reask_limit == reask
-            && w.config.load().config.rules.len() == 4)
+        eventually(WAIT, || w.config().grant_reask_limit == reask
+            && w.config().rules.len() == 4)
         .await
     );
     scene
@@ -320,8 +320,8 @@ async fn grant_reask_limit_one_and_default_three() {
                 json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "shell::*", "coder::*", "demo::*"]}}),
             )
             .await;
-        let w = scene.worker.as_ref().unwrap().worker.clone();
-        assert!(eventually(WAIT, || w.config.load().config.grant_reask_limit == 3).await);
+        let w = scene.worker.as_ref().unwrap();
+        assert!(eventually(WAIT, || w.config().grant_reask_limit == 3).await);
         held(run(&scene, "s1", "c2", "shell::stubborn", "/data/b/f").await);
         for round in 1..=3 {
             resolve(&scene, "s1", "c2", "allow", None).await;
@@ -332,8 +332,8 @@ async fn grant_reask_limit_one_and_default_three() {
                 assert!(is_original_error(&st, "S215"), "after 3 asks the watch stands down: {st:?}");
             }
         }
-        let attempts = scene.ok("state::get", json!({"scope": "approval_grant_attempts", "key": "s1/c2"})).await;
-        assert_eq!(attempts["count"], 3);
+        let asks = scene.ok("state::get", json!({"scope": "approval_grant_asks", "key": "s1"})).await;
+        assert_eq!(asks["turns"]["t_s1"]["c2"], 3, "{asks}");
     })
     .await;
 }
@@ -348,8 +348,8 @@ async fn grant_function_hold_becomes_folder_hold_under_the_same_call_id() {
                 json!({"id": "approval-gate", "value": {"rules": ["!approval::*"]}}),
             )
             .await;
-        let w = scene.worker.as_ref().unwrap().worker.clone();
-        assert!(eventually(WAIT, || w.config.load().config.rules.len() == 1).await);
+        let w = scene.worker.as_ref().unwrap();
+        assert!(eventually(WAIT, || w.config().rules.len() == 1).await);
         let created = scene
             .sink("fu-created", "approval::pending-created", json!({}))
             .await;
@@ -426,8 +426,8 @@ async fn grant_redelivered_post_trigger_counts_once() {
         assert!(eventually(WAIT, || !created.events().is_empty()).await);
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(created.events().len(), 1);
-        let attempts = scene.ok("state::get", json!({"scope": "approval_grant_attempts", "key": "s1/c1"})).await;
-        assert_eq!(attempts["count"], 1);
+        let asks = scene.ok("state::get", json!({"scope": "approval_grant_asks", "key": "s1"})).await;
+        assert_eq!(asks["turns"]["t1"]["c1"], 1, "{asks}");
     })
     .await;
 }
@@ -460,11 +460,11 @@ async fn grant_session_deletion_clears_counters() {
     on_each_engine("grant_session_deletion", |engine| async move {
         let scene = scene_with(engine, HarnessOptions::default(), 1).await;
         held(run(&scene, "s1", "c1", "shell::read", "/data/a/f").await);
-        assert!(!scene.scope("approval_grant_attempts").await.is_empty());
+        assert!(!scene.scope("approval_grant_asks").await.is_empty());
         scene.sessions.delete("s1").await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(scene.inbox().await.is_empty());
-        assert!(scene.scope("approval_grant_attempts").await.is_empty());
+        assert!(scene.scope("approval_grant_asks").await.is_empty());
         // The same call id in a new session of the same id is asked again (limit 1).
         held(run(&scene, "s1", "c1", "shell::read", "/data/a/f").await);
     })
@@ -477,25 +477,36 @@ async fn grant_turn_completion_clears_that_turns_counters() {
         let scene = scene_with(engine, HarnessOptions::default(), 3).await;
         held(run(&scene, "s1", "c1", "shell::read", "/data/a/f").await);
         held(run(&scene, "s2", "c2", "shell::read", "/data/a/f").await);
-        assert_eq!(scene.scope("approval_grant_attempts").await.len(), 2);
+        assert_eq!(scene.scope("approval_grant_asks").await.len(), 2);
+        let lists = scene
+            .engine
+            .test_engine()
+            .map(|e| e.invocations("state::list"));
         scene.harness.complete_turn("s1", "t_s1", "completed").await;
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let left = scene.scope("approval_grant_attempts").await;
+        let left = scene.scope("approval_grant_asks").await;
         assert_eq!(left.len(), 1, "{left:?}");
         assert_eq!(left[0]["session_id"], "s2");
         assert_eq!(scene.inbox().await.len(), 1);
+        if let (Some(before), Some(engine)) = (lists, scene.engine.test_engine()) {
+            // The two `state::list` calls above are this test's own.
+            assert_eq!(
+                engine.invocations("state::list") - before,
+                1,
+                "a turn's purge touches that session's keys only; it lists no scope"
+            );
+        }
     })
     .await;
 }
 
 /// Hook input 200,000 levels deep, as the call's arguments and as its
 /// result, stands down (no hint) without overflowing the test thread's
-/// stack. The watch is called directly: a frame nested this deep would be
-/// refused by the SDK's JSON parser before it reached the worker.
-#[tokio::test]
-async fn grant_deep_arguments_and_results_neither_recurse_nor_overflow() {
-    let engine = EngineFixture::start_test().await;
-    let running = start_in_process(&engine.url()).await;
+/// stack: the watch's parse and its decision before any engine call, called
+/// directly (a frame nested this deep would be refused by the SDK's JSON
+/// parser before it reached the worker).
+#[test]
+fn grant_deep_arguments_and_results_neither_recurse_nor_overflow() {
     let deep = || {
         let mut v = json!("leaf");
         for _ in 0..200_000 {
@@ -517,7 +528,36 @@ async fn grant_deep_arguments_and_results_neither_recurse_nor_overflow() {
         Value::Object(input)
     };
     for result in [json!({"is_error": false}), deep()] {
-        let out = watch(&running.worker, hook(result)).await;
+        let input = parse_hook_input(hook(result)).expect("a hook input of any depth parses");
+        let out = folder_request(&input);
         assert!(matches!(out, Err(StandDown::NoHint)), "{out:?}");
+        drop(input);
     }
+}
+
+/// The first layout kept one ask counter per call under
+/// `approval_grant_attempts`; boot moves them into the per-session records,
+/// so a call asked before an upgrade keeps its count.
+#[tokio::test]
+async fn grant_counters_of_the_first_layout_move_at_boot() {
+    on_each_engine("grant_counters_migrate", |engine| async move {
+        let mut scene = scene_with(engine, HarnessOptions::default(), 3).await;
+        scene.stop_worker().await;
+        for (sid, cid, turn, count) in [("s9", "c9", "t9", 2), ("s9", "c10", "t9", 1), ("s8", "c1", "t8", 3)] {
+            scene
+                .ok(
+                    "state::set",
+                    json!({"scope": "approval_grant_attempts", "key": format!("{sid}/{cid}"),
+                           "value": {"session_id": sid, "function_call_id": cid, "turn_id": turn, "count": count}}),
+                )
+                .await;
+        }
+        scene.restart_worker().await;
+        let s9 = scene.ok("state::get", json!({"scope": "approval_grant_asks", "key": "s9"})).await;
+        assert_eq!(s9["turns"]["t9"], json!({"c9": 2, "c10": 1}), "{s9}");
+        let s8 = scene.ok("state::get", json!({"scope": "approval_grant_asks", "key": "s8"})).await;
+        assert_eq!(s8["turns"]["t8"]["c1"], 3, "{s8}");
+        assert!(scene.scope("approval_grant_attempts").await.is_empty());
+    })
+    .await;
 }

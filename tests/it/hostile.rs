@@ -4,7 +4,10 @@
 
 use std::time::Duration;
 
-use approval_gate::functions::gate::gate;
+use approval_gate::{
+    build_record, default_settings, judge, parse_hook_input, ApprovalConfig, CompiledRules,
+    CompiledSettings, Judgement, RecordKind, SessionContext,
+};
 use approval_gate_testkit::harness::{CallSpec, HarnessDouble, HarnessOptions};
 use approval_gate_testkit::targets::TargetWorker;
 use approval_gate_testkit::worker::WorkerProcess;
@@ -87,20 +90,35 @@ async fn hostile_hook_inputs_get_a_deny_or_a_valid_answer() {
     .await;
 }
 
-#[tokio::test]
-async fn hostile_values_in_process_never_panic() {
-    on_test_engine("hostile_in_process", |engine| async move {
-        let scene = Scene::start(engine).await;
-        let w = scene.worker.as_ref().unwrap().worker.clone();
-        for n in [100, 1_000, 10_000] {
-            let input = hook_with_arguments(&format!("c{n}"), deep(n));
-            let out = serde_json::to_value(gate(&w, input).await).unwrap();
-            assert_eq!(out["decision"], "hold");
-            let rec = w.pending.get("s_d", &format!("c{n}")).unwrap();
-            assert!(rec.arguments_excerpt.to_string().contains("<max-depth>"));
-        }
-    })
-    .await;
+/// Arguments nested deeper than any engine forwards (the real engine drops
+/// frames past ~126 levels) still get an answer: the gate's parse and
+/// judgement, and the record a hold writes, called directly.
+#[test]
+fn hostile_values_in_process_never_panic() {
+    let rules = CompiledRules::empty();
+    let settings = CompiledSettings::new(&default_settings(&ApprovalConfig::default(), &rules, 0));
+    for n in [100, 1_000, 10_000, 200_000] {
+        let input = parse_hook_input(hook_with_arguments(&format!("c{n}"), deep(n)))
+            .expect("a hook input of any depth parses");
+        assert_eq!(
+            judge(&input, &settings, &rules),
+            Judgement::Hold,
+            "depth {n}"
+        );
+        let call = input.call.as_ref().expect("a call");
+        let record = build_record(
+            &input,
+            call,
+            RecordKind::Function,
+            SessionContext::default(),
+        );
+        assert!(
+            record.arguments_excerpt.to_string().contains("<max-depth>"),
+            "depth {n}"
+        );
+        drop(record);
+        drop(input);
+    }
 }
 
 #[tokio::test]

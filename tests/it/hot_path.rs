@@ -1,7 +1,9 @@
-//! The gate's hot path costs no engine round trip: continue and deny are
-//! decided from the in-memory settings view and the compiled rules, so the
-//! only invocation the engine routes per decision is the gate call itself.
-//! A hold costs exactly one `state::set` and one `session::get` on top.
+//! The gate's hot path costs no engine round trip: continue and deny for a
+//! session the worker has seen are decided from the settings cache and the
+//! compiled rules, so the only invocation the engine routes per decision is
+//! the gate call itself. A session's first call after boot costs one
+//! `state::get` (its stored settings, or their absence). A hold costs
+//! exactly one `state::set` and one `session::get` on top.
 //!
 //! These are counts of what the test engine routed, not timings: they hold
 //! on a loaded machine and catch a regression (a settings read, a config
@@ -28,9 +30,9 @@ async fn scene() -> Scene {
             json!({"id": "approval-gate", "value": {"rules": rules}}),
         )
         .await;
-    let w = scene.worker.as_ref().unwrap().worker.clone();
+    let w = scene.worker.as_ref().unwrap();
     assert!(
-        eventually(WAIT, || serde_json::to_value(&w.config.load().config.rules)
+        eventually(WAIT, || serde_json::to_value(&w.config().rules)
             .is_ok_and(|r| r == rules))
         .await,
         "the worker never loaded the rules"
@@ -42,12 +44,26 @@ async fn scene() -> Scene {
         )
         .await;
     assert!(
-        eventually(WAIT, || w.settings.cached("s_stored").is_some()).await,
+        eventually(WAIT, || w.stored_settings("s_stored").is_some()).await,
         "the settings view never saw s_stored"
     );
     // Let the configuration and settings triggers finish their work.
     quiet(engine(&scene)).await;
+    warm(&scene, &["s_defaults", "s_stored"]).await;
     scene
+}
+
+/// Makes the worker read each session's settings once (its first call).
+async fn warm(scene: &Scene, sessions: &[&str]) {
+    for session in sessions {
+        scene
+            .ok(
+                "approval::evaluate",
+                json!({"session_id": session, "function_id": "demo::echo"}),
+            )
+            .await;
+    }
+    quiet(engine(scene)).await;
 }
 
 fn engine(scene: &Scene) -> &TestEngine {
@@ -190,4 +206,41 @@ async fn hold_makes_one_state_write_and_one_session_fetch() {
     assert_eq!(out["decision"], "hold");
     quiet(engine).await;
     assert_eq!(engine.total_invocations() - total, 1);
+}
+
+#[tokio::test]
+async fn a_cold_session_costs_one_state_get_then_none() {
+    let mut scene = scene().await;
+    scene.restart_worker().await;
+    scene.wait_for_gate_binding().await;
+    quiet(engine(&scene)).await;
+    let engine = engine(&scene);
+    for (session, function, expected) in [
+        ("s_stored", "shell::run", "continue"),
+        ("s_defaults", "demo::other", "deny"),
+    ] {
+        let gets = engine.invocations("state::get");
+        let total = engine.total_invocations();
+        for i in 0..3 {
+            let out = call(
+                scene.harness.client(),
+                "approval::gate",
+                hook_input(session, &format!("cold{i}"), function),
+            )
+            .await
+            .expect("gate call");
+            assert_eq!(out["decision"], expected, "{session}: {out}");
+        }
+        quiet(engine).await;
+        assert_eq!(
+            engine.invocations("state::get") - gets,
+            1,
+            "{session}: one read on its first call after boot, none after"
+        );
+        assert_eq!(
+            engine.total_invocations() - total,
+            3 + 1,
+            "{session}: three gate calls and one state::get"
+        );
+    }
 }

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use approval_gate::boot::{DESCRIPTION, WORKER_NAME};
-use approval_gate::config::ApprovalConfig;
+use approval_gate::ApprovalConfig;
+use approval_gate::{DESCRIPTION, WORKER_NAME};
 use serde_json::{json, Value};
 use serde_yaml::Value as Yaml;
 
@@ -237,7 +237,7 @@ fn manifest_flag_prints_the_registry_manifest() {
 
 #[test]
 fn default_config_fits_the_configuration_schema() {
-    let schema = approval_gate::config::schema();
+    let schema = approval_gate::config_schema();
     let validator = jsonschema::Validator::new(&schema).expect("the configuration schema compiles");
     let defaults = ApprovalConfig::defaults_json();
     let errors: Vec<String> = validator

@@ -32,8 +32,8 @@ async fn security_self_escalation_is_denied_in_every_configuration() {
                 json!({"id": "approval-gate", "value": {"default_mode": "full", "rules": ["*", "approval::*", "configuration::*"]}}),
             )
             .await;
-        let w = scene.worker.as_ref().unwrap().worker.clone();
-        assert!(eventually(WAIT, || w.config.load().config.rules.len() == 3).await);
+        let w = scene.worker.as_ref().unwrap();
+        assert!(eventually(WAIT, || w.config().rules.len() == 3).await);
         scene.ok("approval::set-mode", json!({"session_id": "s_x", "mode": "full"})).await;
         scene.ok("approval::approve-always", json!({"session_id": "s_x", "function_id": "*"})).await;
         scene.ok("approval::add-always-allow", json!({"session_id": "s_x", "function_id": "*"})).await;
@@ -41,9 +41,10 @@ async fn security_self_escalation_is_denied_in_every_configuration() {
             for (i, fid) in ESCALATIONS.iter().enumerate() {
                 let out = scene.harness.call(CallSpec::new(sid, "t", format!("c{i}"), *fid, json!({"session_id": sid, "mode": "full"}))).await;
                 let reason = out.deny_reason().unwrap_or_else(|| panic!("{sid} {fid:?} was not denied: {out:?}"));
-                assert!(reason.contains("human_only_function"), "{fid:?}: {reason}");
+                assert!(reason.contains("which only a human may do"), "{fid:?}: {reason}");
                 let ev = scene.ok("approval::evaluate", json!({"session_id": sid, "function_id": fid})).await;
                 assert_eq!(ev["verdict"], "deny", "{fid:?}");
+                assert_eq!(ev["rule_id"], "human_only_function", "{fid:?}");
             }
         }
         assert!(scene.inbox().await.is_empty());

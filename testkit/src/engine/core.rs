@@ -59,21 +59,42 @@ pub(crate) fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Per-function invocation counters, readable without the core lock.
+/// Per-function invocation counters (and, for `state::*` calls, per
+/// scope), readable without the core lock.
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
     by_function: Mutex<HashMap<String, u64>>,
+    by_scope: Mutex<HashMap<(String, String), u64>>,
     total: AtomicU64,
 }
 
 impl Stats {
-    fn count(&self, function_id: &str) {
+    fn count(&self, function_id: &str, data: &Value) {
         self.total.fetch_add(1, Ordering::SeqCst);
         let mut counts = self
             .by_function
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         *counts.entry(function_id.to_string()).or_default() += 1;
+        if function_id.starts_with("state::") {
+            if let Some(scope) = data.get("scope").and_then(Value::as_str) {
+                *self
+                    .by_scope
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .entry((function_id.to_string(), scope.to_string()))
+                    .or_default() += 1;
+            }
+        }
+    }
+
+    pub fn of_scope(&self, function_id: &str, scope: &str) -> u64 {
+        self.by_scope
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(&(function_id.to_string(), scope.to_string()))
+            .copied()
+            .unwrap_or(0)
     }
 
     pub fn of(&self, function_id: &str) -> u64 {
@@ -817,7 +838,7 @@ impl Core {
     /// `data`, as the real engine stamps it; calls the engine makes itself do
     /// not.
     pub fn call(&mut self, caller: Caller, mut call: Call) {
-        self.stats.count(&call.function_id);
+        self.stats.count(&call.function_id, &call.data);
         let verdict = self.faults.verdict(&call.function_id);
         let (caller_conn, reply) = match caller {
             Caller::Worker {

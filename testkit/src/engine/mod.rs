@@ -279,6 +279,12 @@ impl TestEngine {
         self.shared.stats.of(function_id)
     }
 
+    /// How many calls to the state built-in `function_id` (`state::list`, …)
+    /// named `scope`, since the engine started.
+    pub fn state_calls(&self, function_id: &str, scope: &str) -> u64 {
+        self.shared.stats.of_scope(function_id, scope)
+    }
+
     /// How many calls the engine routed or served since it started.
     pub fn total_invocations(&self) -> u64 {
         self.shared.stats.total()
