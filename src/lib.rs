@@ -44,7 +44,7 @@ mod worker;
 pub use boot::{boot, unbind, BootError, BootOptions, Running, DESCRIPTION, WORKER_NAME};
 pub use config::{load_seed, ApprovalConfig, BootstrapError, ConfigError, SeedError, CONFIG_ID};
 pub use functions::FUNCTION_IDS;
-pub use logs::RedactingStderr;
+pub use logs::{allowed as log_allowed, filter as log_filter, RedactingStderr};
 pub use manifest::manifest_json;
 pub use shutdown::signal;
 

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use approval_gate::{boot, load_seed, manifest_json, signal, unbind, BootOptions, RedactingStderr};
+use approval_gate::{
+    boot, load_seed, log_allowed, log_filter, manifest_json, signal, unbind, BootOptions,
+    RedactingStderr,
+};
 
 /// Human-in-the-loop approval gate for iii function calls.
 #[derive(Debug, Parser)]
@@ -50,15 +53,17 @@ enum Command {
 }
 
 fn init_logs(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_env_filter(log_filter())
         .with_writer(RedactingStderr);
-    match format {
-        LogFormat::Pretty => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    let never_dumps = tracing_subscriber::filter::filter_fn(log_allowed);
+    // A second subscriber cannot be installed in this process; the first wins.
+    let _ = match format {
+        LogFormat::Pretty => builder.finish().with(never_dumps).try_init(),
+        LogFormat::Json => builder.json().finish().with(never_dumps).try_init(),
+    };
 }
 
 fn otel_enabled() -> bool {

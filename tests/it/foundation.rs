@@ -526,6 +526,9 @@ async fn process_worker_name_honours_iii_worker_name_and_warns_about_absent_type
             "the ready line names the parked bindings: {}",
             ready[0]
         );
+        // Without a harness the gate's binding is parked: not gated, and the
+        // ready line says so.
+        assert!(ready[0].contains("gated=false"), "{}", ready[0]);
     })
     .await;
 }

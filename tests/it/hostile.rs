@@ -227,6 +227,13 @@ async fn secrets_never_leave_the_worker() {
             "{}",
             worker.output()
         );
+        // The harness is there: the ready line says the worker is gated.
+        let output = worker.output();
+        let ready = output
+            .lines()
+            .find(|l| l.contains("approval-gate ready"))
+            .unwrap_or_default();
+        assert!(ready.contains("\"gated\":true"), "{ready}");
         assert!(harness
             .wait_for_binding("harness::hook::pre-trigger", "approval::gate", WAIT)
             .await

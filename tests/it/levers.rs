@@ -22,9 +22,18 @@ const PRE_TRIGGER: &str = "harness::hook::pre-trigger";
 async fn trusted_scene(engine: approval_gate_testkit::fixture::EngineFixture) -> Scene {
     let scene = Scene::start(engine).await;
     for (function, payload) in [
-        ("approval::set-mode", json!({"session_id": "s_agent", "mode": "full"})),
-        ("approval::approve-always", json!({"session_id": "s_agent", "function_id": "*"})),
-        ("approval::add-always-allow", json!({"session_id": "s_agent", "function_id": "*"})),
+        (
+            "approval::set-mode",
+            json!({"session_id": "s_agent", "mode": "full"}),
+        ),
+        (
+            "approval::approve-always",
+            json!({"session_id": "s_agent", "function_id": "*"}),
+        ),
+        (
+            "approval::add-always-allow",
+            json!({"session_id": "s_agent", "function_id": "*"}),
+        ),
     ] {
         scene.ok(function, payload).await;
     }
@@ -36,7 +45,13 @@ async fn trusted_scene(engine: approval_gate_testkit::fixture::EngineFixture) ->
 async fn agent_is_denied(scene: &Scene, call_id: &str, function_id: &str, arguments: Value) {
     let out = scene
         .harness
-        .call(CallSpec::new("s_agent", "t_agent", call_id, function_id, arguments.clone()))
+        .call(CallSpec::new(
+            "s_agent",
+            "t_agent",
+            call_id,
+            function_id,
+            arguments.clone(),
+        ))
         .await;
     let reason = out
         .deny_reason()
@@ -45,7 +60,11 @@ async fn agent_is_denied(scene: &Scene, call_id: &str, function_id: &str, argume
         reason.contains("which only a human may do"),
         "{function_id}: {reason}"
     );
-    assert_eq!(scene.harness.target_runs(function_id), 0, "{function_id} ran");
+    assert_eq!(
+        scene.harness.target_runs(function_id),
+        0,
+        "{function_id} ran"
+    );
     let ev = scene
         .ok(
             "approval::evaluate",
@@ -60,7 +79,13 @@ async fn agent_is_denied(scene: &Scene, call_id: &str, function_id: &str, argume
 async fn hold_in_victim(scene: &Scene, call_id: &str) -> Value {
     let out = scene
         .harness
-        .call(CallSpec::new("s_victim", "t_victim", call_id, "deploy::prod", json!({"env": "prod"})))
+        .call(CallSpec::new(
+            "s_victim",
+            "t_victim",
+            call_id,
+            "deploy::prod",
+            json!({"env": "prod"}),
+        ))
         .await;
     assert!(out.is_held(), "{out:?}");
     scene

@@ -18,6 +18,7 @@
 
 mod common;
 
+mod fail_closed;
 mod faults;
 mod foundation;
 mod gate;
@@ -32,4 +33,5 @@ mod manifest;
 mod operator_logs;
 mod playground;
 mod properties;
+mod redaction;
 mod security;

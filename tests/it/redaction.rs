@@ -1,0 +1,205 @@
+//! No secret leaves the worker, however it is spelled
+//! (`architecture/contract.md` § Redaction): every shape of the secret corpus
+//! (`tests/fixtures/secrets.json`), placed in a held call's arguments, in
+//! its session's title, description and metadata, must appear in no record,
+//! no event, no envelope and no log line — with the worker started with
+//! `RUST_LOG=trace` and JSON logs, the SDK's own tracing included.
+
+use std::time::Duration;
+
+use approval_gate_testkit::harness::{CallSpec, HarnessDouble, HarnessOptions};
+use approval_gate_testkit::session::SessionDouble;
+use approval_gate_testkit::targets::TargetWorker;
+use approval_gate_testkit::worker::WorkerProcess;
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+/// One corpus entry: the text an agent would send, the spans that must vanish.
+struct Shape {
+    name: String,
+    text: String,
+    secrets: Vec<String>,
+}
+
+fn corpus() -> Vec<Shape> {
+    let raw: Value =
+        serde_json::from_str(include_str!("../fixtures/secrets.json")).expect("the corpus is JSON");
+    raw["secrets"]
+        .as_array()
+        .expect("a secrets list")
+        .iter()
+        .map(|e| Shape {
+            name: e["name"].as_str().unwrap_or_default().to_string(),
+            text: e["text"].as_str().unwrap_or_default().to_string(),
+            secrets: e["secrets"]
+                .as_array()
+                .map(|s| {
+                    s.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// A deterministic generator of surrounding text (the same on every run, so
+/// a failure names a reproducible case), standing in for a property test's
+/// random placement.
+fn surround(i: usize, text: &str) -> String {
+    const BEFORE: [&str; 4] = ["", "cd /srv/app && ", "note: ", "run this please\n"];
+    const AFTER: [&str; 4] = ["", " && echo done", " # deploy", "\nthanks"];
+    format!("{}{}{}", BEFORE[i % 4], text, AFTER[(i / 4) % 4])
+}
+
+fn assert_clean(place: &str, text: &str, shapes: &[Shape]) {
+    for shape in shapes {
+        for secret in &shape.secrets {
+            let line = text.lines().find(|l| l.contains(secret.as_str()));
+            assert!(
+                line.is_none(),
+                "{place} leaks the secret of corpus shape {:?}: {secret} in {}",
+                shape.name,
+                line.unwrap_or_default()
+                    .chars()
+                    .take(2000)
+                    .collect::<String>()
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn redaction_no_corpus_secret_reaches_a_record_event_envelope_or_log() {
+    on_each_engine("redaction_corpus", |engine| async move {
+        let shapes = corpus();
+        assert!(
+            shapes.len() >= 100,
+            "the corpus holds {} shapes",
+            shapes.len()
+        );
+        let harness = HarnessDouble::start(&engine.url(), HarnessOptions::default()).await;
+        let sessions = SessionDouble::start(&engine.url()).await;
+        let _targets = TargetWorker::start(&engine.url(), &["demo::echo"]).await;
+        let probe = engine.client("probe").await;
+        let created = Sink::bind(
+            &engine,
+            "red-created",
+            "approval::pending-created",
+            json!({}),
+        )
+        .await;
+        let resolved = Sink::bind(
+            &engine,
+            "red-resolved",
+            "approval::pending-resolved",
+            json!({}),
+        )
+        .await;
+        let mut worker = WorkerProcess::spawn_with(
+            BIN.as_ref(),
+            &engine.url(),
+            &["--log-format", "json"],
+            &[("RUST_LOG", "trace")],
+            Duration::from_secs(60),
+        )
+        .await;
+        assert!(harness
+            .wait_for_binding("harness::hook::pre-trigger", "approval::gate", WAIT)
+            .await
+            .is_some());
+
+        for (i, shape) in shapes.iter().enumerate() {
+            let sid = format!("s_{i}");
+            let text = surround(i, &shape.text);
+            sessions.put(
+                &sid,
+                json!({"title": text, "description": format!("about: {text}"),
+                       "metadata": {"owner": "u_1", "note": text}}),
+            );
+            let arguments = json!({"cmd": text, "nested": {"args": [text]}, "env": {"OPTS": text}});
+            let out = harness
+                .call(CallSpec::new(&sid, "t", "c", "demo::echo", arguments))
+                .await;
+            assert!(out.is_held(), "{}: {out:?}", shape.name);
+        }
+        assert!(
+            eventually(Duration::from_secs(30), || created.events().len()
+                >= shapes.len())
+            .await,
+            "{} of {} pending-created events arrived",
+            created.events().len(),
+            shapes.len()
+        );
+        for e in created.events() {
+            assert_clean("pending-created", &e.to_string(), &shapes);
+        }
+        let listed = approval_gate_testkit::fixture::call(
+            &probe,
+            "approval::list-pending",
+            json!({"limit": 500}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            listed["pending"].as_array().map(Vec::len),
+            Some(shapes.len())
+        );
+        assert_clean("list-pending", &listed.to_string(), &shapes);
+
+        // Every other call is denied (the envelope and the model's text carry
+        // the excerpt), the rest allowed.
+        for (i, _) in shapes.iter().enumerate() {
+            let sid = format!("s_{i}");
+            let one = approval_gate_testkit::fixture::call(
+                &probe,
+                "approval::get-pending",
+                json!({"session_id": sid, "function_call_id": "c"}),
+            )
+            .await
+            .unwrap();
+            assert_clean("get-pending", &one.to_string(), &shapes);
+            let decision = if i % 2 == 0 { "deny" } else { "allow" };
+            approval_gate_testkit::fixture::call(
+                &probe,
+                "approval::resolve",
+                json!({"session_id": sid, "function_call_id": "c", "decision": decision}),
+            )
+            .await
+            .unwrap();
+        }
+        for request in harness.resolve_requests() {
+            assert_clean("harness release (envelope)", &request.to_string(), &shapes);
+        }
+        assert!(
+            eventually(Duration::from_secs(30), || resolved.events().len()
+                >= shapes.len())
+            .await
+        );
+        for e in resolved.events() {
+            assert_clean("pending-resolved", &e.to_string(), &shapes);
+        }
+        let logs = worker.output();
+        assert!(
+            logs.lines().count() > shapes.len(),
+            "TRACE logs were captured"
+        );
+        // RUST_LOG=trace was in effect: the SDK's DEBUG lines are there (the
+        // WebSocket library's frame dumps never are; see src/logs.rs).
+        assert!(
+            logs.contains("\"level\":\"DEBUG\""),
+            "the worker logged verbosely"
+        );
+        assert_clean("logs", &logs, &shapes);
+        for line in logs.lines().filter(|l| l.starts_with('{')) {
+            assert!(
+                serde_json::from_str::<Value>(line).is_ok(),
+                "a JSON log line stays JSON after redaction: {line}"
+            );
+        }
+        worker.kill();
+    })
+    .await;
+}
