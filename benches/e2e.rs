@@ -7,8 +7,10 @@
 //! `III_ENGINE_BIN=/path/to/iii cargo bench --bench e2e` on a real engine.
 //! Knobs: `E2E_ROUNDS` (default 10) × `E2E_PER_ROUND` (default 100) samples
 //! per case, `E2E_HELD` (default 100000) records for the scale phase,
-//! `E2E_SKIP_LATENCY=1` / `E2E_SKIP_SCALE=1` / `E2E_SKIP_CAP=1` to leave
-//! phases out, `E2E_CASES=b,c` to measure only some cases.
+//! `E2E_SESSIONS` (default 1000000) stored sessions' settings for the
+//! sessions phase, `E2E_SKIP_LATENCY=1` / `E2E_SKIP_SCALE=1` /
+//! `E2E_SKIP_SESSIONS=1` / `E2E_SKIP_CAP=1` to leave phases out,
+//! `E2E_CASES=b,c` to measure only some cases.
 //!
 //! Everything is loopback, every loop is bounded in count and in time, and
 //! the run stops by itself ([`TOTAL_LIMIT`]). The machine is shared, so the
@@ -140,6 +142,9 @@ async fn run() {
     }
     if !env_flag("E2E_SKIP_SCALE") {
         scale_phase().await;
+    }
+    if !env_flag("E2E_SKIP_SESSIONS") {
+        sessions_phase().await;
     }
     if !env_flag("E2E_SKIP_CAP") {
         cap_phase().await;
@@ -987,6 +992,158 @@ async fn scale_phase() {
         "| boot in-process, {in_process_held} held (boot() → ready) | {:.2} s |",
         in_process_boot.as_secs_f64()
     );
+}
+
+// ── 1M stored sessions: boot, memory, cold and warm decisions ───────────
+
+/// Sessions whose decisions are timed cold (first call after boot) and warm.
+const TIMED_SESSIONS: usize = 2_000;
+
+/// A stored settings record of about 300 bytes: mode `full` (so the gate
+/// continues without a hold), a few remembered grants.
+fn settings_record(i: usize) -> Value {
+    json!({
+        "session_id": format!("stored-{i:07}"),
+        "mode": "full",
+        "always_allow": [
+            {"function_id": "state::get", "granted_at": 1_796_000_000_000u64 + i as u64, "granted_by": "seed"},
+            {"function_id": "fs::read*", "granted_at": 1_796_000_000_000u64 + i as u64, "granted_by": "user_click"}
+        ],
+        "approved_always": [
+            {"function_id": "shell::run", "granted_at": 1_796_000_000_000u64 + i as u64, "granted_by": "user_click"}
+        ],
+        "mode_set_at": 1_796_000_000_000u64 + i as u64
+    })
+}
+
+/// Writes settings records `from..to`, [`FILL_CONCURRENCY`] at a time;
+/// returns how many were written before `deadline`.
+async fn fill_settings(client: &IIIClient, from: usize, to: usize, deadline: Instant) -> usize {
+    let written: Vec<bool> = stream::iter(from..to)
+        .map(|i| {
+            let client = client.clone();
+            async move {
+                if Instant::now() > deadline {
+                    return false;
+                }
+                call(
+                    &client,
+                    "state::set",
+                    json!({"scope": "approval_settings", "key": format!("stored-{i:07}"), "value": settings_record(i)}),
+                )
+                .await
+                .is_ok()
+            }
+        })
+        .buffer_unordered(FILL_CONCURRENCY)
+        .collect()
+        .await;
+    written.iter().filter(|w| **w).count()
+}
+
+/// One gate call for stored session `i`; its latency, and whether the gate
+/// answered `continue` (what a stored `full` mode must give).
+async fn gate_once(client: &IIIClient, i: usize, call_id: &str) -> (Duration, bool) {
+    let input = json!({
+        "point": "pre_trigger", "session_id": format!("stored-{i:07}"), "turn_id": "t",
+        "step": 0, "depth": 0, "call": {"id": call_id, "function_id": "demo::echo", "arguments": arguments()},
+    });
+    let start = Instant::now();
+    let out = call(client, "approval::gate", input).await;
+    let took = start.elapsed();
+    (took, out.is_ok_and(|o| o["decision"] == "continue"))
+}
+
+/// Boot time and resident memory with `E2E_SESSIONS` stored sessions next to
+/// none, and a decision's latency for a cold session (its first call after
+/// boot: one `state::get`) and a warm one (the cache: no engine call).
+async fn sessions_phase() {
+    let sessions = env_usize("E2E_SESSIONS", 1_000_000);
+    let engine = EngineFixture::start().await;
+    let url = engine.url();
+    let client = engine.client("bench-sessions").await;
+    let deadline = Instant::now() + PHASE_LIMIT;
+    println!(
+        "\n## {sessions} stored sessions ({} bytes of JSON per settings record), {:?} engine\n",
+        settings_record(sessions / 2).to_string().len(),
+        engine.kind()
+    );
+
+    let (mut empty, empty_boot) = boot_binary(&url).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let empty_rss = rss_mib(&empty.pid().to_string());
+    empty.terminate(Duration::from_secs(10)).await;
+
+    let fill_start = Instant::now();
+    let written = fill_settings(&client, 0, sessions, deadline).await;
+    println!(
+        "filled {written} settings records in {:.1} s",
+        fill_start.elapsed().as_secs_f64()
+    );
+    if engine.kind() == EngineKind::Real {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+
+    let (mut process, boot) = boot_binary(&url).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after_boot = rss_mib(&process.pid().to_string());
+
+    // Cold: the first call of each of TIMED_SESSIONS sessions spread over
+    // the stored ones; warm: the same sessions again.
+    let step = (written.max(1) / TIMED_SESSIONS).max(1);
+    let picked: Vec<usize> = (0..TIMED_SESSIONS)
+        .map(|k| (k * step) % written.max(1))
+        .collect();
+    let mut cold = Vec::with_capacity(picked.len());
+    let mut warm = Vec::with_capacity(picked.len());
+    let mut wrong = 0;
+    for (n, i) in picked.iter().enumerate() {
+        let (took, ok) = gate_once(&client, *i, &format!("cold{n}")).await;
+        cold.push(took);
+        wrong += usize::from(!ok);
+    }
+    for (n, i) in picked.iter().enumerate() {
+        let (took, ok) = gate_once(&client, *i, &format!("warm{n}")).await;
+        warm.push(took);
+        wrong += usize::from(!ok);
+    }
+    let after_calls = rss_mib(&process.pid().to_string());
+    process.terminate(Duration::from_secs(10)).await;
+    cold.sort();
+    warm.sort();
+
+    println!("| measure | value |");
+    println!("|---|---:|");
+    println!(
+        "| boot, release binary, no stored sessions (spawn → ready line) | {:.2} s |",
+        empty_boot.as_secs_f64()
+    );
+    println!(
+        "| boot, release binary, {written} stored sessions | {:.2} s |",
+        boot.as_secs_f64()
+    );
+    println!(
+        "| RSS after boot: none / {written} stored (VmRSS) | {:.1} MiB / {:.1} MiB |",
+        empty_rss.0, after_boot.0
+    );
+    println!(
+        "| RSS after {} cold + {} warm decisions (VmRSS / VmHWM) | {:.1} MiB / {:.1} MiB |",
+        cold.len(),
+        warm.len(),
+        after_calls.0,
+        after_calls.1
+    );
+    println!(
+        "| gate, cold session (first call after boot), p50 / p99 | {} / {} |",
+        fmt_dur(percentile(&cold, 0.5)),
+        fmt_dur(percentile(&cold, 0.99))
+    );
+    println!(
+        "| gate, warm session, p50 / p99 | {} / {} |",
+        fmt_dur(percentile(&warm, 0.5)),
+        fmt_dur(percentile(&warm, 0.99))
+    );
+    println!("| decisions that were not `continue` | {wrong} |");
 }
 
 // ── the single-scope limit ───────────────────────────────────────────────

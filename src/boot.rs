@@ -9,17 +9,16 @@ use std::time::Duration;
 use iii_sdk::protocol::RegisterTriggerInput;
 use iii_sdk::runtime::{IIIConnectionState, WorkerMetadata};
 use iii_sdk::{register_worker, IIIClient, InitOptions};
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use crate::bindings::plain_bindings;
 use crate::config::{self, ApprovalConfig, BootstrapError, ConfigCell, CONFIG_ID};
-use crate::engine::Scope;
 use crate::engine::{CallError, Engine};
-use crate::functions::{self, FUNCTION_IDS};
+use crate::function_table::{self, FUNCTION_IDS};
 use crate::gate::binding::{self as gate_binding, PRE_TRIGGER};
 use crate::inbox::PendingRecord;
 use crate::settings::{ApprovalSettings, Known};
 use crate::worker::Worker;
-use crate::{decision, grant_watch, lifecycle};
 
 /// The worker's registered name (notification workers find the gate by it).
 pub const WORKER_NAME: &str = "approval-gate";
@@ -199,7 +198,7 @@ async fn start(iii: &IIIClient, options: BootOptions) -> Result<Arc<Worker>, Boo
     }
 
     worker.inbox.events().register(iii);
-    functions::register_all(&worker);
+    function_table::register_all(&worker);
     let parked = bind_all(&worker).await;
     let binding = worker
         .gate_binding
@@ -222,7 +221,7 @@ async fn start(iii: &IIIClient, options: BootOptions) -> Result<Arc<Worker>, Boo
         gated,
         "approval-gate ready"
     );
-    tokio::spawn(gate_binding::guard(worker.clone(), binding));
+    tokio::spawn(crate::gate::guard_binding(worker.clone(), binding));
     tokio::spawn(rebind_on_reconnect(worker.clone()));
     Ok(worker)
 }
@@ -276,43 +275,6 @@ async fn after_reconnect(worker: &Worker) {
         tracing::error!(error = %err, "reconnected; configuration not re-read, keeping the last good one");
     }
     worker.gate_binding.check_soon();
-}
-
-/// Every trigger type the worker binds to.
-pub(crate) const BOUND_TYPES: &[&str] = &[
-    PRE_TRIGGER,
-    "harness::hook::post-trigger",
-    "harness::turn-completed",
-    "session::deleted",
-    "configuration",
-    "state",
-];
-
-/// The ordinary (non-durable) bindings of the worker: `(type, function, config)`.
-fn plain_bindings() -> Vec<(&'static str, &'static str, Value)> {
-    vec![
-        (
-            "harness::hook::post-trigger",
-            grant_watch::ID,
-            json!({"functions": ["shell::*", "coder::*"], "timeout_ms": 5000, "on_error": "fail_open"}),
-        ),
-        (
-            "harness::turn-completed",
-            lifecycle::TURN_COMPLETED_ID,
-            json!({}),
-        ),
-        ("session::deleted", lifecycle::SESSION_DELETED_ID, json!({})),
-        (
-            "configuration",
-            config::ID,
-            json!({"configuration_id": CONFIG_ID, "event_types": ["configuration:updated"]}),
-        ),
-        (
-            "state",
-            decision::settings::ON_SETTINGS_CHANGE_ID,
-            json!({"scope": Scope::SETTINGS.as_str()}),
-        ),
-    ]
 }
 
 /// Makes the ordinary start-up bindings; returns the trigger types that were
@@ -384,19 +346,4 @@ pub async fn unbind(url: &str, otel: bool, timeout: Duration) -> Result<usize, B
     let result = gate_binding::remove_all(&Engine::new(iii.clone())).await;
     iii.shutdown_async().await;
     Ok(result?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_binding_type_is_listed_once() {
-        let mut types: Vec<&str> = plain_bindings().iter().map(|(t, _, _)| *t).collect();
-        types.push(PRE_TRIGGER);
-        types.sort_unstable();
-        let mut listed = BOUND_TYPES.to_vec();
-        listed.sort_unstable();
-        assert_eq!(types, listed);
-    }
 }

@@ -1,8 +1,8 @@
-//! The function table: [`register_all`] reads like the contract's function
-//! table, and [`FUNCTION_IDS`] is made of each function module's own `ID`.
-//! Each function lives in the folder of its surface (gate, grant watch,
-//! decision plane, inbox), one file per function or family, with its
-//! request/response types, its handler and its tests.
+//! How a function is registered: the helpers every surface's handlers use
+//! (the table of what is registered is `function_table.rs`). Each function
+//! lives in the folder of its surface (gate, grant watch, decision plane,
+//! inbox), one file per function or family, with its request/response types,
+//! its handler and its tests.
 //!
 //! Every handler takes its input as raw JSON and parses it itself, so a bad
 //! shape is the contract's `approval/invalid_payload` (not the SDK's generic
@@ -21,40 +21,6 @@ use serde_json::Value;
 use crate::error::ApprovalError;
 use crate::gate::hook::{HookInput, HookOutput};
 use crate::worker::Worker;
-use crate::{config, decision, gate, grant_watch, health, inbox, lifecycle};
-
-/// Registers every function of the worker, in the order of
-/// `architecture/contract.md` § Functions.
-pub(crate) fn register_all(worker: &Arc<Worker>) {
-    gate::register(worker);
-    grant_watch::register(worker);
-    decision::register(worker);
-    inbox::register(worker);
-    lifecycle::register(worker);
-    config::register(worker);
-    health::register(worker);
-}
-
-/// The ids [`register_all`] registers, in the contract's order.
-pub const FUNCTION_IDS: &[&str] = &[
-    gate::ID,
-    grant_watch::ID,
-    decision::resolve::ID,
-    inbox::LIST_ID,
-    inbox::GET_ID,
-    decision::settings::SET_MODE_ID,
-    decision::settings::ADD_ALWAYS_ALLOW_ID,
-    decision::settings::REMOVE_ALWAYS_ALLOW_ID,
-    decision::settings::APPROVE_ALWAYS_ID,
-    decision::settings::GET_SETTINGS_ID,
-    decision::settings::CLEAR_SETTINGS_ID,
-    decision::evaluate::ID,
-    lifecycle::SESSION_DELETED_ID,
-    lifecycle::TURN_COMPLETED_ID,
-    config::ID,
-    decision::settings::ON_SETTINGS_CHANGE_ID,
-    health::ID,
-];
 
 // The answer of the internal event handlers.
 /// `{ok: true}`.

@@ -72,7 +72,7 @@ pub struct Health {
 pub(crate) async fn health(worker: &Worker) -> Health {
     let binding = worker.gate_binding.status();
     let parked = match worker.engine.trigger_type_ids().await {
-        Ok(present) => crate::boot::BOUND_TYPES
+        Ok(present) => crate::bindings::BOUND_TYPES
             .iter()
             .filter(|t| !present.iter().any(|p| p == *t))
             .map(|t| t.to_string())

@@ -19,12 +19,14 @@
 //! Every module is private. What follows is the crate's API: what the binary
 //! runs, and the pure core that tests, benches and fuzz targets exercise.
 
+mod bindings;
 mod boot;
 mod config;
 mod decision;
 mod deep;
 mod engine;
 mod error;
+mod function_table;
 mod functions;
 mod gate;
 mod grant_watch;
@@ -43,7 +45,7 @@ mod worker;
 // Running the worker.
 pub use boot::{boot, unbind, BootError, BootOptions, Running, DESCRIPTION, WORKER_NAME};
 pub use config::{load_seed, ApprovalConfig, BootstrapError, ConfigError, SeedError, CONFIG_ID};
-pub use functions::FUNCTION_IDS;
+pub use function_table::FUNCTION_IDS;
 pub use logs::{allowed as log_allowed, filter as log_filter, RedactingStderr};
 pub use manifest::manifest_json;
 pub use shutdown::signal;

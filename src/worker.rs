@@ -4,12 +4,12 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::config::ConfigCell;
+use crate::config::cell::ConfigCell;
 use crate::engine::Engine;
 use crate::gate::binding::GateBinding;
-use crate::grant_watch::GrantWatch;
-use crate::inbox::PendingStore;
-use crate::settings::SettingsStore;
+use crate::grant_watch::state::GrantWatch;
+use crate::inbox::store::PendingStore;
+use crate::settings::store::SettingsStore;
 
 /// Shared state of the running worker.
 pub(crate) struct Worker {

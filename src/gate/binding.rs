@@ -9,7 +9,7 @@
 //!   ready line;
 //! * a replacement (a changed `gate_priority`, a stale config) is made
 //!   **before** the old binding is removed, so no call slips between the two;
-//! * [`guard`] re-checks the binding every `binding_check_interval_ms`, after
+//! * the guard (`gate::guard_binding`) re-checks the binding every `binding_check_interval_ms`, after
 //!   every reconnect and after every configuration change, makes it again if
 //!   the engine lost it, and retries with backoff until it exists;
 //! * the id of the binding is remembered in state, because the engine does
@@ -25,7 +25,6 @@ use serde_json::{json, Value};
 
 use super::ID;
 use crate::engine::{CallError, Engine, Scope};
-use crate::worker::Worker;
 
 /// The gate's hook type.
 pub(crate) const PRE_TRIGGER: &str = "harness::hook::pre-trigger";
@@ -34,7 +33,7 @@ pub(crate) const PRE_TRIGGER: &str = "harness::hook::pre-trigger";
 const REMEMBERED_KEY: &str = "gate";
 
 /// The first retry after a failed check; doubles up to the check interval.
-const FIRST_RETRY: Duration = Duration::from_millis(250);
+pub(crate) const FIRST_RETRY: Duration = Duration::from_millis(250);
 
 /// The gate's binding config: every call, fail closed, run after the hooks
 /// of a lower priority.
@@ -77,7 +76,7 @@ impl GateBinding {
         }
     }
 
-    fn set(&self, status: Status) {
+    pub(crate) fn set(&self, status: Status) {
         match self.status.lock() {
             Ok(mut s) => *s = status,
             Err(p) => *p.into_inner() = status,
@@ -87,6 +86,11 @@ impl GateBinding {
     /// Asks the guard to check now.
     pub(crate) fn check_soon(&self) {
         self.wake.notify_one();
+    }
+
+    /// Waits until [`GateBinding::check_soon`] is called.
+    pub(crate) async fn woken(&self) {
+        self.wake.notified().await;
     }
 
     /// Makes sure exactly one durable binding of the gate exists with the
@@ -161,55 +165,8 @@ async fn ensure(engine: &Engine, desired: &Value) -> Result<Status, CallError> {
     })
 }
 
-/// Keeps the binding in place for as long as the worker runs, starting from
-/// boot's check (`first`): a check every `binding_check_interval_ms`, or
-/// sooner when woken; failed checks are retried with backoff. Ends when the
-/// connection ends for good.
-pub(crate) async fn guard(worker: std::sync::Arc<Worker>, first: Result<Status, CallError>) {
-    let mut retry = FIRST_RETRY;
-    let mut outcome = first;
-    loop {
-        let config = worker.config.load();
-        let interval = Duration::from_millis(config.config.binding_check_interval_ms);
-        let wait = match &outcome {
-            Ok(status) if status.gated => {
-                retry = FIRST_RETRY;
-                interval
-            }
-            Ok(status) if status.parked => {
-                tracing::warn!(trigger_type = PRE_TRIGGER, id = status.id, "the harness's hook type does not exist; the gate binding is parked until it appears");
-                retry = FIRST_RETRY;
-                interval
-            }
-            Ok(status) => {
-                tracing::error!(
-                    id = status.id,
-                    "the gate binding is not active: calls are not gated; checking again"
-                );
-                backoff(&mut retry, interval)
-            }
-            Err(err) => {
-                let mut status = worker.gate_binding.status();
-                status.gated = false;
-                worker.gate_binding.set(status);
-                tracing::error!(error = %err, "the gate binding could not be checked or made: calls may not be gated; retrying");
-                backoff(&mut retry, interval)
-            }
-        };
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = worker.gate_binding.wake.notified() => {}
-        }
-        if worker.engine.iii().fatal_error().is_some() {
-            return;
-        }
-        let priority = worker.config.load().config.gate_priority;
-        outcome = worker.gate_binding.ensure(&worker.engine, priority).await;
-    }
-}
-
 /// The next retry delay: doubled each time, at most `cap`.
-fn backoff(retry: &mut Duration, cap: Duration) -> Duration {
+pub(crate) fn backoff(retry: &mut Duration, cap: Duration) -> Duration {
     let wait = (*retry).min(cap);
     *retry = (*retry * 2).min(cap);
     wait

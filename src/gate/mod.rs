@@ -22,10 +22,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::engine::CallError;
 use crate::functions::register_hook;
 use crate::inbox::{RecordKind, Written};
 use crate::settings::Known;
 use crate::worker::Worker;
+use binding::Status;
 use budget::Deadline;
 use hook::{deny, parse_hook_input, HookCall, HookInput, HookOutput};
 
@@ -133,6 +135,53 @@ async fn hold(
             tracing::info!(session_id = sid, function_call_id = cid, function_id = %call.function_id, decision = "hold", rule = "no_match", "call held");
             HookOutput::Hold
         }
+    }
+}
+
+/// Keeps the binding in place for as long as the worker runs, starting from
+/// boot's check (`first`): a check every `binding_check_interval_ms`, or
+/// sooner when woken; failed checks are retried with backoff. Ends when the
+/// connection ends for good.
+pub(crate) async fn guard_binding(worker: Arc<Worker>, first: Result<Status, CallError>) {
+    let mut retry = binding::FIRST_RETRY;
+    let mut outcome = first;
+    loop {
+        let config = worker.config.load();
+        let interval = Duration::from_millis(config.config.binding_check_interval_ms);
+        let wait = match &outcome {
+            Ok(status) if status.gated => {
+                retry = binding::FIRST_RETRY;
+                interval
+            }
+            Ok(status) if status.parked => {
+                tracing::warn!(trigger_type = binding::PRE_TRIGGER, id = status.id, "the harness's hook type does not exist; the gate binding is parked until it appears");
+                retry = binding::FIRST_RETRY;
+                interval
+            }
+            Ok(status) => {
+                tracing::error!(
+                    id = status.id,
+                    "the gate binding is not active: calls are not gated; checking again"
+                );
+                binding::backoff(&mut retry, interval)
+            }
+            Err(err) => {
+                let mut status = worker.gate_binding.status();
+                status.gated = false;
+                worker.gate_binding.set(status);
+                tracing::error!(error = %err, "the gate binding could not be checked or made: calls may not be gated; retrying");
+                binding::backoff(&mut retry, interval)
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = worker.gate_binding.woken() => {}
+        }
+        if worker.engine.iii().fatal_error().is_some() {
+            return;
+        }
+        let priority = worker.config.load().config.gate_priority;
+        outcome = worker.gate_binding.ensure(&worker.engine, priority).await;
     }
 }
 

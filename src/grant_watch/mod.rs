@@ -16,13 +16,13 @@
 pub(crate) mod hint;
 mod memory;
 mod release;
+pub(crate) mod state;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::engine::Engine;
 use crate::error::is_valid_id;
 use crate::functions::register_hook;
 use crate::gate::budget::Deadline;
@@ -31,7 +31,6 @@ use crate::gate::record::{build_record, session_context, SESSION_BUDGET};
 use crate::inbox::{GrantRequest, RecordKind};
 use crate::worker::Worker;
 use hint::{contains, recognise};
-pub(crate) use memory::GrantMemory;
 pub use release::GrantScope;
 
 /// `approval::grant-watch`.
@@ -41,23 +40,6 @@ pub(crate) const ID: &str = "approval::grant-watch";
 const GRANTS_BUDGET: Duration = Duration::from_millis(1500);
 /// Time kept for the durable write of a folder prompt.
 const WRITE_RESERVE: Duration = Duration::from_millis(1000);
-
-/// The grant watch's state: its memory, and the lock that serializes its
-/// read-merge-writes of the shell's configuration (two `always` grants in
-/// flight at once must both land).
-pub(crate) struct GrantWatch {
-    pub(crate) memory: GrantMemory,
-    shell_config: tokio::sync::Mutex<()>,
-}
-
-impl GrantWatch {
-    pub(crate) fn new(engine: Engine) -> GrantWatch {
-        GrantWatch {
-            memory: GrantMemory::new(engine),
-            shell_config: tokio::sync::Mutex::new(()),
-        }
-    }
-}
 
 /// Why the watch let the original result through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

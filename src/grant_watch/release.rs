@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::GrantWatch;
+use super::state::GrantWatch;
 use crate::engine::{CallError, Engine, ReleaseAction};
 use crate::inbox::PendingRecord;
 

@@ -15,7 +15,7 @@ mod events;
 pub(crate) mod index;
 mod list;
 mod record;
-mod store;
+pub(crate) mod store;
 
 use std::sync::Arc;
 
@@ -24,8 +24,8 @@ use crate::worker::Worker;
 pub use events::{Outcome, PENDING_CREATED, PENDING_RESOLVED};
 pub(crate) use list::{GET_ID, LIST_ID};
 pub use record::{GrantRequest, Metadata, PendingRecord, RecordKey, RecordKind, SortKey};
+pub(crate) use store::Written;
 pub use store::{all_scopes, bucket_scope, state_key, LOAD_CONCURRENCY};
-pub(crate) use store::{PendingStore, Written};
 
 /// Registers the inbox reads.
 pub(crate) fn register(worker: &Arc<Worker>) {

@@ -5,7 +5,7 @@
 
 mod cache;
 mod model;
-mod store;
+pub(crate) mod store;
 
 pub use model::{ApprovalSettings, Entry, GrantedBy, Mode};
-pub(crate) use store::{event_key, Known, SettingsSource, SettingsStore};
+pub(crate) use store::{event_key, Known, SettingsSource};
