@@ -249,3 +249,54 @@ fn default_config_fits_the_configuration_schema() {
         "defaults rejected by the schema: {errors:?}"
     );
 }
+
+/// The README is what a newcomer reads first: it stays short, and every test
+/// its security table names exists (a renamed or deleted test fails here,
+/// not silently in the table).
+#[test]
+fn the_readme_stays_short_and_its_security_table_names_real_tests() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 300,
+        "README.md has {lines} lines; the limit is 300"
+    );
+    let suites: String = std::fs::read_dir(root.join("tests/it"))
+        .expect("tests/it")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    let section = readme
+        .split("\n## Security")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("a Security section");
+    let mut named = 0;
+    for cell in section.split('`').skip(1).step_by(2) {
+        let Some((module, test)) = cell.split_once("::") else {
+            continue;
+        };
+        let file = root.join(format!("tests/it/{module}.rs"));
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        if test == "*" {
+            assert!(
+                text.contains("#[test]") || text.contains("#[tokio::test]"),
+                "README's security table names the suite {module}, which has no test"
+            );
+            continue;
+        }
+        named += 1;
+        assert!(
+            suites.contains(&format!("fn {test}(")),
+            "README's security table names {module}::{test}, which does not exist"
+        );
+        assert!(
+            text.contains(&format!("fn {test}(")),
+            "{test} is not in {}",
+            file.display()
+        );
+    }
+    assert!(named >= 10, "the table names {named} tests");
+}
