@@ -17,6 +17,7 @@ pub mod deep;
 pub mod error;
 pub mod functions;
 pub mod grant;
+pub mod links;
 pub mod manifest;
 pub mod pending;
 pub mod policy;
