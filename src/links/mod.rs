@@ -2,7 +2,7 @@
 //! on a phone to decide it, and the inbox page that lists them.
 //!
 //! This module is the pure core: tokens ([`token`]), the inbox's bearer check
-//! ([`bearer`]). It has no SDK
+//! ([`bearer`]) and the pages with their headers ([`page`]). It has no SDK
 //! types and does no I/O; the HTTP handlers look records up and resolve them.
 //!
 //! # Token format
@@ -46,9 +46,34 @@
 //! change beyond those choices. After the decision, the expiry, or a purge
 //! the link answers 410. Rotating `links.secret` voids every outstanding
 //! link at once.
+//!
+//! # Headers
+//!
+//! Every response from the link endpoints carries [`page::html_headers`]
+//! (or [`page::json_headers`] for a POST's JSON answer):
+//!
+//! ```text
+//! Content-Type: text/html; charset=utf-8          (application/json for POST answers)
+//! Content-Security-Policy: default-src 'none'; script-src 'sha256-…'; style-src 'sha256-…';
+//!     connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none';
+//!     require-trusted-types-for 'script'
+//! Cache-Control: no-store
+//! Referrer-Policy: no-referrer
+//! X-Content-Type-Options: nosniff
+//! X-Frame-Options: DENY
+//! ```
+//!
+//! The two hashes are those of the one inline stylesheet and the one inline
+//! script ([`page::content_security_policy`]); `Referrer-Policy` keeps the
+//! token out of any other site's logs, `no-store` out of caches.
 
 pub mod bearer;
+pub mod page;
 pub mod token;
 
 pub use bearer::{InboxToken, InboxTokenError};
+pub use page::{
+    call_page, content_security_policy, forbidden_page, gone_page, html_headers, inbox_page,
+    json_headers, not_found_page, CallView, GoneReason, InboxRow,
+};
 pub use token::{sign, verify, Kind, LinkSecret, Revision, RevisionError, SecretError, TokenError};
