@@ -201,6 +201,7 @@ async fn start(iii: &IIIClient, options: BootOptions) -> Result<Arc<Worker>, Boo
     worker.inbox.events().register(iii);
     functions::register_all(&worker);
     let parked = bind_all(&worker).await;
+    worker.link_routes.sync(&worker).await;
     let binding = worker
         .gate_binding
         .ensure(&engine, worker.config.load().config.gate_priority)

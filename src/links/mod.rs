@@ -1,9 +1,12 @@
 //! Approval links (contract §13): a URL per held call that a human can open
 //! on a phone to decide it, and the inbox page that lists them.
 //!
-//! This module is the pure core: tokens ([`token`]), the inbox's bearer check
-//! ([`bearer`]) and the pages with their headers ([`page`]). It has no SDK
-//! types and does no I/O; the HTTP handlers look records up and resolve them.
+//! The pure core: tokens ([`token`]), the inbox's bearer check ([`bearer`]),
+//! the pages with their headers ([`page`]), the HTTP request/response shapes
+//! and the same-origin check ([`http`]), the compiled configuration
+//! (`setup`). The thin shell, `serve`, registers the three HTTP functions,
+//! binds their routes while links are on, looks records up and decides
+//! through `decision::resolve::decide`, the path `approval::resolve` takes.
 //!
 //! # Token format
 //!
@@ -68,12 +71,11 @@
 //! token out of any other site's logs, `no-store` out of caches.
 
 pub mod bearer;
+pub mod http;
 pub mod page;
+mod serve;
+mod setup;
 pub mod token;
 
-pub use bearer::{InboxToken, InboxTokenError};
-pub use page::{
-    call_page, content_security_policy, forbidden_page, gone_page, html_headers, inbox_page,
-    json_headers, not_found_page, CallView, GoneReason, InboxRow,
-};
-pub use token::{sign, verify, Kind, LinkSecret, Revision, RevisionError, SecretError, TokenError};
+pub(crate) use serve::{register, LinkRoutes, DECIDE_ID, HTTP, INBOX_ID, PAGE_ID};
+pub(crate) use setup::Links;

@@ -133,6 +133,18 @@ pub enum GoneReason {
 }
 
 impl GoneReason {
+    /// The name a POST's 410 answer gives (`"reason"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GoneReason::Resolved => "resolved",
+            GoneReason::Expired => "expired",
+            GoneReason::Purged => "purged",
+            GoneReason::Replaced => "replaced",
+            GoneReason::NotHeld => "not_held",
+            GoneReason::Unknown => "unknown",
+        }
+    }
+
     fn explanation(self) -> &'static str {
         match self {
             GoneReason::Resolved => "This call has already been decided.",
@@ -305,6 +317,15 @@ pub fn forbidden_page() -> String {
     document("Approval link not valid", body, false)
 }
 
+/// The 401 page: the inbox without the right `Authorization: Bearer`.
+pub fn unauthorized_page() -> String {
+    let body = html! {
+        h1 { "Not authorized" }
+        p { "The list of waiting calls needs the inbox token." }
+    };
+    document("Not authorized", body, false)
+}
+
 /// The 404 page (the inbox when no `inbox_token` is configured).
 pub fn not_found_page() -> String {
     let body = html! {
@@ -313,15 +334,19 @@ pub fn not_found_page() -> String {
     document("Not found", body, false)
 }
 
-/// The page for `GET /approvals`: every held call in the order given (the
-/// inbox order, newest last), each linking to its own page.
-pub fn inbox_page(rows: &[InboxRow<'_>]) -> String {
+/// The page for `GET /approvals`: the held calls in the order given (the
+/// inbox order, newest last), each linking to its own page; `more` calls
+/// beyond these are counted, not shown.
+pub fn inbox_page(rows: &[InboxRow<'_>], more: usize) -> String {
     let body = html! {
         h1 { "Waiting for a decision" }
         @if rows.is_empty() {
             p { "Nothing is waiting for a decision." }
         } @else {
             p.note { (rows.len()) @if rows.len() == 1 { " call" } @else { " calls" } ", oldest first." }
+            @if more > 0 {
+                p.note { "And " (more) " more, not shown: decide these first." }
+            }
             ul.inbox {
                 @for row in rows {
                     li {

@@ -127,14 +127,6 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Function => "function",
-            Kind::FolderAccess => "folder_access",
-        }
-    }
-
     fn to_byte(self) -> u8 {
         match self {
             Kind::Function => 0,

@@ -140,12 +140,16 @@ fn all_pages(args: &Value) -> Vec<String> {
         call_page(&function),
         call_page(&folder),
         forbidden_page(),
+        unauthorized_page(),
         not_found_page(),
-        inbox_page(&[]),
-        inbox_page(&[InboxRow {
-            call: function,
-            approval_url: "https://gate.example/approvals/abc",
-        }]),
+        inbox_page(&[], 0),
+        inbox_page(
+            &[InboxRow {
+                call: function,
+                approval_url: "https://gate.example/approvals/abc",
+            }],
+            0,
+        ),
     ];
     for reason in [
         GoneReason::Resolved,
@@ -231,7 +235,7 @@ fn the_hashes_cover_the_exact_inline_text_of_every_page() {
     let call = call_page(&view(&args, Kind::Function));
     assert_eq!(inline(&call, "script"), vec![SCRIPT.to_owned()]);
     assert!(inline(&forbidden_page(), "script").is_empty());
-    assert!(inline(&inbox_page(&[]), "script").is_empty());
+    assert!(inline(&inbox_page(&[], 0), "script").is_empty());
 }
 
 #[test]
@@ -391,7 +395,7 @@ fn hostile_text_renders_as_inert_text_everywhere() {
                 }),
                 true,
             ),
-            (inbox_page(&[inbox_row]), false),
+            (inbox_page(&[inbox_row], 0), false),
         ] {
             assert_only_our_markup(&page);
             let ours = format!("<script>{SCRIPT}</script>");
@@ -429,7 +433,7 @@ fn hidden_characters_are_shown_not_obeyed() {
             call: v,
             approval_url: "/approvals/t",
         };
-        let inbox = inbox_page(&[row]);
+        let inbox = inbox_page(&[row], 0);
         for (page, expected) in [(&call, 3 + in_json), (&inbox, 3)] {
             assert!(!page.contains(c), "U+{:04X} reached the page", u32::from(c));
             assert_eq!(
@@ -489,16 +493,19 @@ fn the_inbox_links_each_row_to_its_page_in_order() {
         function_id: "coder::write",
         ..view(&args, Kind::FolderAccess)
     };
-    let page = inbox_page(&[
-        InboxRow {
-            call: first,
-            approval_url: "https://gate.example/approvals/AAA",
-        },
-        InboxRow {
-            call: second,
-            approval_url: "https://gate.example/approvals/BBB",
-        },
-    ]);
+    let page = inbox_page(
+        &[
+            InboxRow {
+                call: first,
+                approval_url: "https://gate.example/approvals/AAA",
+            },
+            InboxRow {
+                call: second,
+                approval_url: "https://gate.example/approvals/BBB",
+            },
+        ],
+        0,
+    );
     let a = page
         .find(r#"<a href="https://gate.example/approvals/AAA"><code>shell::run</code></a>"#)
         .expect("first row");
@@ -515,8 +522,19 @@ fn the_inbox_links_each_row_to_its_page_in_order() {
 }
 
 #[test]
+fn an_inbox_longer_than_a_page_counts_the_rest() {
+    let args = args();
+    let row = InboxRow {
+        call: view(&args, Kind::Function),
+        approval_url: "https://gate.example/approvals/AAA",
+    };
+    assert!(inbox_page(&[row], 7).contains("And 7 more, not shown"));
+    assert!(!inbox_page(&[row], 0).contains("more, not shown"));
+}
+
+#[test]
 fn an_empty_inbox_says_so() {
-    let page = inbox_page(&[]);
+    let page = inbox_page(&[], 0);
     assert!(page.contains("Nothing is waiting for a decision."));
     assert!(!page.contains("<ul"));
 }
@@ -536,18 +554,24 @@ fn only_web_urls_and_paths_become_links() {
         ("https://gate.example/a b", false),
         ("", false),
     ] {
-        let page = inbox_page(&[InboxRow {
-            call: view(&args, Kind::Function),
-            approval_url: url,
-        }]);
+        let page = inbox_page(
+            &[InboxRow {
+                call: view(&args, Kind::Function),
+                approval_url: url,
+            }],
+            0,
+        );
         assert_eq!(page.contains("<a href="), linked, "{url:?}");
         assert_only_our_markup(&page);
     }
     // A quote cannot end the attribute.
-    let page = inbox_page(&[InboxRow {
-        call: view(&args, Kind::Function),
-        approval_url: r#"https://gate.example/t"onmouseover="alert(1)"#,
-    }]);
+    let page = inbox_page(
+        &[InboxRow {
+            call: view(&args, Kind::Function),
+            approval_url: r#"https://gate.example/t"onmouseover="alert(1)"#,
+        }],
+        0,
+    );
     assert!(page.contains(r#"href="https://gate.example/t&quot;onmouseover=&quot;alert(1)""#));
     assert_only_our_markup(&page);
 }
