@@ -26,6 +26,7 @@ mod goldens;
 mod grant_watch;
 mod hostile;
 mod hot_path;
+mod links;
 mod load;
 mod manifest;
 mod operator_logs;
