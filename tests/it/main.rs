@@ -18,6 +18,7 @@
 
 mod common;
 
+mod browser;
 mod faults;
 mod foundation;
 mod gate;
