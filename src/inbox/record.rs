@@ -89,6 +89,9 @@ pub struct PendingRecord {
 /// stored: state holds no credential, and a new secret or base URL changes
 /// every link at once.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
+// The published schema keeps the record's name and description: it is the
+// record's, plus one optional field.
+#[schemars(rename = "PendingRecord", description = "One held call.")]
 pub struct ShownRecord {
     /// The record.
     #[serde(flatten)]

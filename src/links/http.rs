@@ -48,8 +48,9 @@ pub struct HttpRequest {
     /// Header names in lower case; the last value of a repeated header.
     #[serde(default)]
     pub headers: Map<String, Value>,
-    /// The parsed JSON body, or null.
+    /// The parsed JSON body, or null (a decision is always an object).
     #[serde(default)]
+    #[schemars(with = "Option<Map<String, Value>>")]
     pub body: Value,
 }
 
@@ -82,6 +83,7 @@ pub struct HttpResponse {
     /// Response headers.
     pub headers: BTreeMap<String, String>,
     /// An HTML string, or a JSON object.
+    #[schemars(schema_with = "string_or_object")]
     pub body: Value,
 }
 
@@ -119,6 +121,24 @@ impl HttpResponse {
         self.headers.insert(name.to_string(), value.to_string());
         self
     }
+}
+
+/// The schema of a response body: a page or a JSON object.
+fn string_or_object(_: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+    use schemars::schema::{InstanceType, Schema, SchemaObject, SubschemaValidation};
+    let of = |t: InstanceType| {
+        Schema::Object(SchemaObject {
+            instance_type: Some(t.into()),
+            ..SchemaObject::default()
+        })
+    };
+    Schema::Object(SchemaObject {
+        subschemas: Some(Box::new(SubschemaValidation {
+            any_of: Some(vec![of(InstanceType::String), of(InstanceType::Object)]),
+            ..SubschemaValidation::default()
+        })),
+        ..SchemaObject::default()
+    })
 }
 
 fn owned(headers: &[(&str, &str)]) -> BTreeMap<String, String> {
