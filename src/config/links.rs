@@ -1,5 +1,5 @@
 //! The `links` field of the entry (`architecture/contract.md` § Approval
-//! links): off when absent or null.
+//! links and the inbox page): off when absent or null.
 //!
 //! # Format
 //!

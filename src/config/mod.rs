@@ -73,7 +73,7 @@ pub struct ApprovalConfig {
     )]
     pub binding_check_interval_ms: u64,
     /// Approval links and the inbox page (`architecture/contract.md`
-    /// § Approval links); absent or null: off. Its `Debug` output never
+    /// § Approval links and the inbox page); absent or null: off. Its `Debug` output never
     /// shows the secret or the inbox token.
     #[serde(
         default,

@@ -85,9 +85,9 @@ pub struct PendingRecord {
 
 /// A record as `list-pending` and `get-pending` show it: the record plus
 /// its `approval_url` when links are on (`architecture/contract.md`
-/// § Approval links). The URL is made when the record is shown, never
-/// stored: state holds no credential, and a new secret or base URL changes
-/// every link at once.
+/// § Approval links and the inbox page). The URL is made when the record is
+/// shown, never stored: state holds no credential, and a new secret or base
+/// URL changes every link at once.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 // The published schema keeps the record's name and description: it is the
 // record's, plus one optional field.

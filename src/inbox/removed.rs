@@ -1,7 +1,7 @@
 //! PURE: a short memory of the records that recently left the inbox, so a
 //! link to one of them can say what happened (decided, expired, purged,
 //! replaced) instead of only "gone" (`architecture/contract.md` § Approval
-//! links). Bounded: the oldest entry is forgotten first; a link to a record
+//! links and the inbox page). Bounded: the oldest entry is forgotten first; a link to a record
 //! forgotten here still answers 410, with "no longer waiting".
 
 use std::collections::{HashMap, VecDeque};

@@ -1,5 +1,5 @@
 //! Who may see the inbox page: `GET /approvals` answers only a request with
-//! `Authorization: Bearer <inbox_token>` (contract §13).
+//! `Authorization: Bearer <inbox_token>` (`architecture/contract.md` § Approval links and the inbox page).
 //!
 //! The comparison must not leak, through its timing, how much of a guess is
 //! right. Both sides are hashed to 32 bytes with HMAC-SHA256 under a fixed,

@@ -1,5 +1,7 @@
-//! Approval links (contract §13): a URL per held call that a human can open
-//! on a phone to decide it, and the inbox page that lists them.
+//! Approval links (`architecture/contract.md` § Approval links and the inbox
+//! page; the threat model is `architecture/links.md`): a URL per held call
+//! that a human can open on a phone to decide it, and the inbox page that
+//! lists them.
 //!
 //! The pure core: tokens ([`token`]), the inbox's bearer check ([`bearer`]),
 //! the pages with their headers ([`page`]), the HTTP request/response shapes
@@ -35,7 +37,7 @@
 //! record there, revision.matches(..)       → the page / the decision
 //! ```
 //!
-//! # What a leaked link allows
+//! # What a leaked link allows (decided)
 //!
 //! Whoever has the URL may, only while that revision is held, see what the
 //! call page shows (the redacted arguments, the session title, the folder)

@@ -1,5 +1,5 @@
 //! The link endpoints, served through the engine's HTTP worker
-//! (`architecture/contract.md` § Approval links): three functions, bound to
+//! (`architecture/contract.md` § Approval links and the inbox page): three functions, bound to
 //! `http` triggers only while `links` is configured.
 //!
 //! | route | function | answers |

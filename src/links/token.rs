@@ -60,7 +60,7 @@ const fn base64_len(bytes: usize) -> usize {
     (bytes * 4).div_ceil(3)
 }
 
-/// The minimum length of a link secret, in characters (contract §13).
+/// The minimum length of a link secret, in characters (`architecture/contract.md` § Approval links and the inbox page).
 pub const MIN_SECRET_CHARS: usize = 32;
 
 /// The configured `links.secret`, ready to sign and verify.
@@ -117,7 +117,7 @@ impl std::fmt::Debug for LinkSecret {
     }
 }
 
-/// Which prompt a record is; part of its revision (contract §4 `kind`).
+/// Which prompt a record is; part of its revision (`architecture/contract.md` § The pending inbox, `kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// "May this call run?"
@@ -159,7 +159,7 @@ pub struct Revision {
 /// Ids that no link can name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RevisionError {
-    /// An empty id, or one containing `/` (contract §1: such ids are never held).
+    /// An empty id, or one containing `/` (`architecture/contract.md` § Errors: such ids are never held).
     #[error("session_id / function_call_id must be non-empty and must not contain \"/\"")]
     InvalidId,
     /// An id longer than [`MAX_ID_BYTES`] UTF-8 bytes: the record gets no link.
