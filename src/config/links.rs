@@ -124,6 +124,31 @@ mod tests {
     }
 
     #[test]
+    fn unusable_links_are_off_and_reported_without_the_secret() {
+        use super::super::Snapshot;
+        let short = ApprovalConfig::from_value(&json!({"links": {"secret": "short-secret-7f3a", "public_base_url": "https://gate.example"}})).unwrap();
+        let snapshot = Snapshot::compile(short);
+        assert!(snapshot.links.is_none());
+        assert_eq!(snapshot.errors().len(), 1, "{:?}", snapshot.errors());
+        assert!(snapshot.errors()[0].contains("at least 32 characters"));
+        assert!(!snapshot.errors()[0].contains("short-secret-7f3a"));
+        let bad_base = ApprovalConfig::from_value(
+            &json!({"links": {"secret": SECRET, "public_base_url": "gate.example"}}),
+        )
+        .unwrap();
+        let snapshot = Snapshot::compile(bad_base);
+        assert!(snapshot.links.is_none());
+        assert!(snapshot.errors()[0].contains("public_base_url"));
+        let good = ApprovalConfig::from_value(
+            &json!({"links": {"secret": SECRET, "public_base_url": "https://gate.example"}}),
+        )
+        .unwrap();
+        let snapshot = Snapshot::compile(good);
+        assert!(snapshot.links.is_some());
+        assert!(snapshot.errors().is_empty());
+    }
+
+    #[test]
     fn a_bad_shape_is_refused_without_echoing_the_value() {
         for value in [
             json!({"links": SECRET}),
