@@ -11,6 +11,7 @@
 //! cargo run --example playground                                    # asks you at each prompt
 //! cargo run --example playground -- --script allow,deny,session     # no questions asked
 //! cargo run --example playground -- --url ws://127.0.0.1:49134      # a real engine
+//! cargo run --example playground -- --links                         # decide in a browser too
 //! ```
 //!
 //! Walk-through: (1) a call no rule allows is held, the inbox shows it, you
@@ -25,7 +26,14 @@
 //! `deny:<reason>`, typed also `deny <reason>`), and for the folder prompt
 //! `once`, `session`, `always` or `deny`. While a prompt waits, a decision
 //! made anywhere else — `iii trigger approval::resolve` from another
-//! terminal, a console — is picked up and the walk-through moves on.
+//! terminal, a console, the approval page — is picked up and the
+//! walk-through moves on.
+//!
+//! With `--links` each hold's approval link is printed: open it in a
+//! browser and decide there. In-process, the worker gets a `links`
+//! configuration (a fresh secret, or `APPROVAL_LINK_SECRET`) pointing at the
+//! test engine's HTTP worker; with `--url`, the running worker's own `links`
+//! configuration decides, and the engine must run `iii-http`.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, Write};
@@ -66,6 +74,9 @@ pub struct Args {
     /// folder prompt.
     #[arg(long, value_delimiter = ',', value_name = "DECISIONS")]
     pub script: Option<Vec<String>>,
+    /// Print each hold's approval link, to decide it in a browser.
+    #[arg(long)]
+    pub links: bool,
     /// The simulated session's id (default `play` in-process; against a real
     /// engine `play-<unix seconds>`, so stored settings of an earlier run do
     /// not change this one).
@@ -353,6 +364,8 @@ impl Events {
 
 /// Everything the walk-through talks to.
 struct World {
+    /// Whether to print each hold's approval link.
+    links: bool,
     /// The in-process engine and worker, when not `--url`.
     embedded: Option<(EngineFixture, approval_gate::Running)>,
     harness: HarnessDouble,
@@ -363,6 +376,28 @@ struct World {
     events: Events,
     session_id: String,
     workspace: String,
+}
+
+/// The link secret of an in-process run: `APPROVAL_LINK_SECRET`, else 48
+/// random hex characters.
+fn link_secret() -> String {
+    if let Ok(secret) = std::env::var("APPROVAL_LINK_SECRET") {
+        return secret;
+    }
+    let mut bytes = [0u8; 24];
+    if let Ok(mut random) = std::fs::File::open("/dev/urandom") {
+        let _ = std::io::Read::read_exact(&mut random, &mut bytes);
+    }
+    if bytes.iter().all(|b| *b == 0) {
+        // No /dev/urandom: a per-process random hasher key instead.
+        use std::hash::{BuildHasher, Hasher};
+        for (i, chunk) in bytes.chunks_mut(8).enumerate() {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_usize(i);
+            chunk.copy_from_slice(&h.finish().to_le_bytes());
+        }
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Connects a plain SDK client (OpenTelemetry off, name not overridable).
@@ -423,9 +458,12 @@ impl World {
                            "schema": {"type": "object"}, "initial_value": {"fs": {"host_roots": []}}}),
                 )
                 .await;
+                let seed = args.links.then(|| {
+                    json!({"links": {"secret": link_secret(), "public_base_url": fixture.http_url()}})
+                });
                 let running = boot(BootOptions {
                     url: url.clone(),
-                    seed: None,
+                    seed,
                     connect_timeout: Duration::from_secs(15),
                     otel: false,
                 })
@@ -435,6 +473,15 @@ impl World {
                     "setup",
                     "worker: approval-gate booted in-process with the default configuration",
                 );
+                if args.links {
+                    screen.say(
+                        "setup",
+                        format!(
+                            "links: on, served by the test engine's HTTP worker at {}; open a hold's link to decide it in a browser",
+                            fixture.http_url()
+                        ),
+                    );
+                }
                 Some((fixture, running))
             }
             None => {
@@ -508,6 +555,7 @@ impl World {
         }
         screen.say("setup", format!("console: bound approval::pending-created / pending-resolved with {{\"session_id\":\"{session_id}\"}}"));
         Ok(World {
+            links: args.links,
             embedded,
             harness,
             sessions,
@@ -711,6 +759,12 @@ impl World {
                     text.push_str(&format!(", dir {dir}"));
                 }
                 screen.say("event", text);
+                if self.links {
+                    match e["approval_url"].as_str() {
+                        Some(url) => screen.say("link", format!("{url}   (open it to decide here or in the browser)")),
+                        None => screen.say("link", "none: the worker has no links configuration (see README § Approval links)"),
+                    }
+                }
             }
             None => screen.say(
                 "event",

@@ -200,6 +200,7 @@ async fn start(iii: &IIIClient, options: BootOptions) -> Result<Arc<Worker>, Boo
     worker.inbox.events().register(iii);
     function_table::register_all(&worker);
     let parked = bind_all(&worker).await;
+    worker.link_routes.sync(&worker).await;
     let binding = worker
         .gate_binding
         .ensure(&engine, worker.config.load().config.gate_priority)

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::worker::Worker;
-use crate::{config, decision, gate, grant_watch, health, inbox, lifecycle};
+use crate::{config, decision, gate, grant_watch, health, inbox, lifecycle, links};
 
 /// Registers every function of the worker, in the order of
 /// `architecture/contract.md` § Functions.
@@ -17,6 +17,7 @@ pub(crate) fn register_all(worker: &Arc<Worker>) {
     lifecycle::register(worker);
     config::register(worker);
     health::register(worker);
+    links::register(worker);
 }
 
 /// The ids [`register_all`] registers, in the contract's order.
@@ -38,4 +39,7 @@ pub const FUNCTION_IDS: &[&str] = &[
     config::ID,
     decision::settings::ON_SETTINGS_CHANGE_ID,
     health::ID,
+    links::PAGE_ID,
+    links::DECIDE_ID,
+    links::INBOX_ID,
 ];

@@ -71,9 +71,12 @@ pub struct Health {
 /// The health report.
 pub(crate) async fn health(worker: &Worker) -> Health {
     let binding = worker.gate_binding.status();
+    let links_on = worker.config.load().links.is_some();
     let parked = match worker.engine.trigger_type_ids().await {
         Ok(present) => crate::bindings::BOUND_TYPES
             .iter()
+            .copied()
+            .chain(links_on.then_some(crate::links::HTTP))
             .filter(|t| !present.iter().any(|p| p == *t))
             .map(|t| t.to_string())
             .collect(),

@@ -33,6 +33,7 @@ mod grant_watch;
 mod health;
 mod inbox;
 mod lifecycle;
+mod links;
 mod logs;
 mod manifest;
 mod policy;

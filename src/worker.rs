@@ -9,6 +9,7 @@ use crate::engine::Engine;
 use crate::gate::binding::GateBinding;
 use crate::grant_watch::state::GrantWatch;
 use crate::inbox::store::PendingStore;
+use crate::links::LinkRoutes;
 use crate::settings::store::SettingsStore;
 
 /// Shared state of the running worker.
@@ -25,6 +26,8 @@ pub(crate) struct Worker {
     pub(crate) grant_watch: GrantWatch,
     /// The gate's durable binding, as last checked.
     pub(crate) gate_binding: GateBinding,
+    /// The approval links' HTTP routes, bound while links are on.
+    pub(crate) link_routes: LinkRoutes,
     /// When the worker booted.
     pub(crate) started: std::time::Instant,
     in_flight: AtomicUsize,
@@ -36,9 +39,10 @@ impl Worker {
         let config = Arc::new(config);
         Arc::new(Worker {
             settings: SettingsStore::new(engine.clone(), config.clone()),
-            inbox: PendingStore::new(engine.clone()),
+            inbox: PendingStore::new(engine.clone(), config.clone()),
             grant_watch: GrantWatch::new(engine.clone()),
             gate_binding: GateBinding::default(),
+            link_routes: LinkRoutes::default(),
             started: std::time::Instant::now(),
             engine,
             config,

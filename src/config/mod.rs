@@ -6,23 +6,31 @@
 //! # Format
 //!
 //! ```json
-//! { "default_mode": "manual", "rules": ["!approval::*"], "grant_reask_limit": 3 }
+//! { "default_mode": "manual", "rules": ["!approval::*"], "grant_reask_limit": 3,
+//!   "links": { "secret": "${APPROVAL_LINK_SECRET}", "public_base_url": "https://gate.example" } }
 //! ```
 
 pub(crate) mod cell;
+mod links;
 mod reload;
 mod schema;
 mod seed;
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub(crate) use cell::ConfigCell;
+pub use links::LinksConfig;
+#[cfg(test)]
+pub(crate) use links::Secret;
 pub use reload::BootstrapError;
 pub(crate) use reload::{bootstrap, register, reload, reregister_schema, ID};
 pub use schema::schema;
 pub use seed::{load_seed, SeedError};
 
+use crate::links::Links;
 use crate::policy::{default_rules, CompiledRules, CompiledSettings, RuleError, RuleSpec};
 use crate::settings::{ApprovalSettings, Entry, GrantedBy, Mode};
 
@@ -66,6 +74,15 @@ pub struct ApprovalConfig {
         skip_serializing_if = "is_default_binding_check_interval_ms"
     )]
     pub binding_check_interval_ms: u64,
+    /// Approval links and the inbox page (`architecture/contract.md`
+    /// § Approval links and the inbox page); absent or null: off. Its `Debug` output never
+    /// shows the secret or the inbox token.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "links::deserialize"
+    )]
+    pub links: Option<LinksConfig>,
 }
 
 fn default_gate_priority() -> i64 {
@@ -101,6 +118,7 @@ impl Default for ApprovalConfig {
             human_only_extra: Vec::new(),
             gate_priority: DEFAULT_GATE_PRIORITY,
             binding_check_interval_ms: DEFAULT_BINDING_CHECK_INTERVAL_MS,
+            links: None,
         }
     }
 }
@@ -152,6 +170,10 @@ pub struct Snapshot {
     pub default_settings: ApprovalSettings,
     /// `default_settings`, compiled.
     pub defaults: CompiledSettings,
+    /// `links`, ready to sign and check; `None` when off or unusable.
+    pub(crate) links: Option<Arc<Links>>,
+    /// Why a configured `links` is unusable (links are then off).
+    pub link_errors: Vec<String>,
 }
 
 impl Snapshot {
@@ -162,6 +184,7 @@ impl Snapshot {
             .iter()
             .map(ToString::to_string)
             .chain(self.guard_errors.iter().cloned())
+            .chain(self.link_errors.iter().cloned())
             .collect()
     }
 
@@ -176,6 +199,11 @@ impl Snapshot {
         let (rules, guard_errors) = rules.with_extra_guards(&config.human_only_extra);
         let default_settings = default_settings(&config, &rules, 0);
         let defaults = CompiledSettings::new(&default_settings);
+        let (links, link_errors) = match config.links.as_ref().map(Links::new) {
+            None => (None, Vec::new()),
+            Some(Ok(links)) => (Some(Arc::new(links)), Vec::new()),
+            Some(Err(err)) => (None, vec![err.to_string()]),
+        };
         Snapshot {
             config,
             rules,
@@ -183,6 +211,8 @@ impl Snapshot {
             guard_errors,
             default_settings,
             defaults,
+            links,
+            link_errors,
         }
     }
 }

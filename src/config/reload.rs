@@ -164,6 +164,9 @@ fn report_rule_errors(snapshot: &Snapshot) {
     for err in &snapshot.guard_errors {
         tracing::error!(error = %err, "human_only_extra glob does not compile; it guards its exact text");
     }
+    for err in &snapshot.link_errors {
+        tracing::error!(error = %err, "links cannot be used; approval links are off");
+    }
 }
 
 /// Re-reads, validates and swaps the configuration snapshot.
@@ -181,11 +184,14 @@ pub(crate) async fn reload(worker: &Worker) -> Result<(), ReloadError> {
         rules = snapshot.config.rules.len(),
         default_mode = snapshot.config.default_mode.as_str(),
         grant_reask_limit = snapshot.config.grant_reask_limit,
+        links = snapshot.links.is_some(),
         "configuration loaded"
     );
     worker.config.store(snapshot);
     // `gate_priority` may have changed: the binding is replaced at once.
     worker.gate_binding.check_soon();
+    // `links` may have been switched on or off.
+    worker.link_routes.sync(worker).await;
     Ok(())
 }
 

@@ -5,6 +5,7 @@
 use serde_json::{json, Value};
 
 use super::{DEFAULT_BINDING_CHECK_INTERVAL_MS, DEFAULT_GATE_PRIORITY, DEFAULT_GRANT_REASK_LIMIT};
+use crate::links::token::MIN_SECRET_CHARS;
 
 /// The JSON schema (draft-07) registered with the entry: titles, descriptions,
 /// defaults and an example so the console renders a form; unknown keys rejected.
@@ -94,6 +95,38 @@ pub fn schema() -> Value {
                 "minimum": 1000,
                 "default": DEFAULT_BINDING_CHECK_INTERVAL_MS,
                 "examples": [30000]
+            },
+            "links": {
+                "title": "Approval links",
+                "description": "A signed link per held call, served through the engine's HTTP worker (iii-http) at <public_base_url>/approvals/<token>, where a human decides the call in a browser; records and pending-created events carry it as approval_url. Null: off. Also set the iii-http worker's cors.allowed_origins to the base URL's origin.",
+                "type": ["object", "null"],
+                "default": null,
+                "additionalProperties": false,
+                "required": ["secret", "public_base_url"],
+                "properties": {
+                    "secret": {
+                        "title": "Link secret",
+                        "description": "Signs every link (HMAC-SHA256); at least 32 characters. Write ${APPROVAL_LINK_SECRET} so the value comes from the environment. Changing it voids every outstanding link.",
+                        "type": "string",
+                        "minLength": MIN_SECRET_CHARS,
+                        "examples": ["${APPROVAL_LINK_SECRET}"]
+                    },
+                    "public_base_url": {
+                        "title": "Public base URL",
+                        "description": "Where a browser reaches the engine's HTTP port (scheme, host, port, optional path prefix). Decisions are accepted only from this origin.",
+                        "type": "string",
+                        "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://",
+                        "examples": ["https://approvals.example.com"]
+                    },
+                    "inbox_token": {
+                        "title": "Inbox token",
+                        "description": "Bearer token of GET /approvals, the list of held calls. Without it that page answers 404.",
+                        "type": "string",
+                        "minLength": 1,
+                        "examples": ["${APPROVAL_INBOX_TOKEN}"]
+                    }
+                },
+                "examples": [{"secret": "${APPROVAL_LINK_SECRET}", "public_base_url": "https://approvals.example.com"}]
             }
         },
         "examples": [{

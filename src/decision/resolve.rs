@@ -1,6 +1,10 @@
 //! `approval::resolve` — the decision plane's release
 //! (`architecture/contract.md` § Resolve).
 //!
+//! [`decide`] is the one path a human decision takes, from
+//! `approval::resolve` and from an approval link alike (which adds the
+//! revision it names, and may ask to remember the function).
+//!
 //! Order: the harness first, then the emit-gated delete, then
 //! `pending-resolved`. A harness failure is `approval/harness_unavailable`
 //! and the record stays for a retry: a decision is never lost. A follow-up
@@ -20,7 +24,7 @@ use crate::engine::ReleaseAction;
 use crate::error::{validate_id, ApprovalError};
 use crate::functions::register_typed;
 use crate::grant_watch::GrantScope;
-use crate::inbox::{Outcome, RecordKind};
+use crate::inbox::{Claim, Outcome, RecordKind};
 use crate::worker::Worker;
 
 /// `approval::resolve`.
@@ -98,32 +102,114 @@ fn operator_reason(reason: &Option<String>) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Resolves a held call.
+/// One human decision on one held call, from `approval::resolve` or an
+/// approval link: both go through [`decide`].
+#[derive(Debug, Clone)]
+pub(crate) struct Decision {
+    /// The session (validated by the caller).
+    pub session_id: String,
+    /// The held call (validated by the caller).
+    pub function_call_id: String,
+    /// allow or deny.
+    pub decision: ResolveDecision,
+    /// The operator's reason (deny).
+    pub reason: Option<String>,
+    /// For folder prompts: once (default), session or always.
+    pub grant_scope: Option<GrantScope>,
+    /// "Allow and don't ask again in this session": on an allowed function
+    /// hold, `approve-always` the function for the session first.
+    pub remember: bool,
+    /// The revision `(pending_at, kind)` the decider saw (a link names one):
+    /// any other record under the ids is left alone.
+    pub expected: Option<(u64, RecordKind)>,
+}
+
+/// How [`decide`] ended.
+#[derive(Debug)]
+pub(crate) enum Decided {
+    /// The harness was asked; its answer, as `approval::resolve` gives it.
+    Answered(ResolveResponse),
+    /// No record under the ids.
+    Absent,
+    /// A record under the ids, but not the expected revision.
+    Stale,
+    /// Another decision on the record is in flight.
+    InFlight,
+}
+
+impl Decided {
+    /// `approval::resolve`'s answer: anything but an answer is `{resolved: false}`.
+    fn into_response(self) -> ResolveResponse {
+        match self {
+            Decided::Answered(response) => response,
+            Decided::Absent | Decided::Stale | Decided::InFlight => ResolveResponse {
+                resolved: false,
+                turn_resumed: None,
+                not_held: None,
+            },
+        }
+    }
+}
+
+/// Resolves a held call (`approval::resolve`).
 pub(crate) async fn resolve(
     worker: &Worker,
     request: ResolveRequest,
 ) -> Result<ResolveResponse, ApprovalError> {
     validate_id("session_id", &request.session_id)?;
     validate_id("function_call_id", &request.function_call_id)?;
-    let (sid, cid) = (
-        request.session_id.as_str(),
-        request.function_call_id.as_str(),
-    );
-    let unknown = ResolveResponse {
-        resolved: false,
-        turn_resumed: None,
-        not_held: None,
+    let decided = decide(
+        worker,
+        Decision {
+            session_id: request.session_id,
+            function_call_id: request.function_call_id,
+            decision: request.decision,
+            reason: request.reason,
+            grant_scope: request.grant_scope,
+            remember: false,
+            expected: None,
+        },
+    )
+    .await?;
+    Ok(decided.into_response())
+}
+
+/// Carries out one decision: claim the record (the expected revision, if
+/// given), remember the function for the session if asked, release the call
+/// through the harness, then remove the record through the emit gate.
+pub(crate) async fn decide(worker: &Worker, d: Decision) -> Result<Decided, ApprovalError> {
+    let (sid, cid) = (d.session_id.as_str(), d.function_call_id.as_str());
+    let record = match worker.inbox.claim(sid, cid, d.expected).await {
+        Claim::Claimed(record) => record,
+        Claim::Absent => return Ok(Decided::Absent),
+        Claim::Stale => return Ok(Decided::Stale),
+        Claim::InFlight => return Ok(Decided::InFlight),
     };
-    let Some(record) = worker.inbox.get(sid, cid) else {
-        return Ok(unknown);
-    };
-    if !worker.inbox.begin_resolve(&record) {
-        return Ok(unknown);
+    let reason = operator_reason(&d.reason);
+    if d.remember {
+        if record.kind == RecordKind::Function && d.decision == ResolveDecision::Allow {
+            let function_id = record.function_id.clone();
+            if let Err(err) = worker
+                .settings
+                .mutate(sid, |s, now| s.approve_always(&function_id, now))
+                .await
+            {
+                worker.inbox.abandon_resolve(&record.key());
+                tracing::warn!(session_id = sid, function_call_id = cid, function_id = %record.function_id, error = %err, "approve-always not stored; the call stays held");
+                return Err(err);
+            }
+            tracing::info!(session_id = sid, function_id = %record.function_id, "approved always");
+        } else {
+            tracing::info!(
+                session_id = sid,
+                function_call_id = cid,
+                "remember ignored: only an allowed function hold is remembered"
+            );
+        }
     }
-    let reason = operator_reason(&request.reason);
-    let action = match (record.kind, request.decision) {
+    let action = match (record.kind, d.decision) {
         (RecordKind::Function, decision) => {
-            if request.grant_scope.is_some() {
+            if d.grant_scope.is_some() {
                 tracing::info!(
                     session_id = sid,
                     function_call_id = cid,
@@ -138,7 +224,7 @@ pub(crate) async fn resolve(
             }
         }
         (RecordKind::FolderAccess, ResolveDecision::Allow) => {
-            let scope = request.grant_scope.unwrap_or(GrantScope::Once);
+            let scope = d.grant_scope.unwrap_or(GrantScope::Once);
             worker
                 .grant_watch
                 .allow(&worker.engine, &record, scope)
@@ -152,14 +238,14 @@ pub(crate) async fn resolve(
         Ok(released) => released,
         Err(err) => {
             worker.inbox.abandon_resolve(&record.key());
-            tracing::warn!(session_id = sid, function_call_id = cid, function_id = %record.function_id, decision = request.decision.as_str(), error = %err, "harness did not take the decision; the call stays held");
+            tracing::warn!(session_id = sid, function_call_id = cid, function_id = %record.function_id, decision = d.decision.as_str(), error = %err, "harness did not take the decision; the call stays held");
             return Err(ApprovalError::HarnessUnavailable(err));
         }
     };
     // The harness's answer is the truth: only a call it still held ran (or
     // was answered) on this decision.
     let taken = released.resolved == Some(true);
-    let (outcome, reason) = match (taken, request.decision) {
+    let (outcome, reason) = match (taken, d.decision) {
         (false, _) => (Outcome::Aborted, Some(NOT_HELD.to_string())),
         (true, ResolveDecision::Allow) => (Outcome::Allow, None),
         (true, ResolveDecision::Deny) => (Outcome::Deny, reason),
@@ -176,19 +262,19 @@ pub(crate) async fn resolve(
             session_id = sid,
             function_call_id = cid,
             function_id = %record.function_id,
-            decision = request.decision.as_str(),
+            decision = d.decision.as_str(),
             settled,
             "the harness no longer held the call; its record is removed and nothing ran on this decision"
         );
-        return Ok(ResolveResponse {
+        return Ok(Decided::Answered(ResolveResponse {
             resolved: false,
             turn_resumed: Some(false),
             not_held: Some(true),
-        });
+        }));
     }
     let grant_scope = match record.kind {
-        RecordKind::FolderAccess if request.decision == ResolveDecision::Allow => {
-            Some(request.grant_scope.unwrap_or(GrantScope::Once).as_str())
+        RecordKind::FolderAccess if d.decision == ResolveDecision::Allow => {
+            Some(d.grant_scope.unwrap_or(GrantScope::Once).as_str())
         }
         _ => None,
     };
@@ -196,18 +282,19 @@ pub(crate) async fn resolve(
         session_id = sid,
         function_call_id = cid,
         function_id = %record.function_id,
-        decision = request.decision.as_str(),
+        decision = d.decision.as_str(),
         rule = USER_RULE,
         kind = record.kind.as_str(),
         grant_scope,
+        remembered = d.remember && record.kind == RecordKind::Function && d.decision == ResolveDecision::Allow,
         settled,
         "call resolved"
     );
-    Ok(ResolveResponse {
+    Ok(Decided::Answered(ResolveResponse {
         resolved: settled,
         turn_resumed: released.turn_resumed,
         not_held: None,
-    })
+    }))
 }
 
 /// Registers `approval::resolve`.

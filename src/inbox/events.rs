@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::record::{Metadata, PendingRecord};
+use crate::config::ConfigCell;
 use crate::engine::Engine;
 
 /// `approval::pending-created`.
@@ -89,12 +90,17 @@ pub enum Outcome {
     Aborted,
 }
 
-/// `approval::pending-created` payload: the record plus `status: "pending"`.
+/// `approval::pending-created` payload: the record, its `approval_url` when
+/// links are on, and `status: "pending"`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct PendingCreated {
     /// The record.
     #[serde(flatten)]
     pub record: PendingRecord,
+    /// The page where a human decides this call (links on only); a bearer
+    /// capability for this one record, never logged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval_url: Option<String>,
     /// Always `pending`.
     pub status: String,
 }
@@ -151,6 +157,9 @@ struct Binding {
 /// The live bindings of both types.
 pub(crate) struct Events {
     engine: Engine,
+    /// Whether links are on, and their secret (`pending-created` carries
+    /// `approval_url`).
+    config: Arc<ConfigCell>,
     bindings: DashMap<String, Binding>,
 }
 
@@ -186,9 +195,10 @@ impl TriggerHandler for TypeHandler {
 impl Events {
     /// Registers both trigger types with the engine.
     /// No bindings yet.
-    pub(crate) fn new(engine: Engine) -> Events {
+    pub(crate) fn new(engine: Engine, config: Arc<ConfigCell>) -> Events {
         Events {
             engine,
+            config,
             bindings: DashMap::new(),
         }
     }
@@ -256,8 +266,18 @@ impl Events {
             &record.session_id,
             record.session_metadata.as_ref(),
         );
+        if targets.is_empty() {
+            return;
+        }
+        let approval_url = self
+            .config
+            .load()
+            .links
+            .as_ref()
+            .and_then(|links| links.approval_url(record));
         let payload = PendingCreated {
             record: record.clone(),
+            approval_url,
             status: "pending".into(),
         };
         fan_out(

@@ -17,8 +17,10 @@ use serde_json::{Map, Value};
 use super::cursor;
 use super::index::ListQuery;
 use super::record::PendingRecord;
+use super::record::ShownRecord;
 use crate::error::{validate_id, ApprovalError};
 use crate::functions::register_typed;
+use crate::links::Links;
 use crate::worker::Worker;
 
 /// `approval::list-pending`.
@@ -52,7 +54,7 @@ pub struct ListPendingRequest {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ListPendingResponse {
     /// Held calls, oldest first.
-    pub pending: Vec<Arc<PendingRecord>>,
+    pub pending: Vec<ShownRecord>,
     /// Present only when more items remain.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
@@ -71,7 +73,7 @@ pub struct GetPendingRequest {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct GetPendingResponse {
     /// The held call.
-    pub pending: Arc<PendingRecord>,
+    pub pending: ShownRecord,
 }
 
 /// Clamps a requested page size.
@@ -103,10 +105,23 @@ pub(crate) fn list_pending(
         after: after.as_ref(),
         limit: clamp_limit(request.limit),
     });
+    let links = worker.config.load().links.clone();
     Ok(ListPendingResponse {
-        pending: page.items,
+        pending: page
+            .items
+            .into_iter()
+            .map(|record| shown(links.as_deref(), record))
+            .collect(),
         next_cursor: page.next.as_ref().map(cursor::encode),
     })
+}
+
+/// A record with its `approval_url` when links are on.
+fn shown(links: Option<&Links>, record: Arc<PendingRecord>) -> ShownRecord {
+    ShownRecord {
+        approval_url: links.and_then(|links| links.approval_url(&record)),
+        record,
+    }
 }
 
 /// Registers the inbox reads.
@@ -124,9 +139,12 @@ pub(crate) fn register(worker: &Arc<Worker>) {
         |w, r: GetPendingRequest| async move {
             validate_id("session_id", &r.session_id)?;
             validate_id("function_call_id", &r.function_call_id)?;
+            let links = w.config.load().links.clone();
             Ok(w.inbox
                 .get(&r.session_id, &r.function_call_id)
-                .map(|pending| GetPendingResponse { pending }))
+                .map(|record| GetPendingResponse {
+                    pending: shown(links.as_deref(), record),
+                }))
         },
     );
 }

@@ -15,6 +15,7 @@ mod events;
 pub(crate) mod index;
 mod list;
 mod record;
+mod removed;
 pub(crate) mod store;
 
 use std::sync::Arc;
@@ -22,10 +23,11 @@ use std::sync::Arc;
 use crate::worker::Worker;
 
 pub use events::{Outcome, PENDING_CREATED, PENDING_RESOLVED};
-pub(crate) use list::{GET_ID, LIST_ID};
+pub(crate) use list::{list_pending, ListPendingRequest, GET_ID, LIST_ID};
 pub use record::{GrantRequest, Metadata, PendingRecord, RecordKey, RecordKind, SortKey};
-pub(crate) use store::Written;
+pub(crate) use removed::Removal;
 pub use store::{all_scopes, bucket_scope, state_key, LOAD_CONCURRENCY};
+pub(crate) use store::{Claim, Written};
 
 /// Registers the inbox reads.
 pub(crate) fn register(worker: &Arc<Worker>) {

@@ -2,6 +2,8 @@
 //! state scopes and as shown by the inbox (`architecture/contract.md` § The
 //! pending inbox). Self-describing: every id is inside the value.
 
+use std::sync::Arc;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -79,6 +81,25 @@ pub struct PendingRecord {
     /// The assistant's text before the call, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assistant_excerpt: Option<String>,
+}
+
+/// A record as `list-pending` and `get-pending` show it: the record plus
+/// its `approval_url` when links are on (`architecture/contract.md`
+/// § Approval links and the inbox page). The URL is made when the record is
+/// shown, never stored: state holds no credential, and a new secret or base
+/// URL changes every link at once.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+// The published schema keeps the record's name and description: it is the
+// record's, plus one optional field.
+#[schemars(rename = "PendingRecord", description = "One held call.")]
+pub struct ShownRecord {
+    /// The record.
+    #[serde(flatten)]
+    pub record: Arc<PendingRecord>,
+    /// The page where a human decides this call (links on only); a bearer
+    /// capability for this one record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval_url: Option<String>,
 }
 
 /// `(session_id, function_call_id)`: the identity of a record.

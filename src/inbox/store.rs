@@ -28,7 +28,9 @@ use serde_json::Value;
 
 use super::events::{Events, Outcome, PendingResolved};
 use super::index::{ListPage, ListQuery, PendingIndex};
-use super::record::{PendingRecord, RecordKey};
+use super::record::{PendingRecord, RecordKey, RecordKind};
+use super::removed::{Removal, Removed};
+use crate::config::ConfigCell;
 use crate::engine::{CallError, Engine, Scope, PENDING_BUCKETS};
 
 /// Why a write or a removal did not happen.
@@ -121,6 +123,19 @@ pub(crate) enum Written {
     DuplicateWon,
 }
 
+/// What [`PendingStore::claim`] found.
+#[derive(Debug)]
+pub(crate) enum Claim {
+    /// The record, now marked as being resolved by the caller.
+    Claimed(Arc<PendingRecord>),
+    /// No record under the key.
+    Absent,
+    /// A record, but not the expected revision (a newer hold replaced it).
+    Stale,
+    /// Another decision on the record is in flight.
+    InFlight,
+}
+
 /// The pending store.
 ///
 /// Two kinds of lock, each for one job:
@@ -136,18 +151,63 @@ pub(crate) struct PendingStore {
     index: Mutex<PendingIndex>,
     stripes: Vec<tokio::sync::Mutex<()>>,
     resolving: DashMap<RecordKey, Resolving>,
+    /// How recent records left (what a link to one says); in-memory work
+    /// only, like `index`.
+    removed: Mutex<Removed>,
 }
 
 impl PendingStore {
-    /// An empty store.
-    pub(crate) fn new(engine: Engine) -> PendingStore {
+    /// An empty store. `config` gives `pending-created` its `approval_url`.
+    pub(crate) fn new(engine: Engine, config: Arc<ConfigCell>) -> PendingStore {
         PendingStore {
-            events: Arc::new(Events::new(engine.clone())),
+            events: Arc::new(Events::new(engine.clone(), config)),
             engine,
             index: Mutex::new(PendingIndex::new()),
             stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
             resolving: DashMap::new(),
+            removed: Mutex::new(Removed::default()),
         }
+    }
+
+    /// How the revision `(session_id, function_call_id, pending_at)` left
+    /// the inbox, if it left recently.
+    pub(crate) fn removal(
+        &self,
+        session_id: &str,
+        function_call_id: &str,
+        pending_at: u64,
+    ) -> Option<Removal> {
+        let removed = match self.removed.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        removed
+            .get(session_id, function_call_id, pending_at)
+            .cloned()
+    }
+
+    /// Announces a record that left the inbox (`pending-resolved`) and
+    /// remembers how it left.
+    fn announce_resolved(&self, record: &PendingRecord, outcome: Outcome, reason: Option<String>) {
+        {
+            let mut removed = match self.removed.lock() {
+                Ok(guard) => guard,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            removed.remember(
+                (
+                    record.session_id.clone(),
+                    record.function_call_id.clone(),
+                    record.pending_at,
+                ),
+                Removal {
+                    outcome,
+                    reason: reason.clone(),
+                },
+            );
+        }
+        self.events
+            .emit_resolved(PendingResolved::of(record, outcome, reason));
     }
 
     /// The trigger types the store announces through.
@@ -279,11 +339,11 @@ impl PendingStore {
                         Some(mut resolving) if resolving.record == previous => {
                             resolving.superseded = true
                         }
-                        _ => self.events.emit_resolved(PendingResolved::of(
+                        _ => self.announce_resolved(
                             &previous,
                             Outcome::Aborted,
                             Some(REPLACED.to_string()),
-                        )),
+                        ),
                     }
                 }
                 Written::New
@@ -295,6 +355,37 @@ impl PendingStore {
             self.events.emit_created(&record);
         }
         Ok(written)
+    }
+
+    /// Claims the record under `(session_id, function_call_id)` for a
+    /// decision: marks its resolve as in flight, as [`begin_resolve`] does.
+    /// With `expected`, the record must still be that revision
+    /// `(pending_at, kind)`. The check and the claim happen under the key's
+    /// lock, the one every write and removal of the key takes, so no new
+    /// hold can slip in between them: a claimed record is exactly the
+    /// revision the decider saw.
+    ///
+    /// [`begin_resolve`]: Self::begin_resolve
+    pub(crate) async fn claim(
+        &self,
+        session_id: &str,
+        function_call_id: &str,
+        expected: Option<(u64, RecordKind)>,
+    ) -> Claim {
+        let _lock = self.lock(session_id, function_call_id).await;
+        let Some(record) = self.get(session_id, function_call_id) else {
+            return Claim::Absent;
+        };
+        if let Some((pending_at, kind)) = expected {
+            if record.pending_at != pending_at || record.kind != kind {
+                return Claim::Stale;
+            }
+        }
+        if self.begin_resolve(&record) {
+            Claim::Claimed(record)
+        } else {
+            Claim::InFlight
+        }
     }
 
     /// Marks a resolve of `record` as in flight. `false` when another resolve
@@ -352,8 +443,7 @@ impl PendingStore {
         if let Ok(settled) = result {
             self.resolving.remove(&key);
             if settled {
-                self.events
-                    .emit_resolved(PendingResolved::of(record, outcome, reason));
+                self.announce_resolved(record, outcome, reason);
             }
         }
         result
@@ -374,11 +464,7 @@ impl PendingStore {
             return Ok(None);
         };
         if self.settle_locked(&current).await? {
-            self.events.emit_resolved(PendingResolved::of(
-                &current,
-                outcome,
-                Some(reason.to_string()),
-            ));
+            self.announce_resolved(&current, outcome, Some(reason.to_string()));
             Ok(Some(current))
         } else {
             Ok(None)

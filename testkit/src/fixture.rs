@@ -5,7 +5,8 @@
 //! an `iii` on `PATH`. Each real engine runs in a fresh temporary directory
 //! with a generated config (worker manager on a free loopback port, `iii-state`
 //! on a file store under the directory so [`EngineFixture::restart`] keeps
-//! state), with its output in `engine.log` there; it is killed, by its own
+//! state, `iii-http` on another free loopback port with [`HTTP_TIMEOUT`]),
+//! with its output in `engine.log` there; it is killed, by its own
 //! pid, when the fixture drops (set `III_ENGINE_KEEP_DIR=1` to keep the
 //! directory and its log). The `configuration` worker is mandatory in the
 //! engine and needs no config entry.
@@ -42,6 +43,10 @@ const FUNCTIONS_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The timeout of each poll [`wait_for_functions`] makes.
 const POLL_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The HTTP worker's `default_timeout` on either engine: a bound function
+/// that has not answered by then gets a 504 (the real default is 30 s).
+pub const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long [`EngineFixture::client`] waits for the handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
@@ -121,7 +126,7 @@ impl EngineFixture {
     ///
     /// When no loopback port can be bound.
     pub async fn start_test() -> EngineFixture {
-        let engine = TestEngine::start()
+        let engine = TestEngine::start_with_http(HTTP_TIMEOUT)
             .await
             .unwrap_or_else(|err| panic!("test engine failed to listen on 127.0.0.1: {err}"));
         Self::with(Engine::Test(engine))
@@ -166,6 +171,15 @@ impl EngineFixture {
             Engine::Test(engine) => engine.port(),
             Engine::Real(engine) => engine.port,
         }
+    }
+
+    /// `http://127.0.0.1:<port>` of the engine's HTTP worker (`iii-http`).
+    pub fn http_url(&self) -> String {
+        let port = match &self.engine {
+            Engine::Test(engine) => engine.http_port().unwrap_or_default(),
+            Engine::Real(engine) => engine.http_port,
+        };
+        format!("http://127.0.0.1:{port}")
     }
 
     /// The test engine, for fault injection and counters; `None` on a real
@@ -324,6 +338,7 @@ struct RealEngine {
     dir: Option<tempfile::TempDir>,
     root: PathBuf,
     port: u16,
+    http_port: u16,
     config: PathBuf,
     log: PathBuf,
     child: Mutex<Option<Child>>,
@@ -336,7 +351,7 @@ fn free_port() -> u16 {
         .unwrap_or_else(|err| panic!("no free loopback port: {err}"))
 }
 
-fn config_yaml(port: u16, state_dir: &Path) -> String {
+fn config_yaml(port: u16, http_port: u16, state_dir: &Path) -> String {
     // JSON strings are YAML strings: the path needs no further quoting.
     let state_dir = json!(state_dir.to_string_lossy());
     format!(
@@ -352,7 +367,13 @@ fn config_yaml(port: u16, state_dir: &Path) -> String {
          \x20       config:\n\
          \x20         store_method: file_based\n\
          \x20         file_path: {state_dir}\n\
-         \x20         save_interval_ms: {STATE_SAVE_INTERVAL_MS}\n"
+         \x20         save_interval_ms: {STATE_SAVE_INTERVAL_MS}\n\
+         \x20 - name: iii-http\n\
+         \x20   config:\n\
+         \x20     host: 127.0.0.1\n\
+         \x20     port: {http_port}\n\
+         \x20     default_timeout: {}\n",
+        HTTP_TIMEOUT.as_millis()
     )
 }
 
@@ -372,16 +393,18 @@ impl RealEngine {
             .tempdir()
             .unwrap_or_else(|err| panic!("no temporary directory for the engine: {err}"));
         let port = free_port();
+        let http_port = free_port();
         let root = dir.path().to_path_buf();
         let config = root.join("config.yaml");
         let log = root.join("engine.log");
-        std::fs::write(&config, config_yaml(port, &root.join("state")))
+        std::fs::write(&config, config_yaml(port, http_port, &root.join("state")))
             .unwrap_or_else(|err| panic!("cannot write {}: {err}", config.display()));
         let engine = RealEngine {
             bin,
             dir: Some(dir),
             root,
             port,
+            http_port,
             config,
             log,
             child: Mutex::new(None),
@@ -452,7 +475,9 @@ impl RealEngine {
             if let Some(status) = exited {
                 self.fail(&format!("exited during startup ({status})"));
             }
+            let http = SocketAddr::from((Ipv4Addr::LOCALHOST, self.http_port));
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+                && TcpStream::connect_timeout(&http, Duration::from_millis(200)).is_ok()
                 && probe_builtins(self.port).await
             {
                 return;

@@ -186,11 +186,20 @@ impl Scene {
 
     /// As [`Scene::start`] with harness options.
     pub async fn start_with(engine: EngineFixture, options: HarnessOptions) -> Scene {
+        Self::start_seeded(engine, options, None).await
+    }
+
+    /// As [`Scene::start_with`], the worker booting with a configuration seed.
+    pub async fn start_seeded(
+        engine: EngineFixture,
+        options: HarnessOptions,
+        seed: Option<Value>,
+    ) -> Scene {
         let harness = HarnessDouble::start(&engine.url(), options).await;
         let sessions = SessionDouble::start(&engine.url()).await;
         let targets = TargetWorker::start(&engine.url(), TARGETS).await;
         let probe = engine.client("probe").await;
-        let worker = Some(start_in_process(&engine.url()).await);
+        let worker = Some(start_in_process_with(&engine.url(), seed).await);
         let scene = Scene {
             engine,
             harness,

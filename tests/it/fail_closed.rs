@@ -25,6 +25,21 @@ async fn check_every_second(scene: &Scene) {
     assert!(eventually(WAIT, || w.config().binding_check_interval_ms == 1000).await);
 }
 
+/// Waits (bounded) until `approval::health` reports the worker gated: the
+/// harness sees a new binding a moment before the check that made it has
+/// recorded its result.
+async fn assert_gated(scene: &Scene) -> Value {
+    let mut health = Value::Null;
+    for _ in 0..50 {
+        health = scene.ok("approval::health", json!({})).await;
+        if health["gated"] == true {
+            return health;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("never gated: {health}");
+}
+
 /// `engine::register_trigger` failing at boot does not leave the worker
 /// ungated for good: it reports `gated: false`, retries with backoff, and
 /// the binding exists a few seconds later.
@@ -60,8 +75,7 @@ async fn fail_closed_a_binding_refused_at_boot_is_made_by_the_retries() {
             "the retries never made the binding"
         );
         eprintln!("binding made {:?} after boot", started.elapsed());
-        let health = scene.ok("approval::health", json!({})).await;
-        assert_eq!(health["gated"], true, "{health}");
+        assert_gated(&scene).await;
         let out = scene
             .harness
             .call(CallSpec::new("s1", "t1", "c1", "demo::echo", json!({})))

@@ -18,6 +18,7 @@
 
 mod common;
 
+mod browser;
 mod fail_closed;
 mod faults;
 mod foundation;
@@ -28,6 +29,7 @@ mod grant_watch;
 mod hostile;
 mod hot_path;
 mod levers;
+mod links;
 mod load;
 mod manifest;
 mod operator_logs;

@@ -148,6 +148,31 @@ async fn a_denied_folder_is_not_asked_again() {
 }
 
 #[tokio::test]
+async fn with_links_every_hold_prints_its_own_link_on_the_http_worker() {
+    let (result, out) = run(&["--links", "--script", "allow,deny,session"]).await;
+    result.unwrap_or_else(|e| panic!("playground failed: {e}\n{out}"));
+    assert_in_order(&out, ALLOW_DENY_SESSION);
+    let links: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("link     "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(links.len(), 3, "one link per hold:\n{out}");
+    let base = out
+        .lines()
+        .find_map(|l| l.split("HTTP worker at ").nth(1))
+        .and_then(|rest| rest.split(';').next())
+        .unwrap_or_else(|| panic!("no HTTP worker line:\n{out}"));
+    for link in &links {
+        assert!(link.starts_with(&format!("{base}/approvals/")), "{link}");
+    }
+    assert_eq!(
+        links.iter().collect::<std::collections::HashSet<_>>().len(),
+        3
+    );
+}
+
+#[tokio::test]
 async fn a_script_that_runs_out_says_so() {
     let (result, out) = run(&["--script", "allow"]).await;
     let err = result.expect_err("two decisions are missing");

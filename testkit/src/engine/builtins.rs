@@ -195,6 +195,8 @@ pub(crate) fn check_trigger_config(kind: BuiltinTrigger, binding: &Binding) -> R
                 .map(|_| ())
                 .map_err(|err| format!("Failed to parse configuration trigger config: {err}"))
         }
+        // Checked against the routing table when the route is inserted.
+        BuiltinTrigger::Http => Ok(()),
     }
 }
 
@@ -797,6 +799,7 @@ impl Core {
         match provider {
             Provider::Builtin(BuiltinTrigger::State) => STATE.to_string(),
             Provider::Builtin(BuiltinTrigger::Configuration) => CONFIGURATION.to_string(),
+            Provider::Builtin(BuiltinTrigger::Http) => super::http::WORKER.to_string(),
             Provider::Conn(conn) => self
                 .conns
                 .get(&conn)

@@ -111,28 +111,48 @@ impl Stats {
     }
 }
 
-/// Where one answer goes: the caller's outbox and its invocation id.
+/// A call's outcome: its result (`None` for a result-less answer) or its
+/// error.
+pub(crate) type CallOutcome = Result<Option<Value>, ErrorBody>;
+
+/// Where one answer goes: the caller's outbox, or the HTTP request waiting
+/// for it; and its invocation id.
 pub(crate) struct ReplyTo {
-    outbox: Outbox,
+    via: Via,
     invocation_id: String,
     function_id: String,
     delay: Option<Duration>,
 }
 
+enum Via {
+    /// An `invocationresult` frame on a worker's connection.
+    Socket(Outbox),
+    /// The HTTP worker's request (see `http.rs`).
+    Http(oneshot::Sender<CallOutcome>),
+}
+
 impl ReplyTo {
     /// Sends the answer now, or after the stall delay chosen when the call
     /// was routed.
-    pub fn send(self, outcome: Result<Option<Value>, ErrorBody>) {
-        let frame = wire::invocation_result(&self.invocation_id, &self.function_id, outcome);
+    pub fn send(self, outcome: CallOutcome) {
+        let deliver = move |via: Via| match via {
+            Via::Socket(outbox) => send_frame(
+                &outbox,
+                wire::invocation_result(&self.invocation_id, &self.function_id, outcome),
+            ),
+            Via::Http(sender) => {
+                let _ = sender.send(outcome);
+            }
+        };
         match (self.delay, tokio::runtime::Handle::try_current()) {
             (Some(delay), Ok(runtime)) => {
-                let outbox = self.outbox;
+                let via = self.via;
                 runtime.spawn(async move {
                     tokio::time::sleep(delay).await;
-                    send_frame(&outbox, frame);
+                    deliver(via);
                 });
             }
-            _ => send_frame(&self.outbox, frame),
+            _ => deliver(self.via),
         }
     }
 }
@@ -192,6 +212,8 @@ pub(crate) type Formats = (Option<Value>, Option<Value>);
 pub(crate) enum BuiltinTrigger {
     State,
     Configuration,
+    /// `http`, the HTTP worker's routes (only when the engine serves HTTP).
+    Http,
 }
 
 impl BuiltinTrigger {
@@ -199,6 +221,7 @@ impl BuiltinTrigger {
         match self {
             BuiltinTrigger::State => "state",
             BuiltinTrigger::Configuration => "configuration",
+            BuiltinTrigger::Http => "http",
         }
     }
 }
@@ -264,6 +287,9 @@ pub(crate) enum Caller {
     },
     /// The engine itself (trigger deliveries): nobody waits for the answer.
     Engine,
+    /// The HTTP worker, for a request on a bound route: the answer goes to
+    /// the request (no `_caller_worker_id`: the real engine calls in-process).
+    Http(oneshot::Sender<CallOutcome>),
 }
 
 pub(crate) struct Call {
@@ -298,6 +324,8 @@ pub(crate) struct Core {
     name_leases: HashMap<(String, String), ConnId>,
     pub state: StateStore,
     pub configuration: ConfigurationStore,
+    /// The HTTP worker's routing table (empty unless it serves).
+    pub http: super::http::Routes,
     faults: Arc<Faults>,
     stats: Arc<Stats>,
     deferred: Vec<Deferred>,
@@ -333,11 +361,27 @@ impl Core {
             name_leases: HashMap::new(),
             state: StateStore::default(),
             configuration: ConfigurationStore::default(),
+            http: super::http::Routes::default(),
             faults,
             stats,
             deferred: Vec::new(),
             next_conn: 1,
         }
+    }
+
+    /// Provides the `http` trigger type (the HTTP worker serves).
+    pub fn enable_http(&mut self) {
+        self.trigger_types.insert(
+            (
+                DEFAULT_NAMESPACE.to_string(),
+                BuiltinTrigger::Http.type_id().to_string(),
+            ),
+            TriggerTypeEntry {
+                provider: Provider::Builtin(BuiltinTrigger::Http),
+                description: "HTTP API trigger".to_string(),
+                formats: (None, None),
+            },
+        );
     }
 
     /// Calls `conn` made that are still waiting for an answer.
@@ -852,7 +896,7 @@ impl Core {
                     data.insert("_caller_worker_id".into(), json!(state.worker_id));
                 }
                 let reply = invocation_id.map(|invocation_id| ReplyTo {
-                    outbox: state.outbox.clone(),
+                    via: Via::Socket(state.outbox.clone()),
                     invocation_id,
                     function_id: call.function_id.clone(),
                     delay: verdict.delay,
@@ -860,6 +904,15 @@ impl Core {
                 (Some(conn), reply)
             }
             Caller::Engine => (None, None),
+            Caller::Http(sender) => (
+                None,
+                Some(ReplyTo {
+                    via: Via::Http(sender),
+                    invocation_id: new_id(),
+                    function_id: call.function_id.clone(),
+                    delay: verdict.delay,
+                }),
+            ),
         };
 
         if let Some(error) = verdict.fail {
@@ -978,6 +1031,13 @@ impl Core {
             return Activation::Parked;
         };
         match provider {
+            Provider::Builtin(BuiltinTrigger::Http) => match self.http.insert(binding) {
+                Ok(()) => {
+                    binding.provider = Some(key);
+                    Activation::Live
+                }
+                Err(message) => Activation::Rejected(message),
+            },
             Provider::Builtin(kind) => match super::builtins::check_trigger_config(kind, binding) {
                 Ok(()) => {
                     binding.provider = Some(key);
@@ -1043,7 +1103,8 @@ impl Core {
 
     /// Tells a binding's worker provider to let go of it (unless that
     /// provider is `except`, a connection already gone).
-    fn detach(&self, binding: &Binding, except: Option<ConnId>) {
+    fn detach(&mut self, binding: &Binding, except: Option<ConnId>) {
+        self.http.remove(&binding.id);
         let provider = binding
             .provider
             .as_ref()

@@ -32,6 +32,7 @@ mod builtins;
 mod configuration;
 mod core;
 mod faults;
+mod http;
 mod state;
 mod wire;
 
@@ -51,6 +52,7 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use self::core::{ConnId, Core, Deferred, Outbound, Stats, TRIGGER_ACK_TIMEOUT};
 pub use self::faults::Faults;
+pub use self::http::DEFAULT_TIMEOUT as HTTP_DEFAULT_TIMEOUT;
 use self::wire::{ErrorBody, DEFAULT_NAMESPACE};
 
 /// Largest frame and message accepted, as the SDK's own limit.
@@ -77,6 +79,8 @@ struct Shared {
     stats: Arc<Stats>,
     port: u16,
     listener: tokio::sync::Mutex<Option<JoinHandle<()>>>,
+    /// The HTTP worker's port and server task, when it serves.
+    http: Mutex<Option<(u16, JoinHandle<()>)>>,
 }
 
 impl Shared {
@@ -152,6 +156,9 @@ async fn finish_deferred(shared: Arc<Shared>, work: Deferred) {
 /// * no queues (`Enqueue` answers `enqueue_error`), no HTTP-invoked
 ///   functions, no channels, no observers, no RBAC; only the built-ins listed
 ///   by `engine::functions::list {include_internal: true}` exist;
+/// * the HTTP worker (`http` trigger type) runs only when started with
+///   [`TestEngine::start_with_http`]; what it imitates is listed in its
+///   module (`engine/http.rs`);
 /// * the upgrade response advertises `x-iii-capabilities: tcp-nodelay`, so the
 ///   SDK turns Nagle off (latency only).
 #[derive(Clone)]
@@ -175,6 +182,44 @@ fn bind(port: u16) -> std::io::Result<TcpListener> {
 }
 
 impl TestEngine {
+    /// Starts an engine on a free loopback port, and its HTTP worker (the
+    /// `http` trigger type) on another, with `timeout` as its
+    /// `default_timeout` (the real engine's is [`HTTP_DEFAULT_TIMEOUT`]).
+    pub async fn start_with_http(timeout: Duration) -> std::io::Result<TestEngine> {
+        let engine = TestEngine::start().await?;
+        let listener = http::listen().await?;
+        let port = listener.local_addr()?.port();
+        engine.shared.with_core(|core| core.enable_http());
+        let server = tokio::spawn(http::serve(engine.shared.clone(), listener, timeout));
+        *engine.http_slot() = Some((port, server));
+        tracing::debug!(port, "test engine http listening");
+        Ok(engine)
+    }
+
+    fn http_slot(&self) -> MutexGuard<'_, Option<(u16, JoinHandle<()>)>> {
+        self.shared
+            .http
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The HTTP worker's port, when it serves.
+    pub fn http_port(&self) -> Option<u16> {
+        self.http_slot().as_ref().map(|(port, _)| *port)
+    }
+
+    /// `http://127.0.0.1:<http port>`, when the HTTP worker serves.
+    pub fn http_url(&self) -> Option<String> {
+        self.http_port()
+            .map(|port| format!("http://127.0.0.1:{port}"))
+    }
+
+    fn stop_http(&self) {
+        if let Some((_, server)) = self.http_slot().take() {
+            server.abort();
+        }
+    }
+
     /// Starts an engine on a free loopback port.
     pub async fn start() -> std::io::Result<TestEngine> {
         let listener = bind(0)?;
@@ -187,6 +232,7 @@ impl TestEngine {
             stats,
             port,
             listener: tokio::sync::Mutex::new(None),
+            http: Mutex::new(None),
         });
         let accept = tokio::spawn(accept_loop(shared.clone(), listener));
         *shared.listener.lock().await = Some(accept);
@@ -253,6 +299,7 @@ impl TestEngine {
             core.configuration.forget_schemas();
             if forget_durable {
                 core.bindings.clear();
+                core.http.clear();
             }
         });
         let started = tokio::time::Instant::now();
@@ -293,6 +340,7 @@ impl TestEngine {
     /// Stops listening and drops every connection.
     pub async fn shutdown(self) {
         self.stop_listening().await;
+        self.stop_http();
         self.shared.with_core(|core| {
             for conn in core.conn_ids() {
                 core.abort(conn);
@@ -308,6 +356,7 @@ impl TestEngine {
                 accept.abort();
             }
         }
+        self.stop_http();
         self.shared.with_core(|core| {
             for conn in core.conn_ids() {
                 core.abort(conn);

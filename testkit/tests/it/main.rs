@@ -5,4 +5,5 @@
 //! `PATH`).
 
 mod doubles;
+mod http;
 mod test_engine;

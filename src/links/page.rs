@@ -1,0 +1,494 @@
+//! The server-rendered pages behind approval links, and the headers every
+//! response carries.
+//!
+//! Everything a page shows about a call (function id, arguments, session
+//! title, folder) comes from the agent, so it is treated as hostile text:
+//! `maud` escapes it, invisible and direction-changing characters are shown
+//! as visible `⟨U+XXXX⟩` markers instead of being obeyed, and no agent text
+//! ever lands in an attribute except an inbox row's `href`, which must be an
+//! `http(s)` URL or an absolute path.
+//!
+//! # Script and style
+//!
+//! No external assets. Each page inlines one `<style>`; the call page also
+//! inlines one small `<script>` (`src/links/page/decide.js`) that POSTs
+//! the chosen decision as JSON to `location.pathname` (so the token is not
+//! written into the document) and reveals one of the server-rendered result
+//! panels. The Content-Security-Policy allows exactly those two texts by
+//! their SHA-256 hashes and nothing else: no `unsafe-inline`, no other
+//! origin, no forms, no framing, no inline `style=` or `on…=` attributes
+//! (which the hashes do not cover, so the markup never uses them).
+
+use std::sync::LazyLock;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::token::Kind;
+
+#[cfg(test)]
+mod tests;
+
+/// The one stylesheet, inlined into every page.
+const STYLE: &str = include_str!("page/style.css");
+/// The one script, inlined into the call page.
+const SCRIPT: &str = include_str!("page/decide.js");
+
+/// `'sha256-…'` of the exact text between the tags.
+fn csp_hash(text: &str) -> String {
+    format!(
+        "'sha256-{}'",
+        STANDARD.encode(Sha256::digest(text.as_bytes()))
+    )
+}
+
+static CSP: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "default-src 'none'; script-src {}; style-src {}; connect-src 'self'; \
+         base-uri 'none'; form-action 'none'; frame-ancestors 'none'; \
+         require-trusted-types-for 'script'",
+        csp_hash(SCRIPT),
+        csp_hash(STYLE),
+    )
+});
+
+/// The `Content-Security-Policy` value of every page.
+pub fn content_security_policy() -> &'static str {
+    CSP.as_str()
+}
+
+/// The headers every HTML response from the link endpoints carries (200,
+/// 403, 404 and 410 alike).
+pub fn html_headers() -> [(&'static str, &'static str); 6] {
+    headers("text/html; charset=utf-8")
+}
+
+/// The same set for the JSON answer of `POST /approvals/<token>`.
+pub fn json_headers() -> [(&'static str, &'static str); 6] {
+    headers("application/json")
+}
+
+fn headers(content_type: &'static str) -> [(&'static str, &'static str); 6] {
+    [
+        ("Content-Type", content_type),
+        ("Content-Security-Policy", content_security_policy()),
+        ("Cache-Control", "no-store"),
+        ("Referrer-Policy", "no-referrer"),
+        ("X-Content-Type-Options", "nosniff"),
+        ("X-Frame-Options", "DENY"),
+    ]
+}
+
+/// What the call page shows about one held record. Every string is
+/// agent-controlled; `arguments` must already be redacted.
+#[derive(Debug, Clone, Copy)]
+pub struct CallView<'a> {
+    /// The session the call belongs to.
+    pub session_id: &'a str,
+    /// The call's id.
+    pub function_call_id: &'a str,
+    /// The function the call targets.
+    pub function_id: &'a str,
+    /// Function hold or folder prompt.
+    pub kind: Kind,
+    /// The record's `arguments_excerpt` (redacted).
+    pub arguments: &'a Value,
+    /// The session's title, when known.
+    pub session_title: Option<&'a str>,
+    /// When the call was held (ms since the epoch).
+    pub pending_at: u64,
+    /// When the hold ends with a denial (ms since the epoch), if it does.
+    pub expires_at: Option<u64>,
+    /// The folder a `folder_access` prompt asks for.
+    pub dir: Option<&'a str>,
+}
+
+/// One line of the inbox page.
+#[derive(Debug, Clone, Copy)]
+pub struct InboxRow<'a> {
+    /// The held call.
+    pub call: CallView<'a>,
+    /// The record's `approval_url`.
+    pub approval_url: &'a str,
+}
+
+/// Why a link's record is gone (the 410 page), as far as the worker knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GoneReason {
+    /// Someone decided it.
+    Resolved,
+    /// Its deadline passed; the call was denied.
+    Expired,
+    /// Its turn ended or its session was deleted.
+    Purged,
+    /// A newer prompt for the same call replaced it.
+    Replaced,
+    /// The harness stopped holding it before a decision arrived.
+    NotHeld,
+    /// The record is gone and nothing more is known.
+    Unknown,
+}
+
+impl GoneReason {
+    /// The name a POST's 410 answer gives (`"reason"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GoneReason::Resolved => "resolved",
+            GoneReason::Expired => "expired",
+            GoneReason::Purged => "purged",
+            GoneReason::Replaced => "replaced",
+            GoneReason::NotHeld => "not_held",
+            GoneReason::Unknown => "unknown",
+        }
+    }
+
+    fn explanation(self) -> &'static str {
+        match self {
+            GoneReason::Resolved => "This call has already been decided.",
+            GoneReason::Expired => {
+                "No one decided in time, so the call was denied and did not run."
+            }
+            GoneReason::Purged => {
+                "The agent's turn ended or its session was deleted, so the call will not run."
+            }
+            GoneReason::Replaced => {
+                "A newer prompt for this call replaced this one. Use the newest link for it."
+            }
+            GoneReason::NotHeld => "The agent stopped waiting for this call, so it did not run.",
+            GoneReason::Unknown => "This call is no longer waiting for a decision.",
+        }
+    }
+}
+
+/// The page for `GET /approvals/<token>` while its revision is held.
+pub fn call_page(view: &CallView<'_>) -> String {
+    let body = html! {
+        p.kicker { "Approval needed" }
+        h1 { code { (visible(view.function_id)) } }
+        @match view.kind {
+            Kind::Function => p { "An agent wants to run this call. It waits until you decide." },
+            Kind::FolderAccess => p {
+                "This call was refused access to a folder outside the agent's workspace. "
+                "If you allow the folder, the call runs again with access to it."
+            },
+        }
+        (details(view))
+        h2 { "Arguments" }
+        p.note { "Secrets are redacted." }
+        pre { code { (visible_multiline(&pretty(view.arguments))) } }
+        section #choices .choices aria-label="Your decision" {
+            @match view.kind {
+                Kind::Function => {
+                    button type="button" .allow data-decision="allow" {
+                        "Allow" small { "Run this call." }
+                    }
+                    button type="button" data-decision="allow" data-remember="true" {
+                        "Allow and don't ask again in this session"
+                        small { "Later calls of this function in this session run without asking." }
+                    }
+                }
+                Kind::FolderAccess => {
+                    button type="button" .allow data-decision="allow" data-scope="once" {
+                        "Once" small { "This call may use the folder." }
+                    }
+                    button type="button" data-decision="allow" data-scope="session" {
+                        "Session" small { "Every call in this session may use the folder." }
+                    }
+                    button type="button" data-decision="allow" data-scope="always" {
+                        "Always" small { "The folder is added to the shell's allowed folders for every session." }
+                    }
+                }
+            }
+            label for="reason" { "Reason for denying (optional, the agent sees it)" }
+            textarea #reason rows="3" maxlength="2000" {}
+            @match view.kind {
+                Kind::Function => button type="button" .deny data-decision="deny" {
+                    "Deny" small { "The call does not run; the agent is told why." }
+                },
+                Kind::FolderAccess => button type="button" .deny data-decision="deny" {
+                    "Deny" small { "The call does not get the folder; this session is not asked for it again." }
+                },
+            }
+        }
+        noscript {
+            p.panel.bad { "Deciding from this page needs JavaScript." }
+        }
+        section #result role="status" aria-live="polite" {
+            (result_panels())
+        }
+    };
+    document("Approval needed", body, true)
+}
+
+/// The facts of a held call, one per row (one column on a phone).
+fn details(view: &CallView<'_>) -> Markup {
+    html! {
+        dl {
+            dt { "Kind" }
+            dd { (kind_label(view.kind)) }
+            @if let Some(dir) = view.dir {
+                dt { "Folder" }
+                dd { code { (visible(dir)) } }
+            }
+            @if let Some(title) = view.session_title.filter(|t| !t.is_empty()) {
+                dt { "Session" }
+                dd { (visible(title)) }
+            }
+            dt { "Session id" }
+            dd { code { (visible(view.session_id)) } }
+            dt { "Call id" }
+            dd { code { (visible(view.function_call_id)) } }
+            dt { "Held since" }
+            dd { (time(view.pending_at)) }
+            @if let Some(expires_at) = view.expires_at {
+                dt { "Deadline" }
+                dd { (time(expires_at)) " — if no one decides by then, the call is denied." }
+            }
+        }
+    }
+}
+
+/// The answers the script can reveal after a POST, one per outcome; all
+/// hidden until then. `data-outcome` is the script's name for each.
+fn result_panels() -> Markup {
+    const PANELS: &[(&str, &str, &str)] = &[
+        ("sending", "info", "Sending your decision…"),
+        ("allowed", "ok", "Allowed. The call goes ahead now."),
+        (
+            "allowed-remember",
+            "ok",
+            "Allowed. The call goes ahead now, and this function will not ask again in this session.",
+        ),
+        ("denied", "ok", "Denied. The agent has been told."),
+        (
+            "not-held",
+            "bad",
+            "Not held any more: the agent stopped waiting for this call before your decision \
+             arrived (its wait ran out or its turn ended). The call did not run, and your \
+             decision changed nothing.",
+        ),
+        (
+            "unchanged",
+            "bad",
+            "Nothing changed: this call was already decided or is no longer waiting.",
+        ),
+        (
+            "gone",
+            "bad",
+            "This link is no longer valid: the call was decided, expired, or replaced by a \
+             newer prompt. Nothing changed.",
+        ),
+        ("forbidden", "bad", "This link is not valid. Nothing changed."),
+        (
+            "error",
+            "bad",
+            "Something went wrong, and your decision may not have arrived. Try again, or \
+             reload the page to see where this call stands.",
+        ),
+    ];
+    html! {
+        @for (outcome, class, text) in PANELS {
+            p.panel.(class) hidden data-outcome=(outcome) { (text) }
+        }
+    }
+}
+
+/// The 410 page: the token was good, its revision is gone.
+pub fn gone_page(reason: GoneReason) -> String {
+    let body = html! {
+        h1 { "This approval link is no longer valid" }
+        p { (reason.explanation()) }
+        p.note { "Opening this link changed nothing." }
+    };
+    document("Approval link no longer valid", body, false)
+}
+
+/// The 403 page: a token this worker did not sign (tampered, truncated, or
+/// from another secret). It says nothing about why.
+pub fn forbidden_page() -> String {
+    let body = html! {
+        h1 { "This approval link is not valid" }
+        p { "It may have been copied incompletely, or it was not made by this approval gate." }
+        p.note { "Opening this link changed nothing." }
+    };
+    document("Approval link not valid", body, false)
+}
+
+/// The 401 page: the inbox without the right `Authorization: Bearer`.
+pub fn unauthorized_page() -> String {
+    let body = html! {
+        h1 { "Not authorized" }
+        p { "The list of waiting calls needs the inbox token." }
+    };
+    document("Not authorized", body, false)
+}
+
+/// The 404 page (the inbox when no `inbox_token` is configured).
+pub fn not_found_page() -> String {
+    let body = html! {
+        h1 { "Not found" }
+    };
+    document("Not found", body, false)
+}
+
+/// The page for `GET /approvals`: the held calls in the order given (the
+/// inbox order, newest last), each linking to its own page; `more` calls
+/// beyond these are counted, not shown.
+pub fn inbox_page(rows: &[InboxRow<'_>], more: usize) -> String {
+    let body = html! {
+        h1 { "Waiting for a decision" }
+        @if rows.is_empty() {
+            p { "Nothing is waiting for a decision." }
+        } @else {
+            p.note { (rows.len()) @if rows.len() == 1 { " call" } @else { " calls" } ", oldest first." }
+            @if more > 0 {
+                p.note { "And " (more) " more, not shown: decide these first." }
+            }
+            ul.inbox {
+                @for row in rows {
+                    li {
+                        @match safe_href(row.approval_url) {
+                            Some(href) => a href=(href) { code { (visible(row.call.function_id)) } },
+                            None => p { code { (visible(row.call.function_id)) } },
+                        }
+                        (details(&row.call))
+                    }
+                }
+            }
+        }
+    };
+    document("Approvals", body, false)
+}
+
+/// A whole page: the phone viewport, the stylesheet, and the script when
+/// the page has choices.
+fn document(title: &str, body: Markup, with_script: bool) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                main { (body) }
+                @if with_script {
+                    script { (PreEscaped(SCRIPT)) }
+                }
+            }
+        }
+    }
+    .into_string()
+}
+
+fn kind_label(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Function => "Function call",
+        Kind::FolderAccess => "Folder access",
+    }
+}
+
+/// Arguments as indented JSON text.
+fn pretty(arguments: &Value) -> String {
+    serde_json::to_string_pretty(arguments).unwrap_or_else(|_| arguments.to_string())
+}
+
+/// An ms timestamp as an ISO-8601 UTC `<time>`.
+fn time(ms: u64) -> Markup {
+    let iso = iso_utc(ms);
+    html! { time datetime=(iso) { (iso) } }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for milliseconds since the Unix epoch (UTC, the
+/// proleptic Gregorian calendar; years past 9999 print in full).
+fn iso_utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The calendar date `days` after 1970-01-01 (H. Hinnant's `civil_from_days`).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Characters that change how other text looks without being seen: bidi
+/// controls (Trojan Source), zero-width and other invisible format
+/// characters, Unicode tag characters (hidden ASCII), and C0/C1 controls.
+fn is_hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{061C}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{FEFF}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{E0000}'..='\u{E007F}'
+        )
+}
+
+/// Agent text on one line: hidden characters become visible markers.
+fn visible(text: &str) -> Markup {
+    render_visible(text, false)
+}
+
+/// Agent text in a `<pre>`: newlines and tabs stay, the rest as [`visible`].
+fn visible_multiline(text: &str) -> Markup {
+    render_visible(text, true)
+}
+
+fn render_visible(text: &str, multiline: bool) -> Markup {
+    let hidden = |c: char| is_hidden(c) && !(multiline && (c == '\n' || c == '\t'));
+    let mut runs: Vec<(&str, Option<char>)> = Vec::new();
+    let mut start = 0;
+    for (at, c) in text.char_indices() {
+        if hidden(c) {
+            runs.push((&text[start..at], Some(c)));
+            start = at + c.len_utf8();
+        }
+    }
+    runs.push((&text[start..], None));
+    html! {
+        @for (plain, marker) in runs {
+            (plain)
+            @if let Some(c) = marker {
+                span.ctl { "⟨U+" (format!("{:04X}", u32::from(c))) "⟩" }
+            }
+        }
+    }
+}
+
+/// `url` when it is safe as an `href`: `http(s)://…` or an absolute path.
+/// Anything else (`javascript:`, `data:`, protocol-relative `//host`) is
+/// shown without a link.
+fn safe_href(url: &str) -> Option<&str> {
+    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+    let ok = lower.starts_with("https://")
+        || lower.starts_with("http://")
+        || (url.starts_with('/') && !url.starts_with("//") && !url.starts_with("/\\"));
+    (ok && !url.chars().any(|c| c.is_whitespace() || c.is_control())).then_some(url)
+}

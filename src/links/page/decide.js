@@ -1,0 +1,70 @@
+"use strict";
+(function () {
+  var choices = document.getElementById("choices");
+  var reason = document.getElementById("reason");
+  var buttons = Array.prototype.slice.call(document.querySelectorAll("button[data-decision]"));
+  var panels = Array.prototype.slice.call(document.querySelectorAll("[data-outcome]"));
+
+  function show(outcome) {
+    panels.forEach(function (panel) {
+      panel.hidden = panel.getAttribute("data-outcome") !== outcome;
+    });
+  }
+
+  function enable(enabled) {
+    buttons.forEach(function (button) {
+      button.disabled = !enabled;
+    });
+  }
+
+  // The answer is {resolved, not_held?}; 410 and 403 come from the link itself.
+  function outcomeOf(status, answer, body) {
+    if (status === 410) return "gone";
+    if (status === 403) return "forbidden";
+    if (status !== 200 || answer === null || typeof answer !== "object") return "error";
+    if (answer.resolved === true) {
+      if (body.decision === "deny") return "denied";
+      if (body.remember === true) return "allowed-remember";
+      return "allowed";
+    }
+    if (answer.not_held === true) return "not-held";
+    return "unchanged";
+  }
+
+  function settle(outcome) {
+    show(outcome);
+    if (outcome === "error") enable(true);
+    else choices.hidden = true;
+  }
+
+  buttons.forEach(function (button) {
+    button.addEventListener("click", function () {
+      var body = { decision: button.getAttribute("data-decision") };
+      var scope = button.getAttribute("data-scope");
+      if (scope) body.grant_scope = scope;
+      if (button.getAttribute("data-remember") === "true") body.remember = true;
+      if (body.decision === "deny" && reason && reason.value.trim() !== "") {
+        body.reason = reason.value.trim();
+      }
+      enable(false);
+      show("sending");
+      // The page's own path: the token is never repeated in the document.
+      fetch(location.pathname, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+        credentials: "omit",
+        cache: "no-store",
+        redirect: "error"
+      }).then(function (response) {
+        return response.json().then(null, function () {
+          return null;
+        }).then(function (answer) {
+          settle(outcomeOf(response.status, answer, body));
+        });
+      }, function () {
+        settle("error");
+      });
+    });
+  });
+})();

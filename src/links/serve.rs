@@ -1,0 +1,403 @@
+//! The link endpoints, served through the engine's HTTP worker
+//! (`architecture/contract.md` § Approval links and the inbox page): three functions, bound to
+//! `http` triggers only while `links` is configured.
+//!
+//! | route | function | answers |
+//! |---|---|---|
+//! | `GET /approvals/:token` | `approval::link-page` | 200 the call's page; 403 bad token; 410 gone; 404 links off |
+//! | `POST /approvals/:token` | `approval::link-decide` | 200 `{resolved, not_held?}`; 400 bad body; 403 cross-site, not JSON, bad token; 410 gone; 503 harness or state down; 404 links off |
+//! | `GET /approvals` | `approval::inbox-page` | 200 the inbox (`Authorization: Bearer <inbox_token>`); 401 without it; 404 without an inbox token |
+//!
+//! Every answer carries the security headers of [`super::page`]; none is a
+//! 500 or shows an internal error. Tokens, URLs and the secret are never
+//! logged: a log line names the call by its ids and says why.
+
+use std::sync::Arc;
+
+use iii_sdk::protocol::RegisterTriggerInput;
+use iii_sdk::trigger::Trigger;
+use iii_sdk::RegisterFunction;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::http::{gone_reason, same_origin_json, HttpRequest, HttpResponse};
+use super::page::{self, CallView, GoneReason, InboxRow};
+use super::setup::Links;
+use super::token::{Kind, Revision, TokenError};
+use crate::decision::resolve::{decide, Decided, Decision, ResolveDecision};
+use crate::error::ApprovalError;
+use crate::functions::schema_of;
+use crate::grant_watch::GrantScope;
+use crate::inbox::{list_pending, ListPendingRequest, PendingRecord, RecordKind};
+use crate::worker::Worker;
+
+/// `GET /approvals/:token`.
+pub(crate) const PAGE_ID: &str = "approval::link-page";
+/// `POST /approvals/:token`.
+pub(crate) const DECIDE_ID: &str = "approval::link-decide";
+/// `GET /approvals`.
+pub(crate) const INBOX_ID: &str = "approval::inbox-page";
+
+/// The trigger type `iii-http` provides.
+pub(crate) const HTTP: &str = "http";
+
+/// The routes: `(method, api_path, function)`.
+const ROUTES: [(&str, &str, &str); 3] = [
+    ("GET", "/approvals/:token", PAGE_ID),
+    ("POST", "/approvals/:token", DECIDE_ID),
+    ("GET", "/approvals", INBOX_ID),
+];
+
+/// The longest reason a link accepts (the page's textarea allows as much).
+const MAX_REASON_CHARS: usize = 2000;
+
+/// The most held calls the inbox page shows; the rest are counted.
+const INBOX_ROWS: i64 = 500;
+
+/// The body of `POST /approvals/:token`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LinkDecision {
+    /// allow or deny.
+    pub decision: ResolveDecision,
+    /// Shown to the agent on deny (at most 2000 characters).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Folder prompts: once (default), session or always.
+    #[serde(default)]
+    pub grant_scope: Option<GrantScope>,
+    /// Function holds: "Allow and don't ask again in this session"
+    /// (`approve-always` for the function, then allow).
+    #[serde(default)]
+    pub remember: bool,
+}
+
+/// Registers the three link functions (bound only while links are on).
+pub(crate) fn register(worker: &Arc<Worker>) {
+    register_http(
+        worker,
+        PAGE_ID,
+        "GET /approvals/:token (iii-http): the page where a human decides one held call. Served only while links are configured.",
+        |w, r| async move { call_page(&w, &r) },
+    );
+    register_http(
+        worker,
+        DECIDE_ID,
+        "POST /approvals/:token (iii-http): a decision on one held call, same-origin JSON only; the same path as approval::resolve.",
+        |w, r| async move { decide_call(&w, &r).await },
+    );
+    register_http(
+        worker,
+        INBOX_ID,
+        "GET /approvals (iii-http): every held call, each linking to its page; needs Authorization: Bearer <inbox_token>.",
+        |w, r| async move { inbox(&w, &r) },
+    );
+}
+
+/// Registers one HTTP handler: it always answers (never an error, never
+/// null) and publishes the request and response shapes.
+fn register_http<F, Fut>(worker: &Arc<Worker>, id: &str, description: &str, handler: F)
+where
+    F: Fn(Arc<Worker>, HttpRequest) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = HttpResponse> + Send + 'static,
+{
+    let handler = Arc::new(handler);
+    let w = worker.clone();
+    let registration = RegisterFunction::new_async(move |input: Value| {
+        let handler = handler.clone();
+        let worker = w.clone();
+        async move {
+            let _running = worker.enter();
+            let response = handler(worker.clone(), HttpRequest::parse(input)).await;
+            serde_json::to_value(response).map_err(|e| iii_sdk::Error::Serde(e.to_string()))
+        }
+    })
+    .description(description)
+    .request_format(schema_of::<HttpRequest>())
+    .response_format(schema_of::<HttpResponse>());
+    worker.engine.iii().register_function(id, registration);
+}
+
+/// The links in effect, or the 404 every endpoint answers while they are off.
+fn links_or_404(worker: &Worker, json: bool) -> Result<Arc<Links>, HttpResponse> {
+    match worker.config.load().links.clone() {
+        Some(links) => Ok(links),
+        None if json => Err(HttpResponse::error(
+            404,
+            "not_found",
+            "Not found.",
+            Value::Null,
+        )),
+        None => Err(HttpResponse::html(404, page::not_found_page())),
+    }
+}
+
+/// The page for one held call, from its record.
+fn view(record: &PendingRecord, arguments: &Value) -> String {
+    page::call_page(&CallView {
+        session_id: &record.session_id,
+        function_call_id: &record.function_call_id,
+        function_id: &record.function_id,
+        kind: record.kind.into(),
+        arguments,
+        session_title: record.session_title.as_deref(),
+        pending_at: record.pending_at,
+        // Records carry no deadline yet (`architecture/contract.md` § Holds
+        // that end); the page shows one when they do.
+        expires_at: None,
+        dir: record.grant_request.as_ref().map(|g| g.dir.as_str()),
+    })
+}
+
+/// What a verified token finds: the record it names, or why it is gone.
+enum Found {
+    Held(Arc<PendingRecord>),
+    Gone(GoneReason),
+}
+
+fn find(worker: &Worker, revision: &Revision) -> Found {
+    let (sid, cid) = (revision.session_id(), revision.function_call_id());
+    let removal = || worker.inbox.removal(sid, cid, revision.pending_at());
+    match worker.inbox.get(sid, cid) {
+        Some(record) if revision.matches(record.pending_at, record.kind.into()) => {
+            Found::Held(record)
+        }
+        Some(_) => Found::Gone(gone_reason(removal().as_ref(), true)),
+        None => Found::Gone(gone_reason(removal().as_ref(), false)),
+    }
+}
+
+/// Logs a refused token without the token.
+fn log_refused(route: &str, err: TokenError) {
+    tracing::info!(route, error = %err, "approval link refused");
+}
+
+/// `GET /approvals/:token`.
+fn call_page(worker: &Worker, request: &HttpRequest) -> HttpResponse {
+    let links = match links_or_404(worker, false) {
+        Ok(links) => links,
+        Err(response) => return response,
+    };
+    let revision = match links.verify(request.path_param("token").unwrap_or_default()) {
+        Ok(revision) => revision,
+        Err(err) => {
+            log_refused("GET /approvals/:token", err);
+            return HttpResponse::html(403, page::forbidden_page());
+        }
+    };
+    match find(worker, &revision) {
+        Found::Held(record) => {
+            HttpResponse::html(200, view(&record, &record.arguments_excerpt.to_value()))
+        }
+        Found::Gone(reason) => HttpResponse::html(410, page::gone_page(reason)),
+    }
+}
+
+/// `POST /approvals/:token`.
+async fn decide_call(worker: &Worker, request: &HttpRequest) -> HttpResponse {
+    let links = match links_or_404(worker, true) {
+        Ok(links) => links,
+        Err(response) => return response,
+    };
+    let body = match same_origin_json(request, links.origin()) {
+        Ok(body) => body,
+        Err(refusal) => {
+            tracing::info!(
+                route = "POST /approvals/:token",
+                why = refusal.code(),
+                "approval link decision refused"
+            );
+            return HttpResponse::error(403, refusal.code(), refusal.message(), Value::Null);
+        }
+    };
+    let choice = match LinkDecision::deserialize(Value::Object(body.clone())) {
+        Ok(choice) => choice,
+        Err(err) => {
+            return HttpResponse::error(400, "invalid_payload", &err.to_string(), Value::Null)
+        }
+    };
+    if choice
+        .reason
+        .as_ref()
+        .is_some_and(|r| r.chars().count() > MAX_REASON_CHARS)
+    {
+        return HttpResponse::error(
+            400,
+            "invalid_payload",
+            &format!("reason is longer than {MAX_REASON_CHARS} characters"),
+            Value::Null,
+        );
+    }
+    let revision = match links.verify(request.path_param("token").unwrap_or_default()) {
+        Ok(revision) => revision,
+        Err(err) => {
+            log_refused("POST /approvals/:token", err);
+            return HttpResponse::error(
+                403,
+                "forbidden",
+                "This link is not valid. Nothing changed.",
+                Value::Null,
+            );
+        }
+    };
+    let kind = match revision.kind() {
+        Kind::Function => RecordKind::Function,
+        Kind::FolderAccess => RecordKind::FolderAccess,
+    };
+    let decided = decide(
+        worker,
+        Decision {
+            session_id: revision.session_id().to_string(),
+            function_call_id: revision.function_call_id().to_string(),
+            decision: choice.decision,
+            reason: choice.reason,
+            grant_scope: choice.grant_scope,
+            remember: choice.remember,
+            expected: Some((revision.pending_at(), kind)),
+        },
+    )
+    .await;
+    let gone = |stale| {
+        let removal = worker.inbox.removal(
+            revision.session_id(),
+            revision.function_call_id(),
+            revision.pending_at(),
+        );
+        let reason = gone_reason(removal.as_ref(), stale);
+        HttpResponse::error(
+            410,
+            "gone",
+            "This link is no longer valid. Nothing changed.",
+            json!({"reason": reason.as_str()}),
+        )
+    };
+    match decided {
+        Ok(Decided::Answered(answer)) => {
+            let mut body = json!({"resolved": answer.resolved});
+            if answer.not_held == Some(true) {
+                body["not_held"] = json!(true);
+            }
+            HttpResponse::json(200, body)
+        }
+        Ok(Decided::Absent) => gone(false),
+        Ok(Decided::Stale) => gone(true),
+        // Another decision on this call is on its way: this one changed nothing.
+        Ok(Decided::InFlight) => HttpResponse::json(200, json!({"resolved": false})),
+        Err(err) => {
+            let code = match err {
+                ApprovalError::HarnessUnavailable(_) => "harness_unavailable",
+                ApprovalError::StateUnavailable(_) => "state_unavailable",
+                ApprovalError::InvalidPayload(_) => "invalid_payload",
+            };
+            HttpResponse::error(
+                503,
+                code,
+                "The decision did not reach the agent, and the call is still waiting. Try again.",
+                Value::Null,
+            )
+        }
+    }
+}
+
+/// `GET /approvals`.
+fn inbox(worker: &Worker, request: &HttpRequest) -> HttpResponse {
+    let links = match links_or_404(worker, false) {
+        Ok(links) => links,
+        Err(response) => return response,
+    };
+    let Some(token) = links.inbox() else {
+        return HttpResponse::html(404, page::not_found_page());
+    };
+    if !token.authorizes(request.header("authorization")) {
+        tracing::info!(
+            route = "GET /approvals",
+            "inbox refused: no or wrong bearer token"
+        );
+        return HttpResponse::html(401, page::unauthorized_page())
+            .with_header("WWW-Authenticate", "Bearer realm=\"approvals\"");
+    }
+    let listed = match list_pending(
+        worker,
+        &ListPendingRequest {
+            limit: Some(INBOX_ROWS),
+            ..ListPendingRequest::default()
+        },
+    ) {
+        Ok(listed) => listed,
+        Err(_) => return HttpResponse::html(200, page::inbox_page(&[], 0)),
+    };
+    let arguments = Value::Null;
+    let rows: Vec<(Arc<PendingRecord>, String)> = listed
+        .pending
+        .into_iter()
+        .map(|shown| (shown.record, shown.approval_url.unwrap_or_default()))
+        .collect();
+    let inbox_rows: Vec<InboxRow<'_>> = rows
+        .iter()
+        .map(|(record, url)| InboxRow {
+            call: CallView {
+                session_id: &record.session_id,
+                function_call_id: &record.function_call_id,
+                function_id: &record.function_id,
+                kind: record.kind.into(),
+                arguments: &arguments,
+                session_title: record.session_title.as_deref(),
+                pending_at: record.pending_at,
+                expires_at: None,
+                dir: record.grant_request.as_ref().map(|g| g.dir.as_str()),
+            },
+            approval_url: url,
+        })
+        .collect();
+    let more = worker.inbox.len().saturating_sub(inbox_rows.len());
+    HttpResponse::html(200, page::inbox_page(&inbox_rows, more))
+}
+
+/// The `http` bindings of the three routes, made while links are on.
+#[derive(Default)]
+pub(crate) struct LinkRoutes {
+    bound: tokio::sync::Mutex<Vec<Trigger>>,
+}
+
+impl LinkRoutes {
+    /// Makes the routes' bindings when links are on and removes them when
+    /// they are off (boot and every configuration change). Without
+    /// `iii-http` the bindings park until it appears (WARN).
+    pub(crate) async fn sync(&self, worker: &Worker) {
+        let on = worker.config.load().links.is_some();
+        let mut bound = self.bound.lock().await;
+        if on && bound.is_empty() {
+            let present = worker.engine.trigger_type_ids().await.unwrap_or_default();
+            if !present.iter().any(|t| t == HTTP) {
+                tracing::warn!(
+                    trigger_type = HTTP,
+                    "trigger_type_not_found: approval link routes parked until iii-http registers the type"
+                );
+            }
+            for (method, path, function_id) in ROUTES {
+                #[allow(deprecated)] // 0.26 removed register_trigger; the engine still speaks it.
+                let made = worker
+                    .engine
+                    .iii()
+                    .register_trigger(RegisterTriggerInput::new(
+                        HTTP,
+                        function_id,
+                        json!({"api_path": path, "http_method": method}),
+                    ));
+                match made {
+                    Ok(trigger) => bound.push(trigger),
+                    Err(err) => {
+                        tracing::warn!(trigger_type = HTTP, function_id, error = %err, "approval link route not bound")
+                    }
+                }
+            }
+            tracing::info!(routes = bound.len(), "approval links on");
+        } else if !on && !bound.is_empty() {
+            for trigger in bound.drain(..) {
+                trigger.unregister();
+            }
+            tracing::info!("approval links off; routes removed");
+        }
+    }
+}

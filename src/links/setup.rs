@@ -1,0 +1,210 @@
+//! The `links` configuration made ready for use: the keyed secret, the base
+//! every `approval_url` starts with, the origin a decision must come from,
+//! and the inbox's bearer token.
+
+use crate::config::LinksConfig;
+use crate::inbox::{PendingRecord, RecordKind};
+
+use super::bearer::{InboxToken, InboxTokenError};
+use super::token::{self, Kind, LinkSecret, Revision, SecretError, TokenError};
+
+impl From<RecordKind> for Kind {
+    fn from(kind: RecordKind) -> Kind {
+        match kind {
+            RecordKind::Function => Kind::Function,
+            RecordKind::FolderAccess => Kind::FolderAccess,
+        }
+    }
+}
+
+/// Why a configured `links` cannot be used (links are then off and
+/// `approval::health` reports it). No variant carries the secret.
+#[derive(Debug, thiserror::Error)]
+pub enum LinksError {
+    /// The secret is too short.
+    #[error(transparent)]
+    Secret(#[from] SecretError),
+    /// The inbox token is blank.
+    #[error(transparent)]
+    InboxToken(#[from] InboxTokenError),
+    /// `public_base_url` is not an absolute `http(s)` URL without user,
+    /// query or fragment.
+    #[error("links.public_base_url must be an absolute http(s) URL without user, query or fragment: {0}")]
+    BaseUrl(String),
+}
+
+/// `links`, compiled. Its `Debug` output shows no credential.
+#[derive(Debug)]
+pub(crate) struct Links {
+    secret: LinkSecret,
+    /// `public_base_url` without a trailing `/`.
+    base_url: String,
+    /// The base URL's origin (`https://gate.example`, `http://127.0.0.1:8080`),
+    /// as a browser writes it in an `Origin` header.
+    origin: String,
+    inbox: Option<InboxToken>,
+}
+
+impl Links {
+    /// Checks and keys a `links` configuration.
+    pub(crate) fn new(config: &LinksConfig) -> Result<Links, LinksError> {
+        let secret = LinkSecret::new(config.secret.expose())?;
+        let inbox = config
+            .inbox_token
+            .as_ref()
+            .map(|token| InboxToken::new(token.expose()))
+            .transpose()?;
+        let (base_url, origin) = base_and_origin(&config.public_base_url)?;
+        Ok(Links {
+            secret,
+            base_url,
+            origin,
+            inbox,
+        })
+    }
+
+    /// The record's `approval_url`; `None` for ids no link can name (longer
+    /// than [`token::MAX_ID_BYTES`]).
+    pub(crate) fn approval_url(&self, record: &PendingRecord) -> Option<String> {
+        let revision = Revision::new(
+            &record.session_id,
+            &record.function_call_id,
+            record.pending_at,
+            record.kind.into(),
+        )
+        .ok()?;
+        Some(format!(
+            "{}/approvals/{}",
+            self.base_url,
+            token::sign(&self.secret, &revision)
+        ))
+    }
+
+    /// The revision a token names, if this secret signed it.
+    pub(crate) fn verify(&self, token: &str) -> Result<Revision, TokenError> {
+        token::verify(&self.secret, token)
+    }
+
+    /// The origin decisions must come from.
+    pub(crate) fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The inbox's bearer token, when configured.
+    pub(crate) fn inbox(&self) -> Option<&InboxToken> {
+        self.inbox.as_ref()
+    }
+}
+
+/// `public_base_url` normalised (no trailing `/`) and its origin.
+fn base_and_origin(text: &str) -> Result<(String, String), LinksError> {
+    let bad = |why: &str| LinksError::BaseUrl(why.to_string());
+    let url = url::Url::parse(text.trim()).map_err(|err| bad(&err.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad("the scheme is not http or https"));
+    }
+    if url.host().is_none() {
+        return Err(bad("no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(bad("it names a user"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(bad("it has a query or a fragment"));
+    }
+    let origin = url.origin().ascii_serialization();
+    let base = url.as_str().trim_end_matches('/').to_string();
+    Ok((base, origin))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Secret;
+
+    const SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+    fn config(base: &str) -> LinksConfig {
+        LinksConfig {
+            secret: Secret::new(SECRET),
+            public_base_url: base.to_string(),
+            inbox_token: None,
+        }
+    }
+
+    #[test]
+    fn the_base_is_normalised_and_its_origin_is_what_a_browser_sends() {
+        for (base, want_base, want_origin) in [
+            (
+                "https://Gate.Example/",
+                "https://gate.example",
+                "https://gate.example",
+            ),
+            (
+                "https://gate.example:443",
+                "https://gate.example",
+                "https://gate.example",
+            ),
+            (
+                "http://127.0.0.1:8080",
+                "http://127.0.0.1:8080",
+                "http://127.0.0.1:8080",
+            ),
+            (
+                "https://corp.example/gate/",
+                "https://corp.example/gate",
+                "https://corp.example",
+            ),
+        ] {
+            let links = Links::new(&config(base)).unwrap();
+            assert_eq!(links.base_url, want_base, "{base}");
+            assert_eq!(links.origin(), want_origin, "{base}");
+        }
+    }
+
+    #[test]
+    fn unusable_bases_are_refused() {
+        for base in [
+            "gate.example",
+            "/approvals",
+            "ftp://gate.example",
+            "https://user:pw@gate.example",
+            "https://gate.example/?a=1",
+            "https://gate.example/#x",
+            "javascript:alert(1)",
+        ] {
+            assert!(
+                matches!(Links::new(&config(base)), Err(LinksError::BaseUrl(_))),
+                "{base}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_short_secret_or_a_blank_inbox_token_is_refused() {
+        let mut short = config("https://gate.example");
+        short.secret = Secret::new("too short");
+        assert!(matches!(Links::new(&short), Err(LinksError::Secret(_))));
+        let mut blank = config("https://gate.example");
+        blank.inbox_token = Some(Secret::new("  "));
+        assert!(matches!(Links::new(&blank), Err(LinksError::InboxToken(_))));
+    }
+
+    #[test]
+    fn an_approval_url_carries_a_token_for_the_records_revision() {
+        let links = Links::new(&config("https://gate.example/")).unwrap();
+        let record: PendingRecord = serde_json::from_value(serde_json::json!({
+            "session_id": "s_1", "turn_id": "t_1", "function_call_id": "c_1",
+            "function_id": "shell::run", "kind": "folder_access",
+            "arguments_excerpt": {}, "pending_at": 42
+        }))
+        .unwrap();
+        let url = links.approval_url(&record).unwrap();
+        let token = url.strip_prefix("https://gate.example/approvals/").unwrap();
+        let revision = links.verify(token).unwrap();
+        assert_eq!(revision.session_id(), "s_1");
+        assert_eq!(revision.function_call_id(), "c_1");
+        assert!(revision.matches(42, Kind::FolderAccess));
+        assert!(!revision.matches(42, Kind::Function));
+    }
+}
