@@ -166,16 +166,16 @@ fn outcome_of(d: &Decision<'_>) -> Outcome {
     }
 }
 
+/// The id starts with a guarded namespace once leading blanks are dropped,
+/// ignoring ASCII case (the engine routes nothing else to them).
 fn reference_human_only(id: &str) -> bool {
-    let lower = id.to_ascii_lowercase();
-    ["approval::", "configuration::"].iter().any(|ns| {
-        lower.match_indices(ns).any(|(at, _)| {
-            lower[..at]
-                .chars()
-                .last()
-                .is_none_or(|c| !c.is_alphanumeric() && c != '_' && c != '-')
-        })
-    })
+    let blank = |c: char| {
+        c.is_whitespace()
+            || c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}')
+    };
+    let lower = id.trim_start_matches(blank).to_ascii_lowercase();
+    lower.starts_with("approval::") || lower.starts_with("configuration::")
 }
 
 fn reference_holds(field: &str, c: &ArgConstraint, args: &Map<String, Value>) -> bool {
@@ -503,6 +503,7 @@ fn the_reference_glob_matcher_is_itself_right() {
         ]),
         "[!ab]{p,q}"
     );
-    assert!(reference_human_only("x/APPROVAL::y"));
+    assert!(reference_human_only("\u{200b} APPROVAL::y"));
+    assert!(!reference_human_only("x/APPROVAL::y"));
     assert!(!reference_human_only("xapproval::y"));
 }
