@@ -64,12 +64,42 @@ pub(crate) struct Ack {
     pub ok: bool,
 }
 
-/// The draft-07 JSON schema of `T`.
+/// Draft-07 settings with every subschema inlined: tools that show a
+/// function's fields (`iii trigger <fn> --help`, consoles) do not follow
+/// `$ref`s into `definitions` and would show `any` for each referenced type.
+fn inlined_settings() -> schemars::gen::SchemaSettings {
+    let mut settings = schemars::gen::SchemaSettings::draft07();
+    settings.inline_subschemas = true;
+    settings
+}
+
+/// The draft-07 JSON schema of `T`, every subschema inlined.
 pub(crate) fn schema_of<T: JsonSchema>() -> Value {
-    let schema = schemars::gen::SchemaSettings::draft07()
+    let schema = inlined_settings()
         .into_generator()
         .into_root_schema_for::<T>();
     serde_json::to_value(schema).unwrap_or(Value::Null)
+}
+
+/// `T`'s schema with every subschema inlined, for the SDK builders that take
+/// a type rather than a schema (a trigger type's payload and config).
+pub(crate) struct Inlined<T>(std::marker::PhantomData<T>);
+
+impl<T: JsonSchema> JsonSchema for Inlined<T> {
+    fn schema_name() -> String {
+        T::schema_name()
+    }
+
+    fn is_referenceable() -> bool {
+        false
+    }
+
+    fn json_schema(_: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+        let root = inlined_settings()
+            .into_generator()
+            .into_root_schema_for::<T>();
+        schemars::schema::Schema::Object(root.schema)
+    }
 }
 
 /// Parses a request, mapping any shape error to `approval/invalid_payload`.

@@ -26,6 +26,7 @@ use serde_json::{Map, Value};
 
 use super::record::{Metadata, PendingRecord};
 use crate::engine::Engine;
+use crate::functions::Inlined;
 
 /// `approval::pending-created`.
 pub const PENDING_CREATED: &str = "approval::pending-created";
@@ -209,7 +210,7 @@ impl Events {
                     },
                 )
                 .trigger_request_format::<BindingFilter>()
-                .call_request_format::<PendingCreated>(),
+                .call_request_format::<Inlined<PendingCreated>>(),
             );
             iii.register_trigger_type(
                 RegisterTriggerType::new(
@@ -221,7 +222,7 @@ impl Events {
                     },
                 )
                 .trigger_request_format::<BindingFilter>()
-                .call_request_format::<PendingResolved>(),
+                .call_request_format::<Inlined<PendingResolved>>(),
             );
         }
     }
