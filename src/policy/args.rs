@@ -117,7 +117,14 @@ impl CompiledConstraint {
         let regex = RegexBuilder::new(pattern)
             .size_limit(REGEX_SIZE_LIMIT)
             .build()
-            .map_err(|e| format!("args {field:?}: invalid regex {pattern:?}: {e}"))?;
+            .map_err(|e| match e {
+                regex::Error::CompiledTooBig(_) => format!(
+                    "args {field:?}: the regex {pattern:?} compiles to more than the 1 MiB limit \
+                     that keeps the gate fast; use an ASCII class such as (?-u:\\w) instead \
+                     of \\w (Unicode classes are large), or a shorter repetition"
+                ),
+                e => format!("args {field:?}: invalid regex {pattern:?}: {e}"),
+            })?;
         Ok(CompiledConstraint {
             field: field.into(),
             path,
@@ -347,10 +354,10 @@ mod tests {
         ] {
             let started = std::time::Instant::now();
             let err = CompiledConstraint::matches("cmd", heavy).expect_err(heavy);
-            assert!(
-                err.contains("invalid regex") && err.contains("size limit"),
-                "{err}"
-            );
+            assert!(err.contains("1 MiB limit"), "{err}");
+            assert!(err.contains(r"(?-u:\w)"), "{err}");
+            assert!(err.contains("shorter repetition"), "{err}");
+            assert!(err.contains(&format!("{heavy:?}")), "{err}");
             // Refused long before the default limit would have been reached.
             assert!(
                 started.elapsed() < std::time::Duration::from_secs(2),

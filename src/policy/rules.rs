@@ -614,6 +614,26 @@ mod tests {
     }
 
     #[test]
+    fn a_regex_over_the_size_limit_is_a_rule_error_that_suggests_the_fix() {
+        let errs = errors(json!([
+            "ok::*",
+            {"function": "shell::exec", "action": "deny", "args": {"cmd": {"matches": r"(?i)(?:\w+\s+){60}--force"}}}
+        ]));
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].index, 1);
+        let text = errs[0].to_string();
+        assert!(
+            text.starts_with("rule 1: args \"cmd\": the regex"),
+            "{text}"
+        );
+        assert!(text.contains("1 MiB limit"), "{text}");
+        assert!(text.contains(r"(?-u:\w)"), "{text}");
+        // The suggested fix compiles.
+        compile(json!([{"function": "shell::exec", "action": "deny",
+            "args": {"cmd": {"matches": r"(?i)(?:(?-u:\w)+(?-u:\s)+){60}--force"}}}]));
+    }
+
+    #[test]
     fn an_empty_rule_set_compiles() {
         let rules = CompiledRules::compile(&[]).expect("compiles");
         assert!(rules.is_empty());
