@@ -30,5 +30,6 @@ mod load;
 mod manifest;
 mod operator_logs;
 mod playground;
+mod policy;
 mod properties;
 mod security;
