@@ -24,11 +24,11 @@ pub fn schema() -> Value {
         "additionalProperties": false,
         "required": ["function_id"],
         "properties": {
-            "function_id": {"title": "Function id", "description": "The example call's function id.", "type": "string", "minLength": 1},
-            "arguments": {"title": "Arguments", "description": "The example call's arguments (any JSON; a rule with args matches objects only)."}
+            "function_id": {"title": "Function id", "description": "The example call's function id.", "type": "string", "minLength": 1, "examples": ["shell::exec"]},
+            "arguments": {"title": "Arguments", "description": "The example call's arguments (any JSON; a rule with args matches objects only). Default: none.", "examples": [{"command": "git push --force"}]}
         }
     });
-    let deadline = |title: &str, description: &str, example: u64| json!({"title": title, "description": description, "type": "integer", "minimum": MIN_DEADLINE_MS, "examples": [example]});
+    let deadline = |title: &str, description: &str, example: u64| json!({"title": title, "description": description, "type": ["integer", "null"], "minimum": MIN_DEADLINE_MS, "default": null, "examples": [example]});
     let rule_object = json!({
         "title": "Rule",
         "type": "object",
@@ -62,8 +62,10 @@ pub fn schema() -> Value {
                 "additionalProperties": false,
                 "default": {},
                 "properties": {
-                    "match": {"title": "Must match", "description": "Calls the rule must match.", "type": "array", "items": probe, "default": []},
-                    "no_match": {"title": "Must not match", "description": "Calls the rule must not match.", "type": "array", "items": probe, "default": []}
+                    "match": {"title": "Must match", "description": "Calls the rule must match.", "type": "array", "items": probe, "default": [],
+                              "examples": [[{"function_id": "shell::exec", "arguments": {"command": "git push --force"}}]]},
+                    "no_match": {"title": "Must not match", "description": "Calls the rule must not match.", "type": "array", "items": probe, "default": [],
+                                 "examples": [[{"function_id": "shell::exec", "arguments": {"command": "git push"}}]]}
                 },
                 "examples": [{
                     "match": [{"function_id": "shell::exec", "arguments": {"command": "git push --force"}}],
