@@ -10,7 +10,7 @@ mod common;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use approval_gate::{decide, Call, CompiledRules, CompiledSettings};
+use approval_gate::{decide, Call, CompiledRules, CompiledSettings, RulePrecedence, RuleSpec};
 use approval_gate::{redact, redact_text};
 use approval_gate::{ApprovalSettings, Entry, GrantedBy, Mode};
 use approval_gate::{ListQuery, PendingIndex};
@@ -54,6 +54,113 @@ fn bench_decide(c: &mut Criterion) {
                 BenchmarkId::new(format!("{n}/{}", case.name), verdict.as_str()),
                 &call,
                 |b, call| b.iter(|| black_box(decide(&settings, &rules, black_box(call)))),
+            );
+        }
+    }
+    group.finish();
+}
+
+/// Policy v2 at 1,000 rules plus 100 ask rules (half of them argument-
+/// scoped), for a session whose grants are bounded by arguments, count and
+/// time; under both precedences. Cases: an ask rule holds; a call passes the
+/// ask step and meets a deny rule; an argument-scoped grant allows, or its
+/// constraint fails and the call falls to the rules; a `state::*` call on a
+/// guarded scope (the guard parses `scope`) and on an unguarded one.
+fn bench_decide_v2(c: &mut Criterion) {
+    let mut specs = common::rule_specs(1_000);
+    let asks: Vec<RuleSpec> = serde_json::from_value(Value::Array(
+        (0..100)
+            .map(|i| {
+                if i % 2 == 0 {
+                    json!(format!("?ask{i}::*"))
+                } else {
+                    json!({"function": format!("tool{i}::run"), "action": "ask",
+                           "args": {"cmd": {"prefix": "sudo "}}})
+                }
+            })
+            .collect(),
+    ))
+    .expect("ask specs");
+    specs.extend(asks);
+    let first_match = CompiledRules::compile(&specs).expect("compiles");
+    let deny_first = CompiledRules::compile(&specs)
+        .expect("compiles")
+        .with_precedence(RulePrecedence::DenyAskAllow);
+    let entry = |id: &str| Entry::new(id, 0, GrantedBy::UserClick);
+    let mut approved: Vec<Entry> = (0..20)
+        .map(|i| Entry {
+            args: Some(
+                serde_json::from_value(json!({"cmd": {"prefix": format!("git{i} ")}}))
+                    .expect("grant args"),
+            ),
+            ..entry(&format!("git{i}::run"))
+        })
+        .collect();
+    approved.push(Entry {
+        uses_left: Some(1_000_000),
+        ..entry("deploy::*")
+    });
+    approved.push(Entry {
+        expires_at: Some(u64::MAX),
+        ..entry("web::*")
+    });
+    approved.extend([entry("coder::*"), entry("web::fetch")]);
+    let settings = CompiledSettings::new(&ApprovalSettings {
+        mode: Mode::Manual,
+        always_allow: vec![entry("state::get"), entry("mcp::*::read")],
+        approved_always: approved,
+        mode_set_at: 0,
+    });
+    let cases: Vec<(&str, &str, Option<Value>)> = vec![
+        ("ask_hit", "ask42::deploy", None),
+        (
+            "ask_args_hit",
+            "tool41::run",
+            Some(json!({"cmd": "sudo rm -rf /"})),
+        ),
+        (
+            "past_asks_to_deny_rule",
+            "shell998::exec",
+            Some(json!({"cmd": "rm -rf /tmp/build", "opts": {"force": true}})),
+        ),
+        (
+            "grant_args_hit",
+            "git7::run",
+            Some(json!({"cmd": "git7 status"})),
+        ),
+        (
+            "grant_args_miss",
+            "git7::run",
+            Some(json!({"cmd": "rm -rf /"})),
+        ),
+        ("grant_counted_hit", "deploy::prod", None),
+        (
+            "state_guarded_scope",
+            "state::set",
+            Some(json!({"scope": "approval_settings", "key": "s_1", "value": {"mode": "full"}})),
+        ),
+        (
+            "state_unguarded_scope",
+            "state::set",
+            Some(json!({"scope": "app_cache", "key": "k", "value": {"n": 1}})),
+        ),
+        ("miss_hold", "nothing::matches::here", None),
+    ];
+    let mut group = c.benchmark_group("decide_v2");
+    for (precedence, rules) in [
+        ("first_match", &first_match),
+        ("deny_ask_allow", &deny_first),
+    ] {
+        for (name, function_id, arguments) in &cases {
+            let call = Call {
+                function_id,
+                arguments: arguments.as_ref(),
+            };
+            let verdict = decide(&settings, rules, &call).verdict;
+            group.bench_with_input(
+                BenchmarkId::new(format!("1100/{precedence}/{name}"), verdict.as_str()),
+                &call,
+                |b, call| b.iter(|| black_box(decide(&settings, rules, black_box(call)))),
             );
         }
     }
@@ -371,6 +478,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = micro;
     config = config();
-    targets = bench_decide, bench_decide_parts, bench_compile, bench_redact, bench_redact_text, bench_index, bench_rebuild
+    targets = bench_decide, bench_decide_v2, bench_decide_parts, bench_compile, bench_redact, bench_redact_text, bench_index, bench_rebuild
 }
 criterion_main!(micro);

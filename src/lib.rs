@@ -53,11 +53,12 @@ pub use shutdown::signal;
 
 // The pure core.
 pub use config::{default_settings, schema as config_schema, Snapshot};
+pub use decision::evaluate::{explain, EvaluateResponse, WireVerdict};
 pub use engine::SessionContext;
 pub use error::is_valid_id;
 pub use gate::hook::{parse_hook_input, HookCall, HookInput, HookOutput, MalformedInput};
 pub use gate::record::build_record;
-pub use gate::{judge, Judgement};
+pub use gate::{judge, judge_passing_over, AskHold, Judgement, Spend};
 pub use grant_watch::hint::{contains, find_hint, recognise, JAIL_CODES};
 pub use grant_watch::{folder_request, StandDown};
 pub use inbox::cursor::{decode as decode_cursor, encode as encode_cursor, CursorError};
@@ -67,15 +68,17 @@ pub use inbox::{
     LOAD_CONCURRENCY, PENDING_CREATED, PENDING_RESOLVED,
 };
 pub use policy::{
-    builtin_guard, decide, default_rules, is_guarded_scope, is_human_only, ArgConstraint, Basis,
-    Call, CompiledRules, CompiledSettings, ConstraintOp, Decision, DenialEnvelope, Family, Guard,
-    RuleAction, RuleError, RuleObject, RuleSpec, Verdict, HUMAN_ONLY_RULE,
+    builtin_guard, decide, decide_with, default_rules, is_guarded_scope, is_human_only,
+    ArgConstraint, Basis, Call, CompiledRules, CompiledSettings, ConstraintOp, DecideOptions,
+    Decision, DenialEnvelope, Family, GrantRef, Guard, Outcome, Probe, RuleAction, RuleError,
+    RuleExamples, RuleObject, RulePrecedence, RuleSpec, Step, TraceStep, Verdict, HUMAN_ONLY_RULE,
+    MIN_DEADLINE_MS,
 };
 pub use redact::{
     is_secret_key, redact, redact_text, MAX_DEPTH, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_STRING_CHARS,
     REDACTED, SECRET_NAMES,
 };
-pub use settings::{ApprovalSettings, Entry, GrantedBy, Mode};
+pub use settings::{ApprovalSettings, Bounds, Entry, GrantList, GrantedBy, Mode};
 
 /// Every state scope the worker reads or writes. Each falls under the
 /// prefix the gate guards: no agent call can reach the gate's own state.

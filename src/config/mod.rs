@@ -31,7 +31,9 @@ pub use schema::schema;
 pub use seed::{load_seed, SeedError};
 
 use crate::links::Links;
-use crate::policy::{default_rules, CompiledRules, CompiledSettings, RuleError, RuleSpec};
+use crate::policy::{
+    default_rules, CompiledRules, CompiledSettings, RuleError, RulePrecedence, RuleSpec,
+};
 use crate::settings::{ApprovalSettings, Entry, GrantedBy, Mode};
 
 /// The configuration entry id (and the worker's name).
@@ -54,6 +56,9 @@ pub struct ApprovalConfig {
     /// First match wins; no match holds.
     #[serde(default = "default_rules")]
     pub rules: Vec<RuleSpec>,
+    /// How the rules combine with the session's mode and grants.
+    #[serde(default, skip_serializing_if = "is_first_match")]
+    pub rule_precedence: RulePrecedence,
     /// Grant-watch re-asks per held call (0 = never hold).
     #[serde(default = "default_reask")]
     pub grant_reask_limit: u32,
@@ -85,6 +90,10 @@ pub struct ApprovalConfig {
     pub links: Option<LinksConfig>,
 }
 
+fn is_first_match(p: &RulePrecedence) -> bool {
+    *p == RulePrecedence::FirstMatch
+}
+
 fn default_gate_priority() -> i64 {
     DEFAULT_GATE_PRIORITY
 }
@@ -114,6 +123,7 @@ impl Default for ApprovalConfig {
         ApprovalConfig {
             default_mode: default_mode(),
             rules: default_rules(),
+            rule_precedence: RulePrecedence::FirstMatch,
             grant_reask_limit: DEFAULT_GRANT_REASK_LIMIT,
             human_only_extra: Vec::new(),
             gate_priority: DEFAULT_GATE_PRIORITY,
@@ -188,13 +198,15 @@ impl Snapshot {
             .collect()
     }
 
-    /// Compiles a configuration. Rules that fail to compile leave the rule
-    /// set empty (every call that reaches the rules holds) and are reported.
+    /// Compiles a configuration. Rules that fail to compile, or whose
+    /// examples fail, leave the rule set empty (every call that reaches the
+    /// rules holds) and are reported.
     pub fn compile(config: ApprovalConfig) -> Snapshot {
         let (rules, rule_errors) = match CompiledRules::compile(&config.rules) {
             Ok(rules) => (rules, Vec::new()),
             Err(errors) => (CompiledRules::empty(), errors),
         };
+        let rules = rules.with_precedence(config.rule_precedence);
         // The extra guards apply whether or not the rules compiled.
         let (rules, guard_errors) = rules.with_extra_guards(&config.human_only_extra);
         let default_settings = default_settings(&config, &rules, 0);
@@ -257,6 +269,47 @@ mod tests {
         let partial = ApprovalConfig::from_value(&json!({"default_mode": "auto"})).unwrap();
         assert_eq!(partial.default_mode, Mode::Auto);
         assert_eq!(partial.grant_reask_limit, 3);
+    }
+
+    #[test]
+    fn precedence_defaults_to_first_match_and_reaches_the_compiled_rules() {
+        let snap = Snapshot::compile(ApprovalConfig::default());
+        assert_eq!(snap.rules.precedence(), RulePrecedence::FirstMatch);
+        let config =
+            ApprovalConfig::from_value(&json!({"rule_precedence": "deny_ask_allow"})).unwrap();
+        assert_eq!(config.to_json()["rule_precedence"], "deny_ask_allow");
+        let snap = Snapshot::compile(config);
+        assert_eq!(snap.rules.precedence(), RulePrecedence::DenyAskAllow);
+        // Broken rules fall back to the empty set, precedence kept.
+        let config = ApprovalConfig::from_value(
+            &json!({"rule_precedence": "deny_ask_allow", "rules": ["!"]}),
+        )
+        .unwrap();
+        let snap = Snapshot::compile(config);
+        assert!(snap.rules.is_empty());
+        assert_eq!(snap.rule_errors.len(), 1);
+        assert_eq!(snap.rules.precedence(), RulePrecedence::DenyAskAllow);
+        assert!(ApprovalConfig::from_value(&json!({"rule_precedence": "last_match"})).is_err());
+    }
+
+    #[test]
+    fn a_failed_example_is_a_rule_error() {
+        let config = ApprovalConfig::from_value(&json!({"rules": [
+            "!approval::*",
+            {"function": "shell::*", "action": "deny", "examples": {
+                "match": [{"function_id": "shell::rm"}, {"function_id": "fs::rm"}],
+                "no_match": [{"function_id": "shell::ls"}]}}
+        ]}))
+        .unwrap();
+        let snap = Snapshot::compile(config);
+        assert!(snap.rules.is_empty());
+        assert_eq!(
+            snap.errors(),
+            vec![
+                "rule 1: example match[1] (fs::rm) does not match the rule".to_owned(),
+                "rule 1: example no_match[0] (shell::ls) matches the rule".to_owned()
+            ]
+        );
     }
 
     #[test]

@@ -159,7 +159,7 @@ pub(crate) async fn reregister_schema(engine: &Engine) -> Result<(), CallError> 
 
 fn report_rule_errors(snapshot: &Snapshot) {
     for err in &snapshot.rule_errors {
-        tracing::error!(error = %err, "rule does not compile; the rule set falls back to empty (every call reaching the rules holds)");
+        tracing::error!(error = %err, "rule does not compile or one of its examples failed; the rule set falls back to empty (every call reaching the rules holds)");
     }
     for err in &snapshot.guard_errors {
         tracing::error!(error = %err, "human_only_extra glob does not compile; it guards its exact text");

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use super::{DEFAULT_BINDING_CHECK_INTERVAL_MS, DEFAULT_GATE_PRIORITY, DEFAULT_GRANT_REASK_LIMIT};
 use crate::links::token::MIN_SECRET_CHARS;
+use crate::policy::MIN_DEADLINE_MS;
 
 /// The JSON schema (draft-07) registered with the entry: titles, descriptions,
 /// defaults and an example so the console renders a form; unknown keys rejected.
@@ -14,9 +15,21 @@ pub fn schema() -> Value {
     let constraint = json!({
         "oneOf": [
             {"type": "object", "additionalProperties": false, "required": ["equals"], "properties": {"equals": {"description": "Type-strict JSON equality; a missing field is null."}}},
-            {"type": "object", "additionalProperties": false, "required": ["matches"], "properties": {"matches": {"description": "Unanchored regular expression; strings only.", "type": "string"}}}
+            {"type": "object", "additionalProperties": false, "required": ["matches"], "properties": {"matches": {"description": "Unanchored regular expression; strings only.", "type": "string"}}},
+            {"type": "object", "additionalProperties": false, "required": ["prefix"], "properties": {"prefix": {"description": "The string value starts with this text (no regex, case-sensitive); strings only.", "type": "string"}}}
         ]
     });
+    let probe = json!({
+        "title": "Example call",
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["function_id"],
+        "properties": {
+            "function_id": {"title": "Function id", "description": "The example call's function id.", "type": "string", "minLength": 1, "examples": ["shell::exec"]},
+            "arguments": {"title": "Arguments", "description": "The example call's arguments (any JSON; a rule with args matches objects only). Default: none.", "examples": [{"command": "git push --force"}]}
+        }
+    });
+    let deadline = |title: &str, description: &str, example: u64| json!({"title": title, "description": description, "type": ["integer", "null"], "minimum": MIN_DEADLINE_MS, "default": null, "examples": [example]});
     let rule_object = json!({
         "title": "Rule",
         "type": "object",
@@ -24,7 +37,7 @@ pub fn schema() -> Value {
         "required": ["function", "action"],
         "properties": {
             "function": {"title": "Function", "description": "Function id or glob (*, ?, [..], {a,b}).", "type": "string", "minLength": 1},
-            "action": {"title": "Action", "description": "allow or deny.", "type": "string", "enum": ["allow", "deny"]},
+            "action": {"title": "Action", "description": "allow runs the call, deny refuses it, ask holds it for a human. Ask rules are a floor: checked before full mode and the allow-lists, wherever they stand in the list.", "type": "string", "enum": ["allow", "deny", "ask"]},
             "rule_id": {"title": "Rule id", "description": "Name shown in deny reasons and evaluations.", "type": "string"},
             "modes": {"title": "Modes", "description": "Apply only in these modes (absent: every mode; empty: never).", "type": "array", "items": mode},
             "args": {
@@ -32,6 +45,33 @@ pub fn schema() -> Value {
                 "description": "All must hold. Keys are top-level argument names or JSON Pointers starting with /.",
                 "type": "object",
                 "additionalProperties": constraint
+            },
+            "timeout_ms": deadline(
+                "Hold timeout (ms)",
+                "Ask rules only: how long a call this rule holds may wait for a human before it is denied. Wins over the global pending timeout. Default: the global setting.",
+                1_800_000,
+            ),
+            "escalate_after_ms": deadline(
+                "Escalate after (ms)",
+                "Ask rules only: when a call this rule holds is escalated to a second approver. Wins over the global setting. Default: the global setting.",
+                600_000,
+            ),
+            "examples": {
+                "title": "Examples",
+                "description": "Calls the rule must match and must not match, checked against the rule alone (its function glob and args, not its modes) every time the policy loads. A failed example is a rule error: the rule set falls back to empty and the error is logged and shown by approval::evaluate and approval::health.",
+                "type": "object",
+                "additionalProperties": false,
+                "default": {},
+                "properties": {
+                    "match": {"title": "Must match", "description": "Calls the rule must match.", "type": "array", "items": probe, "default": [],
+                              "examples": [[{"function_id": "shell::exec", "arguments": {"command": "git push --force"}}]]},
+                    "no_match": {"title": "Must not match", "description": "Calls the rule must not match.", "type": "array", "items": probe, "default": [],
+                                 "examples": [[{"function_id": "shell::exec", "arguments": {"command": "git push"}}]]}
+                },
+                "examples": [{
+                    "match": [{"function_id": "shell::exec", "arguments": {"command": "git push --force"}}],
+                    "no_match": [{"function_id": "shell::exec", "arguments": {"command": "git push"}}]
+                }]
             }
         }
     });
@@ -51,20 +91,28 @@ pub fn schema() -> Value {
             },
             "rules": {
                 "title": "Rules",
-                "description": "Evaluated in order, first match wins; no match holds the call for a human. A string \"glob\" allows, \"!glob\" denies. An object can scope a rule to modes and constrain arguments.",
+                "description": "A string \"glob\" allows, \"!glob\" denies, \"?glob\" asks a human. An object can scope a rule to modes, constrain arguments and carry examples. Ask rules hold first; then, under first_match, the first allow or deny rule that matches wins; no match holds the call for a human.",
                 "type": "array",
                 "default": ["!approval::*"],
                 "items": {
                     "oneOf": [
                         {
                             "title": "Shorthand",
-                            "description": "\"glob\" allows matching functions; \"!glob\" denies them.",
+                            "description": "\"glob\" allows matching functions; \"!glob\" denies them; \"?glob\" holds them for a human.",
                             "type": "string",
                             "minLength": 1
                         },
                         rule_object
                     ]
                 }
+            },
+            "rule_precedence": {
+                "title": "Rule precedence",
+                "description": "How rules combine with the session's mode and grants. first_match: the guard, then ask rules, then full mode, approved_always, always_allow (auto), then the first allow or deny rule that matches. deny_ask_allow: the guard, then any matching deny rule (it beats full mode, allow-lists and grants), then ask rules, full mode, approved_always, always_allow, then allow rules. No match holds.",
+                "type": "string",
+                "enum": ["first_match", "deny_ask_allow"],
+                "default": "first_match",
+                "examples": ["deny_ask_allow"]
             },
             "grant_reask_limit": {
                 "title": "Folder-access re-ask limit",
@@ -133,6 +181,18 @@ pub fn schema() -> Value {
             "default_mode": "manual",
             "rules": ["!approval::*", {"function": "state::get", "action": "allow", "modes": ["auto"]}],
             "grant_reask_limit": 3
+        }, {
+            "default_mode": "auto",
+            "rule_precedence": "deny_ask_allow",
+            "rules": [
+                "!approval::*",
+                {"function": "shell::exec", "action": "deny", "rule_id": "no-force-push",
+                 "args": {"command": {"matches": "push .*--force"}},
+                 "examples": {"match": [{"function_id": "shell::exec", "arguments": {"command": "git push --force"}}],
+                              "no_match": [{"function_id": "shell::exec", "arguments": {"command": "git push"}}]}},
+                {"function": "deploy::*", "action": "ask", "timeout_ms": 1_800_000, "escalate_after_ms": 600_000},
+                {"function": "shell::*", "action": "allow", "modes": ["auto"]}
+            ]
         }]
     })
 }

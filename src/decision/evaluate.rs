@@ -1,12 +1,16 @@
-//! `approval::evaluate` — the gate's ladder, read-only
-//! (`architecture/contract.md` § Evaluate): the
-//! verdict, the matched rule, and the rule-compile errors. Never writes,
-//! never holds.
+//! `approval::evaluate` — the gate's ladder, read-only and explained
+//! (`architecture/contract.md` § Evaluate): the verdict, the rule that
+//! decided, every step considered, and the rule errors. Never writes, never
+//! holds, never spends a grant's use.
+//!
+//! The gate and this function run the same ladder ([`decide_with`]); only
+//! the trace is extra, and [`explain`] is the whole of the difference.
 //!
 //! # Format
 //!
 //! In: `{ session_id, function_id, arguments? }`
-//! Out: `{ verdict: "allow"|"deny"|"needs_approval", rule_id?, reason, rule_errors? }`
+//! Out: `{ verdict: "allow"|"deny"|"needs_approval", rule_id?, reason,
+//!         trace: [{step, outcome, detail?}], rule_errors? }`
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +22,9 @@ use serde_json::Value;
 use crate::error::{validate_function_id, validate_id, ApprovalError};
 use crate::functions::register_typed;
 use crate::gate::{settings_unknown, GATE_UNAVAILABLE};
-use crate::policy::{decide, Call, Verdict};
+use crate::policy::{
+    decide_with, Call, CompiledRules, CompiledSettings, DecideOptions, TraceStep, Verdict,
+};
 use crate::settings::Known;
 use crate::worker::Worker;
 
@@ -59,9 +65,48 @@ pub struct EvaluateResponse {
     pub rule_id: Option<String>,
     /// Why.
     pub reason: String,
+    /// Every step of the ladder considered, in order: the guard, the deny
+    /// rules (`deny_ask_allow`), the ask rules, the mode, the grants, each
+    /// rule whose glob matched up to the one that decided, the default hold.
+    /// Rule errors include failed examples.
+    pub trace: Vec<TraceStep>,
     /// Rules that do not compile (the rule set is then empty).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rule_errors: Vec<String>,
+}
+
+/// The gate's decision on one call, explained: what `approval::evaluate`
+/// answers before the rule errors are added. Pure.
+pub fn explain(
+    settings: &CompiledSettings,
+    rules: &CompiledRules,
+    function_id: &str,
+    arguments: Option<&Value>,
+) -> EvaluateResponse {
+    let mut trace = Vec::new();
+    let decision = decide_with(
+        settings,
+        rules,
+        &Call {
+            function_id,
+            arguments,
+        },
+        DecideOptions {
+            trace: Some(&mut trace),
+            ..DecideOptions::default()
+        },
+    );
+    EvaluateResponse {
+        verdict: match decision.verdict {
+            Verdict::Allow => WireVerdict::Allow,
+            Verdict::Deny => WireVerdict::Deny,
+            Verdict::Hold => WireVerdict::NeedsApproval,
+        },
+        rule_id: decision.rule_id().map(str::to_string),
+        reason: decision.reason(function_id),
+        trace,
+        rule_errors: Vec::new(),
+    }
 }
 
 /// How long evaluate may wait for a cold session's settings.
@@ -86,6 +131,7 @@ pub(crate) async fn evaluate(
                 verdict: WireVerdict::Deny,
                 rule_id: Some(GATE_UNAVAILABLE.to_string()),
                 reason: settings_unknown(&request.session_id, &request.function_id, err.code()),
+                trace: Vec::new(),
                 rule_errors: snapshot.errors(),
             })
         }
@@ -94,23 +140,14 @@ pub(crate) async fn evaluate(
         Known::Stored(stored) => &stored.compiled,
         Known::Absent => &snapshot.defaults,
     };
-    let decision = decide(
-        settings,
-        &snapshot.rules,
-        &Call {
-            function_id: &request.function_id,
-            arguments: request.arguments.as_ref(),
-        },
-    );
     Ok(EvaluateResponse {
-        verdict: match decision.verdict {
-            Verdict::Allow => WireVerdict::Allow,
-            Verdict::Deny => WireVerdict::Deny,
-            Verdict::Hold => WireVerdict::NeedsApproval,
-        },
-        rule_id: decision.rule_id().map(str::to_string),
-        reason: decision.reason(&request.function_id),
         rule_errors: snapshot.errors(),
+        ..explain(
+            settings,
+            &snapshot.rules,
+            &request.function_id,
+            request.arguments.as_ref(),
+        )
     })
 }
 

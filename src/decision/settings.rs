@@ -6,7 +6,17 @@
 //! Reads never write; the first mutation of a session materialises its record
 //! from the current defaults (lazy seeding); mutations read strictly and are
 //! serialized per session.
+//!
+//! # Format
+//!
+//! `add-always-allow` and `approve-always` take optional bounds:
+//!
+//! ```json
+//! { "session_id": "s_1", "function_id": "shell::exec",
+//!   "ttl_ms": 3600000, "uses": 3, "args": { "cmd": { "prefix": "git " } } }
+//! ```
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
@@ -15,7 +25,8 @@ use serde_json::Value;
 
 use crate::error::{validate_function_id, validate_id, ApprovalError};
 use crate::functions::{register_shaped, register_typed, Ack};
-use crate::settings::{event_key, ApprovalSettings, Mode, SettingsSource};
+use crate::policy::ArgConstraint;
+use crate::settings::{event_key, ApprovalSettings, Bounds, GrantList, Mode, SettingsSource};
 use crate::worker::Worker;
 
 /// `approval::set-mode`.
@@ -56,6 +67,57 @@ pub struct EntryRequest {
     pub session_id: String,
     /// A function id or glob (non-empty).
     pub function_id: String,
+}
+
+/// `{session_id, function_id}`.
+// The published title and description stay those of the version-1 request;
+// the bounds are described field by field.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(rename = "EntryRequest")]
+pub struct GrantEntryRequest {
+    /// The session (non-empty, no `/`).
+    pub session_id: String,
+    /// A function id or glob (non-empty).
+    pub function_id: String,
+    /// The grant stops applying this many ms after it is made (stored as
+    /// `expires_at`); at least 1. Absent: it never expires.
+    #[serde(default)]
+    pub ttl_ms: Option<u64>,
+    /// The grant allows this many calls, each written before the call runs;
+    /// at least 1. Absent: unlimited.
+    #[serde(default)]
+    pub uses: Option<u64>,
+    /// Argument constraints the call must meet, all of them: a top-level
+    /// argument name or a JSON Pointer, each `{"equals": <json>}`,
+    /// `{"matches": "<regex>"}` or `{"prefix": "<string>"}`. Absent: any
+    /// arguments.
+    #[serde(default)]
+    pub args: Option<BTreeMap<String, ArgConstraint>>,
+}
+
+impl GrantEntryRequest {
+    /// The bounds, validated: positive `ttl_ms` and `uses`, constraints that
+    /// compile.
+    fn bounds(&self) -> Result<Bounds, ApprovalError> {
+        if self.ttl_ms == Some(0) {
+            return Err(ApprovalError::InvalidPayload(
+                "ttl_ms must be at least 1".into(),
+            ));
+        }
+        if self.uses == Some(0) {
+            return Err(ApprovalError::InvalidPayload(
+                "uses must be at least 1".into(),
+            ));
+        }
+        if let Some(args) = &self.args {
+            crate::policy::check_args(args).map_err(ApprovalError::InvalidPayload)?;
+        }
+        Ok(Bounds {
+            ttl_ms: self.ttl_ms,
+            uses: self.uses,
+            args: self.args.clone(),
+        })
+    }
 }
 
 /// `{settings}`: the record after the change.
@@ -136,6 +198,34 @@ fn register_entry_change(
     );
 }
 
+/// Registers one of the grants (`add-always-allow`, `approve-always`):
+/// validate, apply through the store, log, answer the record.
+fn register_grant(
+    worker: &Arc<Worker>,
+    id: &'static str,
+    description: &str,
+    logged: &'static str,
+    list: GrantList,
+) {
+    register_typed(
+        worker,
+        id,
+        description,
+        move |w, r: GrantEntryRequest| async move {
+            validated(&r.session_id, Some(&r.function_id))?;
+            let bounds = r.bounds()?;
+            let settings = w
+                .settings
+                .mutate(&r.session_id, |s, now| {
+                    s.grant(list, &r.function_id, &bounds, now)
+                })
+                .await?;
+            tracing::info!(session_id = %r.session_id, function_id = %r.function_id, ttl_ms = r.ttl_ms, uses = r.uses, args = r.args.is_some(), "{logged}");
+            Ok(SettingsResponse { settings })
+        },
+    );
+}
+
 /// Registers the settings RPCs and the view's change hook.
 pub(crate) fn register(worker: &Arc<Worker>) {
     register_typed(
@@ -153,12 +243,12 @@ pub(crate) fn register(worker: &Arc<Worker>) {
         },
     );
 
-    register_entry_change(
+    register_grant(
         worker,
         ADD_ALWAYS_ALLOW_ID,
         "Add a function id or glob to a session's always-allow list (honoured in auto mode). Human/console only.",
         "always-allow added",
-        |s, fid, now| s.add_always_allow(fid, now),
+        GrantList::AlwaysAllow,
     );
     register_entry_change(
         worker,
@@ -167,12 +257,12 @@ pub(crate) fn register(worker: &Arc<Worker>) {
         "always-allow removed",
         |s, fid, _| s.remove_always_allow(fid),
     );
-    register_entry_change(
+    register_grant(
         worker,
         APPROVE_ALWAYS_ID,
         "Remember a human decision: the function id or glob is allowed in every mode for the session. Human/console only.",
         "approved always",
-        |s, fid, now| s.approve_always(fid, now),
+        GrantList::ApprovedAlways,
     );
 
     register_typed(
@@ -205,7 +295,9 @@ pub(crate) fn register(worker: &Arc<Worker>) {
         |w, event: Value| async move {
             if let Some(session_id) = event_key(&event) {
                 if validate_id("session_id", session_id).is_ok() {
-                    w.settings.refresh(session_id).await;
+                    w.settings
+                        .refresh(session_id, event.get("new_value"))
+                        .await;
                 }
             }
             Ok(Ack { ok: true })

@@ -5,15 +5,22 @@
 
 use super::hook::{HookCall, HookInput};
 use crate::error::is_valid_id;
-use crate::policy::{decide, Basis, Call, CompiledRules, CompiledSettings, Verdict};
+use crate::policy::{
+    decide_with, Basis, Call, CompiledRules, CompiledSettings, DecideOptions, GrantRef, Verdict,
+};
+use crate::settings::Entry;
 
 /// What the gate answers, before any I/O.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Judgement<'r> {
-    /// Let the call run.
+    /// Let the call run — after spending one use of `spend`, when set.
     Continue {
         /// The rule (or ladder step) that allowed it.
         rule: Option<&'r str>,
+        /// The uses-bounded grant that allowed it: one use must be written
+        /// before the call continues; if that write fails, the grant does
+        /// not apply and the call is judged again without it.
+        spend: Option<Spend<'r>>,
     },
     /// Refuse the call with a reason written for the model.
     Deny {
@@ -23,7 +30,33 @@ pub enum Judgement<'r> {
         rule: Option<&'r str>,
     },
     /// Park the call for a human (the caller records it first).
-    Hold,
+    Hold {
+        /// The ask rule that holds it, with its own deadlines; `None` when no
+        /// rule decided.
+        ask: Option<AskHold<'r>>,
+    },
+}
+
+/// A use of a uses-bounded grant to write before the call continues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spend<'r> {
+    /// Where the grant is in the settings the call was judged with.
+    pub grant: GrantRef,
+    /// The grant as it was judged.
+    pub entry: &'r Entry,
+}
+
+/// The ask rule behind a hold: what the hold's deadlines come from
+/// (`architecture/contract.md` § Permission model, ask rules; the rule's own
+/// values win over the configuration's global ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AskHold<'r> {
+    /// The ask rule's id.
+    pub rule_id: &'r str,
+    /// The rule's `timeout_ms`, when it sets one.
+    pub timeout_ms: Option<u64>,
+    /// The rule's `escalate_after_ms`, when it sets one.
+    pub escalate_after_ms: Option<u64>,
 }
 
 /// The deny reason for an input without a call.
@@ -57,18 +90,32 @@ pub fn judge<'r>(
     settings: &'r CompiledSettings,
     rules: &'r CompiledRules,
 ) -> Judgement<'r> {
+    judge_passing_over(input, settings, rules, &[])
+}
+
+/// As [`judge`], passing over grants whose use could not be written.
+pub fn judge_passing_over<'r>(
+    input: &'r HookInput,
+    settings: &'r CompiledSettings,
+    rules: &'r CompiledRules,
+    passed_over: &[GrantRef],
+) -> Judgement<'r> {
     let Some(call) = input.call.as_ref() else {
         return Judgement::Deny {
             reason: NO_CALL.to_string(),
             rule: None,
         };
     };
-    let decision = decide(
+    let decision = decide_with(
         settings,
         rules,
         &Call {
             function_id: &call.function_id,
             arguments: call.arguments.as_ref(),
+        },
+        DecideOptions {
+            passed_over,
+            ..DecideOptions::default()
         },
     );
     if !ids_are_valid(input, call) && !matches!(decision.basis, Basis::HumanOnly { .. }) {
@@ -82,11 +129,30 @@ pub fn judge<'r>(
     }
     let rule = decision.rule_id();
     match decision.verdict {
-        Verdict::Allow => Judgement::Continue { rule },
+        Verdict::Allow => Judgement::Continue {
+            rule,
+            spend: decision
+                .use_to_spend()
+                .map(|(grant, entry)| Spend { grant, entry }),
+        },
         Verdict::Deny => Judgement::Deny {
             reason: decision.reason(&call.function_id),
             rule,
         },
-        Verdict::Hold => Judgement::Hold,
+        Verdict::Hold => Judgement::Hold {
+            ask: match decision.basis {
+                Basis::Ask {
+                    rule_id,
+                    timeout_ms,
+                    escalate_after_ms,
+                    ..
+                } => Some(AskHold {
+                    rule_id,
+                    timeout_ms,
+                    escalate_after_ms,
+                }),
+                _ => None,
+            },
+        },
     }
 }

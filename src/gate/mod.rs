@@ -31,7 +31,7 @@ use binding::Status;
 use budget::Deadline;
 use hook::{deny, parse_hook_input, HookCall, HookInput, HookOutput};
 
-pub use judge::{ids_are_valid, judge, Judgement};
+pub use judge::{ids_are_valid, judge, judge_passing_over, AskHold, Judgement, Spend};
 pub(crate) use judge::{settings_unknown, GATE_UNAVAILABLE};
 
 /// `approval::gate`.
@@ -79,16 +79,65 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
         Known::Stored(stored) => &stored.compiled,
         Known::Absent => &snapshot.defaults,
     };
-    match judge(&input, settings, &snapshot.rules) {
-        Judgement::Continue { rule } => {
-            tracing::debug!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, decision = "continue", rule, "gate");
-            HookOutput::Continue
+    // Grants whose use could not be written: judged again without them.
+    let mut passed_over = Vec::new();
+    loop {
+        match judge_passing_over(&input, settings, &snapshot.rules, &passed_over) {
+            Judgement::Continue { rule, spend } => {
+                if let Some(spend) = spend {
+                    if !spend_use(worker, &input, call, spend, deadline).await {
+                        passed_over.push(spend.grant);
+                        continue;
+                    }
+                }
+                tracing::debug!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, decision = "continue", rule, "gate");
+                return HookOutput::Continue;
+            }
+            Judgement::Deny { reason, rule } => {
+                tracing::debug!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, decision = "deny", rule, "gate");
+                return deny(reason);
+            }
+            Judgement::Hold { ask } => {
+                let rule = ask.map_or("no_match", |a| a.rule_id);
+                return hold(worker, &input, call, deadline, rule).await;
+            }
         }
-        Judgement::Deny { reason, rule } => {
-            tracing::debug!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, decision = "deny", rule, "gate");
-            deny(reason)
+    }
+}
+
+/// Writes one use of a uses-bounded grant through the settings store before
+/// the call continues (`architecture/contract.md` § Settings). Whether the
+/// grant still applies: false when the use could not be written in time, or
+/// no use is left — the grant then does not apply (fail closed).
+async fn spend_use(
+    worker: &Worker,
+    input: &HookInput,
+    call: &HookCall,
+    spend: Spend<'_>,
+    deadline: Deadline,
+) -> bool {
+    let budget = deadline.cap(SETTINGS_BUDGET, WRITE_RESERVE);
+    let spent = tokio::time::timeout(
+        budget,
+        worker
+            .settings
+            .spend(&input.session_id, spend.grant.list, spend.entry),
+    )
+    .await;
+    match spent {
+        Ok(Ok(true)) => true,
+        Ok(Ok(false)) => {
+            tracing::info!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, grant = %spend.entry.function_id, "grant has no use left; judging without it");
+            false
         }
-        Judgement::Hold => hold(worker, &input, call, deadline).await,
+        Ok(Err(err)) => {
+            tracing::warn!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, grant = %spend.entry.function_id, error = %err, "grant use not written; judging without it");
+            false
+        }
+        Err(_) => {
+            tracing::warn!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, grant = %spend.entry.function_id, "grant use not written in time; judging without it");
+            false
+        }
     }
 }
 
@@ -100,6 +149,7 @@ async fn hold(
     input: &HookInput,
     call: &HookCall,
     deadline: Deadline,
+    rule: &str,
 ) -> HookOutput {
     let (sid, cid) = (input.session_id.as_str(), call.id.as_str());
     if worker.inbox.get(sid, cid).is_some() {
@@ -132,7 +182,7 @@ async fn hold(
         }
         Ok(Written::DuplicateWon) => HookOutput::Hold,
         Ok(Written::New) => {
-            tracing::info!(session_id = sid, function_call_id = cid, function_id = %call.function_id, decision = "hold", rule = "no_match", "call held");
+            tracing::info!(session_id = sid, function_call_id = cid, function_id = %call.function_id, decision = "hold", rule, "call held");
             HookOutput::Hold
         }
     }

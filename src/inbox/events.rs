@@ -27,6 +27,7 @@ use serde_json::{Map, Value};
 use super::record::{Metadata, PendingRecord};
 use crate::config::ConfigCell;
 use crate::engine::Engine;
+use crate::functions::Inlined;
 
 /// `approval::pending-created`.
 pub const PENDING_CREATED: &str = "approval::pending-created";
@@ -219,7 +220,7 @@ impl Events {
                     },
                 )
                 .trigger_request_format::<BindingFilter>()
-                .call_request_format::<PendingCreated>(),
+                .call_request_format::<Inlined<PendingCreated>>(),
             );
             iii.register_trigger_type(
                 RegisterTriggerType::new(
@@ -231,7 +232,7 @@ impl Events {
                     },
                 )
                 .trigger_request_format::<BindingFilter>()
-                .call_request_format::<PendingResolved>(),
+                .call_request_format::<Inlined<PendingResolved>>(),
             );
         }
     }

@@ -10,8 +10,10 @@
 //! `equals` is serde_json equality: type-strict (`1` ≠ `"1"`, and an integer
 //! is never equal to a float, so `1` ≠ `1.0`), object key order irrelevant,
 //! arrays element-wise. A missing field reads as `null`, so
-//! `{"equals": null}` holds for a missing field. `matches` holds only for a
-//! string value; a missing or non-string field never matches.
+//! `{"equals": null}` holds for a missing field. `matches` and `prefix` hold
+//! only for a string value; a missing or non-string field never matches.
+//! `prefix` is a plain `starts_with` (no regex, no case folding): what a
+//! human means by "this command, with any arguments after it".
 
 use regex::{Regex, RegexBuilder};
 use schemars::JsonSchema;
@@ -26,6 +28,8 @@ pub enum ConstraintOp {
     Equals,
     /// Unanchored regex on a string.
     Matches,
+    /// The string starts with the value.
+    Prefix,
 }
 
 impl ConstraintOp {
@@ -34,6 +38,7 @@ impl ConstraintOp {
         match self {
             ConstraintOp::Equals => "equals",
             ConstraintOp::Matches => "matches",
+            ConstraintOp::Prefix => "prefix",
         }
     }
 }
@@ -86,6 +91,7 @@ struct PointerToken {
 enum Test {
     Equals,
     Matches(Regex),
+    Prefix(Box<str>),
 }
 
 /// One compiled `args` entry.
@@ -117,12 +123,29 @@ impl CompiledConstraint {
         let regex = RegexBuilder::new(pattern)
             .size_limit(REGEX_SIZE_LIMIT)
             .build()
-            .map_err(|e| format!("args {field:?}: invalid regex {pattern:?}: {e}"))?;
+            .map_err(|e| match e {
+                regex::Error::CompiledTooBig(_) => format!(
+                    "args {field:?}: the regex {pattern:?} compiles to more than the 1 MiB limit \
+                     that keeps the gate fast; use an ASCII class such as (?-u:\\w) instead \
+                     of \\w (Unicode classes are large), or a shorter repetition"
+                ),
+                e => format!("args {field:?}: invalid regex {pattern:?}: {e}"),
+            })?;
         Ok(CompiledConstraint {
             field: field.into(),
             path,
             test: Test::Matches(regex),
             value: Value::String(pattern.to_owned()),
+        })
+    }
+
+    /// Compiles a `prefix` constraint on `field`.
+    pub(crate) fn prefix(field: &str, prefix: &str) -> Result<CompiledConstraint, String> {
+        Ok(CompiledConstraint {
+            field: field.into(),
+            path: parse_field(field)?,
+            test: Test::Prefix(prefix.into()),
+            value: Value::String(prefix.to_owned()),
         })
     }
 
@@ -132,6 +155,9 @@ impl CompiledConstraint {
         match &self.test {
             Test::Equals => found.unwrap_or(&NULL) == &self.value,
             Test::Matches(regex) => matches!(found, Some(Value::String(s)) if regex.is_match(s)),
+            Test::Prefix(prefix) => {
+                matches!(found, Some(Value::String(s)) if s.starts_with(&**prefix))
+            }
         }
     }
 
@@ -142,6 +168,7 @@ impl CompiledConstraint {
             operator: match self.test {
                 Test::Equals => ConstraintOp::Equals,
                 Test::Matches(_) => ConstraintOp::Matches,
+                Test::Prefix(_) => ConstraintOp::Prefix,
             },
             value: &self.value,
         }
@@ -288,6 +315,26 @@ mod tests {
     }
 
     #[test]
+    fn prefix_is_a_plain_starts_with_on_strings_only() {
+        let pre = |field: &str, p: &str| CompiledConstraint::prefix(field, p).expect("compiles");
+        let args = obj(json!({"cmd": "git push origin", "n": 12, "o": {"x": "git"}}));
+        assert!(pre("cmd", "git ").holds(&args));
+        assert!(pre("cmd", "").holds(&args));
+        assert!(pre("cmd", "git push origin").holds(&args));
+        assert!(!pre("cmd", "git push origin main").holds(&args));
+        assert!(!pre("cmd", "Git").holds(&args));
+        assert!(!pre("cmd", "push").holds(&args));
+        assert!(!pre("cmd", ".*").holds(&args));
+        assert!(!pre("n", "1").holds(&args));
+        assert!(!pre("absent", "").holds(&args));
+        assert!(pre("/o/x", "gi").holds(&args));
+        let m = pre("cmd", "git ");
+        assert_eq!(m.matched().operator, ConstraintOp::Prefix);
+        assert_eq!(m.matched().value, &json!("git "));
+        assert!(CompiledConstraint::prefix("/a~", "x").is_err());
+    }
+
+    #[test]
     fn pointers_walk_objects_and_arrays() {
         let args = obj(json!({
             "a": {"b": {"c": 5}},
@@ -347,10 +394,10 @@ mod tests {
         ] {
             let started = std::time::Instant::now();
             let err = CompiledConstraint::matches("cmd", heavy).expect_err(heavy);
-            assert!(
-                err.contains("invalid regex") && err.contains("size limit"),
-                "{err}"
-            );
+            assert!(err.contains("1 MiB limit"), "{err}");
+            assert!(err.contains(r"(?-u:\w)"), "{err}");
+            assert!(err.contains("shorter repetition"), "{err}");
+            assert!(err.contains(&format!("{heavy:?}")), "{err}");
             // Refused long before the default limit would have been reached.
             assert!(
                 started.elapsed() < std::time::Duration::from_secs(2),

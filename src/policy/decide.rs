@@ -1,24 +1,37 @@
 //! The decision ladder: one call, one settings snapshot, one rule set in; a
-//! verdict and the reason for it out. Pure and allocation-free once a thread
-//! is warm (the glob matcher reuses a thread-local buffer).
+//! verdict and the reason for it out (`architecture/contract.md`
+//! § Permission model). Pure and allocation-free once a thread is warm (the
+//! glob matcher reuses a thread-local buffer) unless a trace is asked for.
 //!
-//! Order (first step that applies wins):
+//! `first_match` (the default precedence; the first step that applies wins):
 //!
 //! 1. the call pulls one of the gate's own levers ([`super::guard`]) → deny,
 //!    rule `human_only_function`, in every mode;
-//! 2. mode `full` → allow;
-//! 3. an `approved_always` entry matches → allow (every mode);
-//! 4. mode `auto` and an `always_allow` entry matches → allow;
-//! 5. the first rule whose glob, `modes` and `args` all match → its action;
-//! 6. nothing matched → hold.
+//! 2. an ask rule applies → hold (a human floor: before `full` mode and the
+//!    grants, whatever its position in `rules`);
+//! 3. mode `full` → allow;
+//! 4. an `approved_always` entry applies → allow (every mode);
+//! 5. mode `auto` and an `always_allow` entry applies → allow;
+//! 6. the first allow or deny rule whose glob, `modes` and `args` all match
+//!    → its action;
+//! 7. nothing matched → hold.
+//!
+//! `deny_ask_allow`: 1; then every matching deny rule → deny (it beats
+//! `full` mode and grants); then 2–5; then the first matching allow rule →
+//! allow; then 7.
+//!
+//! An entry applies when its glob matches and it has not expired, has uses
+//! left, its `args` hold, and — for an entry seeded from an allow rule — the
+//! rules alone would not deny the call: a seed never beats a deny rule.
 
 use serde_json::Value;
 
 use super::args::MatchedConstraint;
-use super::glob::{Pattern, PatternTable};
+use super::grants::{CompiledSettings, GrantArgs, GrantRef};
 use super::guard::{builtin_guard, Guard};
-use super::rules::{CompiledRules, RuleAction};
-use crate::settings::{ApprovalSettings, Entry, Mode};
+use super::rules::{failing_constraint, CompiledRule, CompiledRules, RuleAction, RulePrecedence};
+use super::trace::{Outcome, Step, TraceStep};
+use crate::settings::{Entry, GrantList, Mode};
 
 /// The rule id reported for calls to the human-only surface.
 pub const HUMAN_ONLY_RULE: &str = "human_only_function";
@@ -57,24 +70,41 @@ impl Verdict {
 /// Why a verdict was reached. Borrows from the compiled settings and rules.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Basis<'r> {
-    /// Step 1: the call pulls one of the gate's own levers.
+    /// The call pulls one of the gate's own levers.
     HumanOnly {
         /// Which guard matched.
         guard: Guard<'r>,
     },
-    /// Step 2: the session mode is `full`.
+    /// This ask rule applied: a human decides.
+    Ask {
+        /// Its index in the `rules` array.
+        index: usize,
+        /// Its rule id.
+        rule_id: &'r str,
+        /// The hold's own deadline (ms), when the rule sets one.
+        timeout_ms: Option<u64>,
+        /// The hold's own escalation delay (ms), when the rule sets one.
+        escalate_after_ms: Option<u64>,
+        /// Its first argument constraint, when it has `args`.
+        constraint: Option<MatchedConstraint<'r>>,
+    },
+    /// The session mode is `full`.
     ModeFull,
-    /// Step 3: this `approved_always` entry matched.
+    /// This `approved_always` entry applied.
     ApprovedAlways {
-        /// The entry's `function_id` (an id or glob).
-        entry: &'r str,
+        /// The entry.
+        entry: &'r Entry,
+        /// Its index in the list.
+        slot: u32,
     },
-    /// Step 4: mode `auto` and this `always_allow` entry matched.
+    /// Mode `auto` and this `always_allow` entry applied.
     AlwaysAllow {
-        /// The entry's `function_id` (an id or glob).
-        entry: &'r str,
+        /// The entry.
+        entry: &'r Entry,
+        /// Its index in the list.
+        slot: u32,
     },
-    /// Step 5: this rule matched first.
+    /// This allow or deny rule decided.
     Rule {
         /// Its index in the `rules` array.
         index: usize,
@@ -85,7 +115,7 @@ pub enum Basis<'r> {
         /// Its first argument constraint, when it has `args`.
         constraint: Option<MatchedConstraint<'r>>,
     },
-    /// Step 6: no rule matched.
+    /// No rule matched.
     NoMatch,
 }
 
@@ -98,142 +128,521 @@ pub struct Decision<'r> {
     pub basis: Basis<'r>,
 }
 
-/// An allow-list, prepared for matching.
-#[derive(Debug, Clone, Default)]
-struct EntryList {
-    /// Entry texts, in list order (the table's slots index it).
-    texts: Vec<Box<str>>,
-    table: PatternTable,
-}
-
-impl EntryList {
-    /// An entry whose glob does not compile matches only its exact text; if
-    /// the globs cannot be compiled together, the offenders (or, failing
-    /// that, every glob) fall back the same way: fewer allows, never more.
-    fn new(entries: &[Entry]) -> EntryList {
-        let texts: Vec<Box<str>> = entries
-            .iter()
-            .map(|e| e.function_id.as_str().into())
-            .collect();
-        let patterns = |exact_only: &dyn Fn(u32) -> bool| -> Vec<(Pattern, u32)> {
-            texts
-                .iter()
-                .zip(0u32..)
-                .map(|(text, slot)| {
-                    let pattern = if exact_only(slot) {
-                        Pattern::Exact(text.clone())
-                    } else {
-                        Pattern::parse_or_exact(text)
-                    };
-                    (pattern, slot)
-                })
-                .collect()
+impl<'r> Decision<'r> {
+    /// The grant that allowed the call, when it is bounded by uses: the gate
+    /// spends one use of it (a state write) before the call continues.
+    pub fn use_to_spend(&self) -> Option<(GrantRef, &'r Entry)> {
+        let (list, entry, slot) = match self.basis {
+            Basis::ApprovedAlways { entry, slot } => (GrantList::ApprovedAlways, entry, slot),
+            Basis::AlwaysAllow { entry, slot } => (GrantList::AlwaysAllow, entry, slot),
+            _ => return None,
         };
-        let table = match PatternTable::build(patterns(&|_| false)) {
-            Ok(table) => table,
-            Err(err) => {
-                let culprits: Vec<u32> = err.culprits.iter().map(|(slot, _)| *slot).collect();
-                PatternTable::build(patterns(&|slot| culprits.contains(&slot)))
-                    .or_else(|_| PatternTable::build(patterns(&|_| true)))
-                    .unwrap_or_default()
-            }
-        };
-        EntryList { texts, table }
-    }
-
-    fn first(&self, function_id: &str) -> Option<&str> {
-        let slot = self.table.first_match(function_id, |_| true)?;
-        self.texts.get(slot as usize).map(|t| &**t)
+        entry.uses_left.map(|_| (GrantRef { list, slot }, entry))
     }
 }
 
-/// A session's settings prepared for matching: the allow-list globs are
-/// compiled once per settings change, not per call.
-#[derive(Debug, Clone)]
-pub struct CompiledSettings {
-    mode: Mode,
-    approved_always: EntryList,
-    always_allow: EntryList,
+/// What one decision may take beyond its inputs. The default is the gate's:
+/// the clock read only when an expiring grant matches, no grant passed over,
+/// no trace.
+#[derive(Debug, Default)]
+pub struct DecideOptions<'t> {
+    /// The time to judge expiring grants at (ms since the epoch).
+    pub now_ms: Option<u64>,
+    /// Grants to pass over: uses-bounded grants whose use could not be
+    /// written, so they must not allow this call.
+    pub passed_over: &'t [GrantRef],
+    /// Where to record every step considered (`approval::evaluate`).
+    pub trace: Option<&'t mut Vec<TraceStep>>,
 }
 
-impl CompiledSettings {
-    /// Prepares `settings`.
-    pub fn new(settings: &ApprovalSettings) -> CompiledSettings {
-        CompiledSettings {
-            mode: settings.mode,
-            approved_always: EntryList::new(&settings.approved_always),
-            always_allow: EntryList::new(&settings.always_allow),
-        }
-    }
-
-    /// The session's mode.
-    pub fn mode(&self) -> Mode {
-        self.mode
-    }
-}
-
-/// Runs the ladder for one call.
+/// Runs the ladder for one call, as the gate does.
 pub fn decide<'r>(
     settings: &'r CompiledSettings,
     rules: &'r CompiledRules,
     call: &Call<'r>,
 ) -> Decision<'r> {
-    let fid = call.function_id;
-    if let Some(guard) = builtin_guard(fid, call.arguments).or_else(|| rules.extra_guard(fid)) {
-        return Decision {
-            verdict: Verdict::Deny,
-            basis: Basis::HumanOnly { guard },
-        };
+    decide_with(settings, rules, call, DecideOptions::default())
+}
+
+/// Runs the ladder for one call with `options`: the one implementation the
+/// gate, `approval::evaluate` and the benches share.
+pub fn decide_with<'r>(
+    settings: &'r CompiledSettings,
+    rules: &'r CompiledRules,
+    call: &Call<'r>,
+    options: DecideOptions<'_>,
+) -> Decision<'r> {
+    Ladder {
+        settings,
+        rules,
+        call: *call,
+        mode: settings.mode,
+        now: options.now_ms,
+        passed_over: options.passed_over,
+        trace: options.trace,
+        scan: None,
     }
-    let mode = settings.mode;
-    if mode == Mode::Full {
-        return Decision {
-            verdict: Verdict::Allow,
-            basis: Basis::ModeFull,
-        };
-    }
-    if let Some(entry) = settings.approved_always.first(fid) {
-        return Decision {
-            verdict: Verdict::Allow,
-            basis: Basis::ApprovedAlways { entry },
-        };
-    }
-    if mode == Mode::Auto {
-        if let Some(entry) = settings.always_allow.first(fid) {
+    .run()
+}
+
+/// What one pass over the allow and deny rules found.
+struct Scan {
+    /// `first_match`: the first rule that applies. `deny_ask_allow`: the
+    /// first deny rule that applies.
+    first: Option<u32>,
+    /// `deny_ask_allow`: the first allow rule that applies (complete only
+    /// when no deny rule applies).
+    allow: Option<u32>,
+    /// Tracing only: every slot whose glob matched and that was looked at.
+    tried: Vec<u32>,
+}
+
+/// Why a matching entry did not apply.
+#[derive(Debug, Clone, Copy)]
+enum PassedOver {
+    Expired,
+    UsedUp,
+    Args,
+    Unwritten,
+    SeedUnderDeny,
+}
+
+/// One decision in progress.
+struct Ladder<'r, 't> {
+    settings: &'r CompiledSettings,
+    rules: &'r CompiledRules,
+    call: Call<'r>,
+    mode: Mode,
+    now: Option<u64>,
+    passed_over: &'t [GrantRef],
+    trace: Option<&'t mut Vec<TraceStep>>,
+    scan: Option<Scan>,
+}
+
+impl<'r> Ladder<'r, '_> {
+    fn run(mut self) -> Decision<'r> {
+        let fid = self.call.function_id;
+        if let Some(guard) =
+            builtin_guard(fid, self.call.arguments).or_else(|| self.rules.extra_guard(fid))
+        {
+            self.note(Step::HumanOnly, Outcome::Deny, || Some(guard.describe()));
             return Decision {
-                verdict: Verdict::Allow,
-                basis: Basis::AlwaysAllow { entry },
+                verdict: Verdict::Deny,
+                basis: Basis::HumanOnly { guard },
             };
         }
+        self.note(Step::HumanOnly, Outcome::Pass, || None);
+        if self.rules.precedence == RulePrecedence::DenyAskAllow {
+            if let Some(decision) = self.deny_rules() {
+                return decision;
+            }
+        }
+        if let Some(decision) = self.ask_rules() {
+            return decision;
+        }
+        if self.mode == Mode::Full {
+            self.note(Step::Mode, Outcome::Allow, || Some("mode full".into()));
+            return Decision {
+                verdict: Verdict::Allow,
+                basis: Basis::ModeFull,
+            };
+        }
+        let mode = self.mode;
+        self.note(Step::Mode, Outcome::Pass, || {
+            Some(format!("mode {}", mode.as_str()))
+        });
+        if let Some(decision) = self.grants(GrantList::ApprovedAlways) {
+            return decision;
+        }
+        if mode == Mode::Auto {
+            if let Some(decision) = self.grants(GrantList::AlwaysAllow) {
+                return decision;
+            }
+        } else {
+            self.note(Step::AlwaysAllow, Outcome::Pass, || {
+                Some(format!(
+                    "mode {}: always_allow is honoured in auto mode only",
+                    mode.as_str()
+                ))
+            });
+        }
+        self.allow_or_deny_rules()
     }
-    let hit = rules.table.first_match(fid, |slot| {
-        rules
-            .rules
-            .get(slot as usize)
-            .is_some_and(|rule| rule.applies(mode, call.arguments))
-    });
-    let rule = hit.and_then(|slot| Some((slot as usize, rules.rules.get(slot as usize)?)));
-    match rule {
-        Some((index, rule)) => Decision {
+
+    /// Records a step when tracing; `detail` runs only then.
+    fn note(&mut self, step: Step, outcome: Outcome, detail: impl FnOnce() -> Option<String>) {
+        if let Some(trace) = self.trace.as_deref_mut() {
+            trace.push(TraceStep {
+                step,
+                outcome,
+                detail: detail(),
+            });
+        }
+    }
+
+    fn rule(&self, slot: u32) -> Option<&'r CompiledRule> {
+        self.rules.rules.get(slot as usize)
+    }
+
+    /// The allow and deny rules, looked at once per call (the seeds' check
+    /// and the rule step share it). `first_match`: the first that applies.
+    /// `deny_ask_allow`: the first deny that applies, and the first allow.
+    fn scan(&mut self) -> &Scan {
+        let scan = match self.scan.take() {
+            Some(scan) => scan,
+            None => self.scan_rules(),
+        };
+        self.scan.insert(scan)
+    }
+
+    fn scan_rules(&self) -> Scan {
+        let rules = self.rules;
+        let (mode, args) = (self.mode, self.call.arguments);
+        let deny_first = rules.precedence == RulePrecedence::DenyAskAllow;
+        let tracing = self.trace.is_some();
+        let mut tried = Vec::new();
+        let mut allow: Option<u32> = None;
+        let first = rules.table.first_match(self.call.function_id, |slot| {
+            let Some(rule) = rules.rules.get(slot as usize) else {
+                return false;
+            };
+            if tracing {
+                tried.push(slot);
+            }
+            let applies = rule.applies(mode, args);
+            if deny_first && rule.action != RuleAction::Deny {
+                if applies && allow.is_none_or(|a| slot < a) {
+                    allow = Some(slot);
+                }
+                return false;
+            }
+            applies
+        });
+        tried.sort_unstable();
+        Scan {
+            first,
+            allow: if deny_first { allow } else { first },
+            tried,
+        }
+    }
+
+    /// Whether the rules alone deny the call (`first_match`: the first rule
+    /// that applies is a deny).
+    fn rules_deny(&mut self) -> bool {
+        let first = self.scan().first;
+        first
+            .and_then(|slot| self.rule(slot))
+            .is_some_and(|rule| rule.action == RuleAction::Deny)
+    }
+
+    /// `deny_ask_allow`: a deny rule that applies denies, before the mode
+    /// and the grants.
+    fn deny_rules(&mut self) -> Option<Decision<'r>> {
+        let first = self.scan().first;
+        if self.trace.is_some() {
+            self.trace_rules(Step::DenyRule, first, |rule| {
+                rule.action == RuleAction::Deny
+            });
+        }
+        let slot = first?;
+        self.rule_decision(slot)
+    }
+
+    /// Ask rules: the first that applies holds the call for a human.
+    fn ask_rules(&mut self) -> Option<Decision<'r>> {
+        let rules = self.rules;
+        if rules.asks.is_empty() {
+            self.note(Step::Ask, Outcome::Pass, || Some("no ask rules".into()));
+            return None;
+        }
+        let (mode, args) = (self.mode, self.call.arguments);
+        let tracing = self.trace.is_some();
+        let mut tried = Vec::new();
+        let hit = rules.asks.first_match(self.call.function_id, |slot| {
+            if tracing {
+                tried.push(slot);
+            }
+            rules
+                .rules
+                .get(slot as usize)
+                .is_some_and(|rule| rule.applies(mode, args))
+        });
+        if tracing {
+            tried.sort_unstable();
+            self.trace_tried(Step::Ask, &tried, hit);
+        }
+        let index = hit? as usize;
+        let rule = rules.rules.get(index)?;
+        Some(Decision {
+            verdict: Verdict::Hold,
+            basis: Basis::Ask {
+                index,
+                rule_id: &rule.rule_id,
+                timeout_ms: rule.timeout_ms,
+                escalate_after_ms: rule.escalate_after_ms,
+                constraint: first_constraint(rule),
+            },
+        })
+    }
+
+    /// The last rule step: `first_match` → the first allow or deny rule
+    /// that applies; `deny_ask_allow` → the first allow rule that applies
+    /// (no deny applies, or the call was denied already). Else hold.
+    fn allow_or_deny_rules(&mut self) -> Decision<'r> {
+        let scan = self.scan();
+        let hit = scan.allow;
+        if self.trace.is_some() {
+            let deny_first = self.rules.precedence == RulePrecedence::DenyAskAllow;
+            self.trace_rules(Step::Rule, hit, |rule| {
+                !deny_first || rule.action == RuleAction::Allow
+            });
+        }
+        if let Some(decision) = hit.and_then(|slot| self.rule_decision(slot)) {
+            return decision;
+        }
+        self.note(Step::Default, Outcome::Hold, || {
+            Some("no rule decided: a human decides".into())
+        });
+        Decision {
+            verdict: Verdict::Hold,
+            basis: Basis::NoMatch,
+        }
+    }
+
+    fn rule_decision(&self, slot: u32) -> Option<Decision<'r>> {
+        let rule = self.rule(slot)?;
+        Some(Decision {
             verdict: match rule.action {
                 RuleAction::Allow => Verdict::Allow,
                 RuleAction::Deny => Verdict::Deny,
+                RuleAction::Ask => Verdict::Hold,
             },
             basis: Basis::Rule {
-                index,
+                index: slot as usize,
                 rule_id: &rule.rule_id,
                 action: rule.action,
-                constraint: rule
-                    .args
-                    .as_deref()
-                    .and_then(<[_]>::first)
-                    .map(|c| c.matched()),
+                constraint: first_constraint(rule),
             },
-        },
-        None => Decision {
-            verdict: Verdict::Hold,
-            basis: Basis::NoMatch,
-        },
+        })
+    }
+
+    /// The scan's tried rules that `lane` keeps, as trace steps.
+    fn trace_rules(&mut self, step: Step, hit: Option<u32>, lane: impl Fn(&CompiledRule) -> bool) {
+        let tried: Vec<u32> = match &self.scan {
+            Some(scan) => scan
+                .tried
+                .iter()
+                .copied()
+                .filter(|&slot| self.rule(slot).is_some_and(&lane))
+                .collect(),
+            None => Vec::new(),
+        };
+        self.trace_tried(step, &tried, hit);
+    }
+
+    /// Every tried rule before `hit` passes (with why), then `hit` decides.
+    fn trace_tried(&mut self, step: Step, tried: &[u32], hit: Option<u32>) {
+        let (mode, args) = (self.mode, self.call.arguments);
+        let mut any = false;
+        for &slot in tried {
+            if hit.is_some_and(|h| slot >= h) {
+                break;
+            }
+            let Some(rule) = self.rule(slot) else {
+                continue;
+            };
+            any = true;
+            self.note(step, Outcome::Pass, || {
+                Some(match failing_constraint(rule.args.as_deref(), args) {
+                    _ if !rule.modes.contains(mode) => format!(
+                        "{} does not apply in mode {}",
+                        describe_rule(slot, rule),
+                        mode.as_str()
+                    ),
+                    Some(c) => {
+                        let c = c.matched();
+                        format!(
+                            "{} does not apply: {} {} {} does not hold",
+                            describe_rule(slot, rule),
+                            c.field,
+                            c.operator.as_str(),
+                            c.value
+                        )
+                    }
+                    None => format!("{} does not apply", describe_rule(slot, rule)),
+                })
+            });
+        }
+        match hit.and_then(|slot| Some((slot, self.rule(slot)?))) {
+            Some((slot, rule)) => {
+                let outcome = match rule.action {
+                    RuleAction::Allow => Outcome::Allow,
+                    RuleAction::Deny => Outcome::Deny,
+                    RuleAction::Ask => Outcome::Hold,
+                };
+                self.note(step, outcome, || {
+                    Some(match first_constraint(rule) {
+                        Some(c) => format!(
+                            "{} matched on {} {} {}",
+                            describe_rule(slot, rule),
+                            c.field,
+                            c.operator.as_str(),
+                            c.value
+                        ),
+                        None => format!("{} matched", describe_rule(slot, rule)),
+                    })
+                });
+            }
+            None if !any => {
+                let what = match step {
+                    Step::DenyRule => "no deny rule matches",
+                    Step::Ask => "no ask rule matches",
+                    _ => "no rule matches",
+                };
+                self.note(step, Outcome::Pass, || Some(what.into()));
+            }
+            None => {}
+        }
+    }
+
+    /// An allow-list: the first entry in list order that applies allows.
+    fn grants(&mut self, list: GrantList) -> Option<Decision<'r>> {
+        let settings = self.settings;
+        let entries = settings.list(list);
+        let tracing = self.trace.is_some();
+        let mut passed: Vec<(u32, PassedOver)> = Vec::new();
+        let hit = entries.table.first_match(self.call.function_id, |slot| {
+            match self.entry_applies(list, slot) {
+                Ok(()) => true,
+                Err(why) => {
+                    if tracing {
+                        passed.push((slot, why));
+                    }
+                    false
+                }
+            }
+        });
+        let step = match list {
+            GrantList::ApprovedAlways => Step::ApprovedAlways,
+            GrantList::AlwaysAllow => Step::AlwaysAllow,
+        };
+        if tracing {
+            passed.sort_unstable_by_key(|(slot, _)| *slot);
+            let text = |slot: u32| {
+                entries
+                    .entries
+                    .get(slot as usize)
+                    .map(describe_entry)
+                    .unwrap_or_default()
+            };
+            let before: Vec<String> = passed
+                .iter()
+                .filter(|(slot, _)| hit.is_none_or(|h| *slot < h))
+                .map(|&(slot, why)| format!("{} passed over: {}", text(slot), why.text()))
+                .collect();
+            match hit {
+                Some(slot) => {
+                    let mut detail = before;
+                    detail.push(format!("{} applies", text(slot)));
+                    self.note(step, Outcome::Allow, || Some(detail.join("; ")));
+                }
+                None if before.is_empty() => {
+                    self.note(step, Outcome::Pass, || Some("no entry matches".into()));
+                }
+                None => self.note(step, Outcome::Pass, || Some(before.join("; "))),
+            }
+        }
+        let slot = hit?;
+        let entry = entries.entries.get(slot as usize)?;
+        Some(Decision {
+            verdict: Verdict::Allow,
+            basis: match list {
+                GrantList::ApprovedAlways => Basis::ApprovedAlways { entry, slot },
+                GrantList::AlwaysAllow => Basis::AlwaysAllow { entry, slot },
+            },
+        })
+    }
+
+    /// Whether a matching entry applies to this call, or why not.
+    fn entry_applies(&mut self, list: GrantList, slot: u32) -> Result<(), PassedOver> {
+        let Some(bounds) = self.settings.list(list).bounds.get(slot as usize) else {
+            return Err(PassedOver::Args);
+        };
+        if bounds.used_up {
+            return Err(PassedOver::UsedUp);
+        }
+        if let Some(at) = bounds.expires_at {
+            let now = *self.now.get_or_insert_with(crate::time::now_ms);
+            if now >= at {
+                return Err(PassedOver::Expired);
+            }
+        }
+        let args_hold = match &bounds.args {
+            GrantArgs::Any => true,
+            GrantArgs::All(constraints) => {
+                super::rules::args_hold(Some(constraints), self.call.arguments)
+            }
+            GrantArgs::Invalid => false,
+        };
+        if !args_hold {
+            return Err(PassedOver::Args);
+        }
+        if self.passed_over.contains(&GrantRef { list, slot }) {
+            return Err(PassedOver::Unwritten);
+        }
+        if bounds.seed && self.rules_deny() {
+            return Err(PassedOver::SeedUnderDeny);
+        }
+        Ok(())
+    }
+}
+
+impl PassedOver {
+    fn text(self) -> &'static str {
+        match self {
+            PassedOver::Expired => "expired",
+            PassedOver::UsedUp => "no uses left",
+            PassedOver::Args => "its args do not hold",
+            PassedOver::Unwritten => "its use could not be recorded",
+            PassedOver::SeedUnderDeny => "a seed entry never beats a deny rule",
+        }
+    }
+}
+
+/// A rule's first argument constraint (what decisions report).
+fn first_constraint(rule: &CompiledRule) -> Option<MatchedConstraint<'_>> {
+    rule.args
+        .as_deref()
+        .and_then(<[_]>::first)
+        .map(|c| c.matched())
+}
+
+/// `rule 3 no-force-push (deny)`.
+fn describe_rule(slot: u32, rule: &CompiledRule) -> String {
+    format!("rule {slot} {} ({})", rule.rule_id, rule.action.as_str())
+}
+
+/// `seed entry shell::*`, `entry shell::exec (2 uses left, args)`.
+fn describe_entry(entry: &Entry) -> String {
+    let mut bounds = Vec::new();
+    if let Some(at) = entry.expires_at {
+        bounds.push(format!("expires at {at}"));
+    }
+    if let Some(n) = entry.uses_left {
+        bounds.push(format!("{n} uses left"));
+    }
+    if let Some(args) = &entry.args {
+        let keys: Vec<&str> = args.keys().map(String::as_str).collect();
+        bounds.push(format!("args on {}", keys.join(", ")));
+    }
+    let kind = match entry.granted_by {
+        crate::settings::GrantedBy::Seed => "seed entry",
+        crate::settings::GrantedBy::UserClick => "entry",
+    };
+    if bounds.is_empty() {
+        format!("{kind} {}", entry.function_id)
+    } else {
+        format!("{kind} {} ({})", entry.function_id, bounds.join(", "))
     }
 }
 
@@ -244,7 +653,17 @@ mod tests {
     use super::*;
     use crate::policy::args::ConstraintOp;
     use crate::policy::rules::RuleSpec;
-    use crate::settings::GrantedBy;
+    use crate::policy::trace::{Outcome, Step};
+    use crate::settings::{ApprovalSettings, GrantedBy};
+
+    /// `("approved" | "always", entry id)` of a grant decision.
+    fn granted<'a>(d: &Decision<'a>) -> Option<(&'static str, &'a str)> {
+        match d.basis {
+            Basis::ApprovedAlways { entry, .. } => Some(("approved", &entry.function_id)),
+            Basis::AlwaysAllow { entry, .. } => Some(("always", &entry.function_id)),
+            _ => None,
+        }
+    }
 
     const MODES: [Mode; 3] = [Mode::Manual, Mode::Auto, Mode::Full];
 
@@ -331,11 +750,7 @@ mod tests {
             let d = decide(&s, &deny_all, &call("shell::exec"));
             assert_eq!(d.verdict, Verdict::Allow, "{mode:?}");
             // The first entry in list order is reported.
-            assert_eq!(
-                d.basis,
-                Basis::ApprovedAlways { entry: "shell::*" },
-                "{mode:?}"
-            );
+            assert_eq!(granted(&d), Some(("approved", "shell::*")), "{mode:?}");
             let d = decide(&s, &deny_all, &call("coder::run"));
             assert_eq!(rule_hit(&d), (Verdict::Deny, 0));
         }
@@ -353,19 +768,14 @@ mod tests {
         let auto = settings(Mode::Auto, &["state::get"], &[]);
         let d = decide(&auto, &deny_all, &call("state::get"));
         assert_eq!(d.verdict, Verdict::Allow);
-        assert_eq!(
-            d.basis,
-            Basis::AlwaysAllow {
-                entry: "state::get"
-            }
-        );
+        assert_eq!(granted(&d), Some(("always", "state::get")));
         let manual = settings(Mode::Manual, &["state::get"], &[]);
         let d = decide(&manual, &deny_all, &call("state::get"));
         assert_eq!(rule_hit(&d), (Verdict::Deny, 0));
         // approved_always is consulted before always_allow.
         let both = settings(Mode::Auto, &["state::get"], &["state::*"]);
         let d = decide(&both, &deny_all, &call("state::get"));
-        assert_eq!(d.basis, Basis::ApprovedAlways { entry: "state::*" });
+        assert_eq!(granted(&d), Some(("approved", "state::*")));
     }
 
     #[test]
@@ -396,6 +806,7 @@ mod tests {
                             Basis::AlwaysAllow { .. } => "always",
                             Basis::Rule { .. } | Basis::NoMatch => "rules",
                             Basis::HumanOnly { .. } => "human",
+                            Basis::Ask { .. } => "ask",
                         };
                         assert_eq!(
                             (d.verdict, basis),
@@ -590,18 +1001,18 @@ mod tests {
         let rs = CompiledRules::empty();
         let s = settings(Mode::Auto, &["weird::[", "ok::*"], &["{a,b"]);
         assert_eq!(
-            decide(&s, &rs, &call("weird::[")).basis,
-            Basis::AlwaysAllow { entry: "weird::[" }
+            granted(&decide(&s, &rs, &call("weird::["))),
+            Some(("always", "weird::["))
         );
         assert_eq!(decide(&s, &rs, &call("weird::x")).verdict, Verdict::Hold);
         assert_eq!(
-            decide(&s, &rs, &call("{a,b")).basis,
-            Basis::ApprovedAlways { entry: "{a,b" }
+            granted(&decide(&s, &rs, &call("{a,b"))),
+            Some(("approved", "{a,b"))
         );
         assert_eq!(decide(&s, &rs, &call("a")).verdict, Verdict::Hold);
         assert_eq!(
-            decide(&s, &rs, &call("ok::go")).basis,
-            Basis::AlwaysAllow { entry: "ok::*" }
+            granted(&decide(&s, &rs, &call("ok::go"))),
+            Some(("always", "ok::*"))
         );
     }
 
@@ -635,6 +1046,485 @@ mod tests {
         assert_eq!(
             serde_json::to_value(ConstraintOp::Matches).ok(),
             Some(json!("matches"))
+        );
+    }
+
+    fn rules_with(v: Value, precedence: RulePrecedence) -> CompiledRules {
+        rules(v).with_precedence(precedence)
+    }
+
+    fn bounded(
+        id: &str,
+        expires_at: Option<u64>,
+        uses_left: Option<u64>,
+        args: Option<Value>,
+    ) -> Entry {
+        Entry {
+            expires_at,
+            uses_left,
+            args: args.map(|a| serde_json::from_value(a).expect("args")),
+            ..Entry::new(id, 0, GrantedBy::UserClick)
+        }
+    }
+
+    fn with_entries(
+        mode: Mode,
+        always_allow: Vec<Entry>,
+        approved_always: Vec<Entry>,
+    ) -> CompiledSettings {
+        CompiledSettings::new(&ApprovalSettings {
+            mode,
+            always_allow,
+            approved_always,
+            mode_set_at: 0,
+        })
+    }
+
+    fn at(now: u64) -> DecideOptions<'static> {
+        DecideOptions {
+            now_ms: Some(now),
+            ..DecideOptions::default()
+        }
+    }
+
+    #[test]
+    fn ask_rules_hold_before_full_mode_and_every_grant_wherever_they_stand() {
+        let rs = rules(json!([
+            "deploy::*",
+            "!deploy::staging",
+            "?deploy::*",
+            {"function": "db::*", "action": "ask", "rule_id": "db", "modes": ["manual", "auto"],
+             "timeout_ms": 60000, "escalate_after_ms": 30000},
+            {"function": "shell::exec", "action": "ask", "args": {"cmd": {"prefix": "rm "}}}
+        ]));
+        for mode in MODES {
+            let s = settings(mode, &["*"], &["*"]);
+            let d = decide(&s, &rs, &call("deploy::prod"));
+            assert_eq!(d.verdict, Verdict::Hold, "{mode:?}");
+            assert!(
+                matches!(
+                    d.basis,
+                    Basis::Ask {
+                        index: 2,
+                        rule_id: "?deploy::*",
+                        timeout_ms: None,
+                        ..
+                    }
+                ),
+                "{mode:?}"
+            );
+            // The ask rule is checked before the earlier deny too.
+            assert_eq!(
+                decide(&s, &rs, &call("deploy::staging")).verdict,
+                Verdict::Hold
+            );
+            let rm = json!({"cmd": "rm -rf /"});
+            let ls = json!({"cmd": "ls"});
+            assert_eq!(
+                decide(&s, &rs, &with_args("shell::exec", &rm)).verdict,
+                Verdict::Hold
+            );
+            assert_eq!(
+                decide(&s, &rs, &with_args("shell::exec", &ls)).verdict,
+                Verdict::Allow
+            );
+        }
+        // `modes` narrows an ask rule: db::* asks in manual and auto only.
+        let full = settings(Mode::Full, &[], &[]);
+        assert_eq!(decide(&full, &rs, &call("db::drop")).basis, Basis::ModeFull);
+        let manual = settings(Mode::Manual, &[], &["db::*"]);
+        let d = decide(&manual, &rs, &call("db::drop"));
+        assert_eq!(
+            d.basis,
+            Basis::Ask {
+                index: 3,
+                rule_id: "db",
+                timeout_ms: Some(60000),
+                escalate_after_ms: Some(30000),
+                constraint: None
+            }
+        );
+        // The guard still comes first.
+        let guarded = rules(json!(["?approval::*"]));
+        let d = decide(&full, &guarded, &call("approval::resolve"));
+        assert!(matches!(d.basis, Basis::HumanOnly { .. }));
+    }
+
+    #[test]
+    fn deny_ask_allow_lets_a_deny_rule_beat_full_mode_and_grants() {
+        let spec = json!(["shell::*", "?shell::deploy", "!shell::rm", "!*::write"]);
+        let first = rules_with(spec.clone(), RulePrecedence::FirstMatch);
+        let dap = rules_with(spec, RulePrecedence::DenyAskAllow);
+        for mode in MODES {
+            let s = settings(mode, &["*"], &["*"]);
+            let d = decide(&s, &dap, &call("shell::rm"));
+            assert_eq!(rule_hit(&d), (Verdict::Deny, 2), "{mode:?}");
+            let d = decide(&s, &dap, &call("shell::write"));
+            assert_eq!(rule_hit(&d), (Verdict::Deny, 3), "{mode:?}");
+            assert_eq!(
+                decide(&s, &dap, &call("shell::deploy")).verdict,
+                Verdict::Hold
+            );
+            // Under first_match the mode and grants come first.
+            assert_eq!(
+                decide(&s, &first, &call("shell::rm")).verdict,
+                Verdict::Allow,
+                "{mode:?}"
+            );
+        }
+        // With nothing else deciding, allow rules follow, then hold.
+        let s = settings(Mode::Manual, &[], &[]);
+        assert_eq!(
+            rule_hit(&decide(&s, &dap, &call("shell::ls"))),
+            (Verdict::Allow, 0)
+        );
+        assert_eq!(
+            rule_hit(&decide(&s, &first, &call("shell::rm"))),
+            (Verdict::Allow, 0)
+        );
+        assert_eq!(decide(&s, &dap, &call("coder::run")).basis, Basis::NoMatch);
+        // An earlier allow does not shadow a later deny.
+        let d = decide(&s, &dap, &call("shell::write"));
+        assert_eq!(rule_hit(&d), (Verdict::Deny, 3));
+    }
+
+    #[test]
+    fn a_seed_entry_never_beats_an_earlier_deny_rule() {
+        // The example: `!shell::rm` then an auto allow of shell::*.
+        let rs = rules(
+            json!(["!shell::rm", {"function": "shell::*", "action": "allow", "modes": ["auto"]}]),
+        );
+        let seed = Entry::new("shell::*", 0, GrantedBy::Seed);
+        let s = with_entries(Mode::Auto, vec![seed.clone()], vec![]);
+        assert_eq!(
+            rule_hit(&decide(&s, &rs, &call("shell::rm"))),
+            (Verdict::Deny, 0)
+        );
+        assert_eq!(
+            granted(&decide(&s, &rs, &call("shell::ls"))),
+            Some(("always", "shell::*"))
+        );
+        // A human's entry still wins (a remembered decision), and a seed
+        // after a passed-over one is not reported in its place.
+        let user = Entry::new("shell::*", 0, GrantedBy::UserClick);
+        let s = with_entries(Mode::Auto, vec![seed, user], vec![]);
+        let d = decide(&s, &rs, &call("shell::rm"));
+        assert_eq!(
+            d.basis,
+            Basis::AlwaysAllow {
+                entry: &s.always_allow.entries[1],
+                slot: 1
+            }
+        );
+    }
+
+    #[test]
+    fn bounded_grants_apply_until_they_expire_or_are_used_up() {
+        let rs = CompiledRules::empty();
+        let s = with_entries(
+            Mode::Auto,
+            vec![
+                bounded("a", Some(100), None, None),
+                bounded("b", None, Some(0), None),
+            ],
+            vec![bounded("c", None, Some(2), None)],
+        );
+        let decide_at = |fid: &'static str, now| decide_with(&s, &rs, &call(fid), at(now));
+        assert_eq!(decide_at("a", 99).verdict, Verdict::Allow);
+        assert_eq!(decide_at("a", 100).verdict, Verdict::Hold);
+        assert_eq!(decide_at("b", 0).verdict, Verdict::Hold);
+        let d = decide_at("c", 0);
+        assert_eq!(d.verdict, Verdict::Allow);
+        // A uses-bounded grant asks for a use to be written; others do not.
+        assert_eq!(
+            d.use_to_spend().map(|(g, e)| (g, e.function_id.as_str())),
+            Some((
+                GrantRef {
+                    list: GrantList::ApprovedAlways,
+                    slot: 0
+                },
+                "c"
+            ))
+        );
+        assert_eq!(decide_at("a", 0).use_to_spend(), None);
+        // Passed over (its use could not be written): the ladder goes on.
+        let passed = [GrantRef {
+            list: GrantList::ApprovedAlways,
+            slot: 0,
+        }];
+        let options = DecideOptions {
+            passed_over: &passed,
+            ..at(0)
+        };
+        assert_eq!(
+            decide_with(&s, &rs, &call("c"), options).basis,
+            Basis::NoMatch
+        );
+    }
+
+    #[test]
+    fn argument_scoped_grants_need_their_constraints() {
+        let rs = rules(json!(["!shell::exec"]));
+        let s = with_entries(
+            Mode::Manual,
+            vec![],
+            vec![
+                bounded(
+                    "shell::exec",
+                    None,
+                    None,
+                    Some(json!({"cmd": {"prefix": "git "}})),
+                ),
+                bounded(
+                    "shell::*",
+                    None,
+                    None,
+                    Some(json!({"/opts/dry": {"equals": true}})),
+                ),
+                bounded(
+                    "shell::bad",
+                    None,
+                    None,
+                    Some(json!({"cmd": {"matches": "("}})),
+                ),
+            ],
+        );
+        let git = json!({"cmd": "git status"});
+        let dry = json!({"cmd": "rm -rf /", "opts": {"dry": true}});
+        let rm = json!({"cmd": "rm -rf /"});
+        assert_eq!(
+            granted(&decide(&s, &rs, &with_args("shell::exec", &git))),
+            Some(("approved", "shell::exec"))
+        );
+        assert_eq!(
+            granted(&decide(&s, &rs, &with_args("shell::exec", &dry))),
+            Some(("approved", "shell::*"))
+        );
+        assert_eq!(
+            rule_hit(&decide(&s, &rs, &with_args("shell::exec", &rm))),
+            (Verdict::Deny, 0)
+        );
+        assert_eq!(
+            rule_hit(&decide(&s, &rs, &call("shell::exec"))),
+            (Verdict::Deny, 0)
+        );
+        let any = json!({"cmd": "("});
+        assert_eq!(
+            decide(&s, &rs, &with_args("shell::bad", &any)).basis,
+            Basis::NoMatch
+        );
+    }
+
+    #[test]
+    fn the_trace_lists_every_step_considered_in_order() {
+        let rs = rules(json!([
+            "!shell::rm",
+            {"function": "shell::exec", "action": "deny", "rule_id": "no-force",
+             "args": {"cmd": {"matches": "--force"}}},
+            {"function": "shell::*", "action": "allow", "modes": ["auto"]},
+            "?deploy::*"
+        ]));
+        let seed = Entry::new("shell::*", 0, GrantedBy::Seed);
+        let s = with_entries(
+            Mode::Auto,
+            vec![seed],
+            vec![bounded("shell::exec", Some(5), None, None)],
+        );
+        let trace_of = |fid: &str, args: Option<&Value>| {
+            let mut trace = Vec::new();
+            let options = DecideOptions {
+                trace: Some(&mut trace),
+                ..at(10)
+            };
+            let d = decide_with(
+                &s,
+                &rs,
+                &Call {
+                    function_id: fid,
+                    arguments: args,
+                },
+                options,
+            );
+            assert_eq!(
+                d,
+                decide_with(
+                    &s,
+                    &rs,
+                    &Call {
+                        function_id: fid,
+                        arguments: args
+                    },
+                    at(10)
+                )
+            );
+            trace
+                .into_iter()
+                .map(|t| (t.step, t.outcome, t.detail.unwrap_or_default()))
+                .collect::<Vec<_>>()
+        };
+        let force = json!({"cmd": "git push --force"});
+        assert_eq!(
+            trace_of("shell::exec", Some(&force)),
+            vec![
+                (Step::HumanOnly, Outcome::Pass, String::new()),
+                (Step::Ask, Outcome::Pass, "no ask rule matches".into()),
+                (Step::Mode, Outcome::Pass, "mode auto".into()),
+                (
+                    Step::ApprovedAlways,
+                    Outcome::Pass,
+                    "entry shell::exec (expires at 5) passed over: expired".into()
+                ),
+                (
+                    Step::AlwaysAllow,
+                    Outcome::Pass,
+                    "seed entry shell::* passed over: a seed entry never beats a deny rule".into()
+                ),
+                (
+                    Step::Rule,
+                    Outcome::Deny,
+                    "rule 1 no-force (deny) matched on cmd matches \"--force\"".into()
+                ),
+            ]
+        );
+        let ls = json!({"cmd": "ls"});
+        let steps = trace_of("shell::exec", Some(&ls));
+        assert_eq!(
+            steps[4],
+            (
+                Step::AlwaysAllow,
+                Outcome::Allow,
+                "seed entry shell::* applies".into()
+            )
+        );
+        assert_eq!(steps.len(), 5);
+        let steps = trace_of("shell::cat", None);
+        assert_eq!(
+            steps[3],
+            (
+                Step::ApprovedAlways,
+                Outcome::Pass,
+                "no entry matches".into()
+            )
+        );
+        let steps = trace_of("deploy::prod", None);
+        assert_eq!(
+            steps.last(),
+            Some(&(
+                Step::Ask,
+                Outcome::Hold,
+                "rule 3 ?deploy::* (ask) matched".into()
+            ))
+        );
+        let steps = trace_of("coder::run", None);
+        assert_eq!(
+            steps[4..],
+            [
+                (Step::AlwaysAllow, Outcome::Pass, "no entry matches".into()),
+                (Step::Rule, Outcome::Pass, "no rule matches".into()),
+                (
+                    Step::Default,
+                    Outcome::Hold,
+                    "no rule decided: a human decides".into()
+                ),
+            ]
+        );
+        // Rules whose glob matched but that did not apply are listed with why.
+        let manual = with_entries(Mode::Manual, vec![], vec![]);
+        let mut trace = Vec::new();
+        let options = DecideOptions {
+            trace: Some(&mut trace),
+            ..DecideOptions::default()
+        };
+        decide_with(&manual, &rs, &with_args("shell::exec", &ls), options);
+        let details: Vec<_> = trace
+            .iter()
+            .map(|t| (t.step, t.outcome, t.detail.clone().unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            details[4..],
+            [
+                (
+                    Step::AlwaysAllow,
+                    Outcome::Pass,
+                    "mode manual: always_allow is honoured in auto mode only".into()
+                ),
+                (
+                    Step::Rule,
+                    Outcome::Pass,
+                    "rule 1 no-force (deny) does not apply: cmd matches \"--force\" does not hold"
+                        .into()
+                ),
+                (
+                    Step::Rule,
+                    Outcome::Pass,
+                    "rule 2 shell::* (allow) does not apply in mode manual".into()
+                ),
+                (
+                    Step::Default,
+                    Outcome::Hold,
+                    "no rule decided: a human decides".into()
+                ),
+            ]
+        );
+        // The guard names its family and argument.
+        let mut trace = Vec::new();
+        let args = json!({"scope": "approval_settings"});
+        let options = DecideOptions {
+            trace: Some(&mut trace),
+            ..DecideOptions::default()
+        };
+        decide_with(&manual, &rs, &with_args("state::set", &args), options);
+        assert_eq!(trace.len(), 1);
+        assert_eq!(
+            trace[0].detail.as_deref(),
+            Some("state scope approval_settings")
+        );
+    }
+
+    #[test]
+    fn the_deny_ask_allow_trace_shows_the_deny_rules_first() {
+        let rs = rules_with(
+            json!(["shell::*", "!shell::rm"]),
+            RulePrecedence::DenyAskAllow,
+        );
+        let s = settings(Mode::Full, &[], &[]);
+        let mut trace = Vec::new();
+        let options = DecideOptions {
+            trace: Some(&mut trace),
+            ..DecideOptions::default()
+        };
+        decide_with(&s, &rs, &call("shell::rm"), options);
+        let steps: Vec<_> = trace.iter().map(|t| (t.step, t.outcome)).collect();
+        assert_eq!(
+            steps,
+            vec![
+                (Step::HumanOnly, Outcome::Pass),
+                (Step::DenyRule, Outcome::Deny)
+            ]
+        );
+        let mut trace = Vec::new();
+        let options = DecideOptions {
+            trace: Some(&mut trace),
+            ..DecideOptions::default()
+        };
+        decide_with(
+            &settings(Mode::Manual, &[], &[]),
+            &rs,
+            &call("shell::ls"),
+            options,
+        );
+        let steps: Vec<_> = trace.iter().map(|t| (t.step, t.outcome)).collect();
+        assert_eq!(
+            steps,
+            vec![
+                (Step::HumanOnly, Outcome::Pass),
+                (Step::DenyRule, Outcome::Pass),
+                (Step::Ask, Outcome::Pass),
+                (Step::Mode, Outcome::Pass),
+                (Step::ApprovedAlways, Outcome::Pass),
+                (Step::AlwaysAllow, Outcome::Pass),
+                (Step::Rule, Outcome::Allow),
+            ]
         );
     }
 

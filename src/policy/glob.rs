@@ -48,6 +48,15 @@ impl Pattern {
         }
     }
 
+    /// Whether `id` matches this one pattern (compiles a matcher: for
+    /// checking examples at compile time, not for the hot path).
+    pub(crate) fn matches(&self, id: &str) -> bool {
+        match self {
+            Pattern::Exact(text) => **text == *id,
+            Pattern::Glob(glob) => glob.compile_matcher().is_match(id),
+        }
+    }
+
     /// Parses `text`, falling back to an exact match of the text itself when
     /// it is not a valid glob (settings entries never fail to compile).
     pub(crate) fn parse_or_exact(text: &str) -> Pattern {
@@ -122,6 +131,11 @@ impl PatternTable {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.exact.values().map(Vec::len).sum::<usize>() + self.glob_slots.len()
+    }
+
+    /// Whether the table holds no pattern.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.exact.is_empty() && self.glob_slots.is_empty()
     }
 
     /// The lowest slot whose pattern matches `id` and for which `accept`

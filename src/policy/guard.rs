@@ -14,11 +14,26 @@
 //! | `state` | every `state::` function whose `scope` argument is one of this worker's scopes (`approval`, `approval_…`, `approval.…`, ASCII case ignored) | settings, held calls and grant memory are the gate's state |
 //! | `extra` | the operator's `human_only_extra` globs | anything else a deployment wants behind a human |
 //!
-//! Names are recognised ignoring ASCII case, at the start of the id or after
-//! any character that cannot be part of a name (whitespace, invisible
-//! characters, `/`, `::`): a false deny costs the agent a retry, a false allow
-//! lets it approve itself. A name merely ending in the word (`myapproval::x`,
-//! `pre-approval::x`) is a different name.
+//! # How a name is recognised
+//!
+//! A family matches when the id **starts with** its name, ignoring ASCII
+//! case; a single-function family (`release`, `bindings`) must be the whole
+//! id. Leading whitespace, control and invisible characters are skipped, and
+//! for single functions trailing ones too.
+//!
+//! Why a prefix and nothing wider: the engine routes a call by the exact
+//! bytes of its id, in one namespace (iii 0.23, `architecture/integration.md`
+//! § Function ids are routed by their exact bytes). No qualifier reaches the
+//! gate or the engine's built-ins: `ns/approval::resolve`,
+//! `ns::approval::resolve`, `default::configuration::list`,
+//! `acme::approval::sync` all answer `function_not_found` unless some worker
+//! registered that very id — and then the call reaches *that* worker, not
+//! the gate. So `github::configuration::get` and `acme::approval::sync` are
+//! ordinary functions that follow the ladder. The case and padding
+//! tolerances are fail-safe extras: the engine routes `Approval::Resolve` or
+//! ` approval::resolve` nowhere, and no legitimate id is spelled that way, so
+//! denying them costs nothing and keeps the guard right should a router ever
+//! fold case or trim.
 
 use serde_json::Value;
 
@@ -101,7 +116,7 @@ impl Guard<'_> {
 /// The operator's extra globs are matched by the compiled rules.
 pub fn builtin_guard<'a>(function_id: &'a str, arguments: Option<&'a Value>) -> Option<Guard<'a>> {
     for (namespace, family) in NAMESPACES {
-        if names_at_a_name_start(function_id, namespace, true) {
+        if names(function_id, namespace, true) {
             return Some(Guard {
                 family,
                 matched: namespace,
@@ -109,14 +124,14 @@ pub fn builtin_guard<'a>(function_id: &'a str, arguments: Option<&'a Value>) -> 
         }
     }
     for (function, family) in FUNCTIONS {
-        if names_at_a_name_start(function_id, function, false) {
+        if names(function_id, function, false) {
             return Some(Guard {
                 family,
                 matched: function,
             });
         }
     }
-    if names_at_a_name_start(function_id, STATE_NAMESPACE, true) {
+    if names(function_id, STATE_NAMESPACE, true) {
         let scope = arguments
             .and_then(|a| a.get("scope"))
             .and_then(Value::as_str)?;
@@ -191,7 +206,7 @@ impl ExtraGuards {
 pub fn is_human_only(function_id: &str) -> bool {
     NAMESPACES
         .iter()
-        .any(|(namespace, _)| names_at_a_name_start(function_id, namespace, true))
+        .any(|(namespace, _)| names(function_id, namespace, true))
 }
 
 /// Whether a state scope is one of this worker's: `approval`, or a name
@@ -214,44 +229,33 @@ pub const fn is_guarded_scope(scope: &str) -> bool {
     s.len() == root.len() || s[root.len()] == b'_' || s[root.len()] == b'.'
 }
 
-/// Whether `name` appears in `id` at a name start (ignoring ASCII case):
-/// as a prefix of what follows when `prefix`, else as the whole rest of the
-/// id (trailing whitespace and invisible characters ignored).
-fn names_at_a_name_start(id: &str, name: &str, prefix: bool) -> bool {
-    let hay = id.as_bytes();
-    let needle = name.as_bytes();
-    if hay.len() < needle.len() {
-        return false;
-    }
-    (0..=hay.len() - needle.len()).any(|start| {
-        hay[start..start + needle.len()].eq_ignore_ascii_case(needle)
-            && name_starts_at(id, start)
-            && (prefix || rest_is_blank(&id[start + needle.len()..]))
-    })
+/// Whether `id` names `name`, ignoring ASCII case and leading blanks: as a
+/// prefix of the id when `prefix`, else as the whole id (trailing blanks
+/// ignored too).
+fn names(id: &str, name: &str, prefix: bool) -> bool {
+    let id = id.trim_start_matches(is_blank);
+    let matched = id
+        .as_bytes()
+        .get(..name.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(name.as_bytes()));
+    // `name` is ASCII, so `name.len()` is a character boundary of `id` when
+    // the head matched.
+    matched
+        && (prefix
+            || id
+                .get(name.len()..)
+                .is_some_and(|rest| rest.chars().all(is_blank)))
 }
 
-/// Whether nothing but whitespace or invisible characters follows.
-fn rest_is_blank(rest: &str) -> bool {
-    rest.chars()
-        .all(|c| c.is_whitespace() || c.is_control() || is_invisible(c))
+/// Whitespace, control and invisible characters: what a padded id may
+/// carry around a guarded name.
+fn is_blank(c: char) -> bool {
+    c.is_whitespace() || c.is_control() || is_invisible(c)
 }
 
 /// Zero-width and byte-order characters that render as nothing.
 fn is_invisible(c: char) -> bool {
     matches!(c, '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}')
-}
-
-/// Whether a name can start at byte `start`: the previous character (if any)
-/// is not a name character. `start` is a character boundary, since the byte
-/// there is ASCII; should it not be, the answer errs toward "yes".
-fn name_starts_at(id: &str, start: usize) -> bool {
-    match id
-        .get(..start)
-        .and_then(|before| before.chars().next_back())
-    {
-        None => true,
-        Some(c) => !(c.is_alphanumeric() || c == '_' || c == '-'),
-    }
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! ladder the gate, `approval::evaluate` and the benches all run.
 //!
 //! The modules depend on each other in one direction only:
-//! `glob`, `args`, `guard` ← `rules` ← `decide` ← `reasons`; `envelope`
-//! stands alone.
+//! `glob`, `args`, `guard` ← `rules` ← `grants` ← `decide` ← `reasons`;
+//! `trace` (the explained decision's steps) and `envelope` stand alone.
 //!
 //! Three stages, kept apart: the wire types ([`RuleSpec`]) are parsed by
 //! serde; [`CompiledRules::compile`] validates and compiles them once per
@@ -16,17 +16,24 @@ mod args;
 mod decide;
 mod envelope;
 mod glob;
+mod grants;
 mod guard;
 mod reasons;
 mod rules;
+mod trace;
 
 pub use args::ConstraintOp;
-pub use decide::{decide, Basis, Call, CompiledSettings, Decision, Verdict, HUMAN_ONLY_RULE};
+pub use decide::{
+    decide, decide_with, Basis, Call, DecideOptions, Decision, Verdict, HUMAN_ONLY_RULE,
+};
 pub use envelope::DenialEnvelope;
+pub use grants::{CompiledSettings, GrantRef};
 pub use guard::{builtin_guard, is_guarded_scope, is_human_only, Family, Guard};
 pub use rules::{
-    default_rules, ArgConstraint, CompiledRules, RuleAction, RuleError, RuleObject, RuleSpec,
+    check_args, default_rules, ArgConstraint, CompiledRules, Probe, RuleAction, RuleError,
+    RuleExamples, RuleObject, RulePrecedence, RuleSpec, MIN_DEADLINE_MS,
 };
+pub use trace::{Outcome, Step, TraceStep};
 
 #[cfg(test)]
 mod perf;

@@ -66,22 +66,48 @@ fn thousand_rules() -> CompiledRules {
         specs.push(spec);
     }
     specs.push(json!("!approval::*"));
+    // Ask rules: a floor checked on every call before the grants.
+    for i in 0..10 {
+        specs.push(json!(format!("?ask{i}::*")));
+    }
+    specs.push(
+        json!({"function": "shell::exec", "action": "ask", "args": {"cmd": {"prefix": "sudo "}}}),
+    );
     let specs: Vec<RuleSpec> = serde_json::from_value(Value::Array(specs)).expect("specs");
     CompiledRules::compile(&specs).expect("compiles")
 }
 
 fn session(mode: Mode) -> CompiledSettings {
     let entry = |id: &str| Entry::new(id, 0, GrantedBy::UserClick);
+    // Bounded grants: by arguments, by count, by time (far in the future).
+    let scoped = Entry {
+        args: Some(serde_json::from_value(json!({"cmd": {"prefix": "git "}})).expect("args")),
+        ..entry("shell::exec")
+    };
+    let counted = Entry {
+        uses_left: Some(3),
+        ..entry("deploy::*")
+    };
+    let timed = Entry {
+        expires_at: Some(u64::MAX),
+        ..entry("web::*")
+    };
     CompiledSettings::new(&ApprovalSettings {
         mode,
         always_allow: vec![entry("state::get"), entry("mcp::*::read")],
-        approved_always: vec![entry("coder::*"), entry("web::fetch")],
+        approved_always: vec![
+            entry("coder::*"),
+            scoped,
+            counted,
+            timed,
+            entry("web::fetch"),
+        ],
         mode_set_at: 0,
     })
 }
 
 /// Calls covering every step of the ladder.
-fn calls(args: &Value) -> Vec<Call<'_>> {
+fn calls<'a>(args: &'a Value, git: &'a Value) -> Vec<Call<'a>> {
     let plain = |function_id| Call {
         function_id,
         arguments: None,
@@ -104,24 +130,40 @@ fn calls(args: &Value) -> Vec<Call<'_>> {
         plain("coder::run"),
         plain("state::get"),
         plain("mcp::srv::read"),
+        plain("ask3::deploy"),
+        Call {
+            function_id: "shell::exec",
+            arguments: Some(git),
+        },
+        plain("deploy::prod"),
+        plain("web::search"),
     ]
+}
+
+fn git() -> Value {
+    json!({"cmd": "git status"})
 }
 
 #[test]
 fn decide_does_not_allocate_once_warm() {
     let rules = thousand_rules();
     let args = json!({"cmd": "rm -rf /", "opts": {"force": true}});
-    let calls = calls(&args);
-    for mode in [Mode::Manual, Mode::Auto, Mode::Full] {
+    let git = git();
+    let calls = calls(&args, &git);
+    let deny_first = thousand_rules().with_precedence(crate::policy::RulePrecedence::DenyAskAllow);
+    for (mode, rules) in [Mode::Manual, Mode::Auto, Mode::Full]
+        .into_iter()
+        .flat_map(|m| [(m, &rules), (m, &deny_first)])
+    {
         let settings = session(mode);
         let mut verdicts = Vec::with_capacity(calls.len());
         for call in &calls {
-            verdicts.push(decide(&settings, &rules, call).verdict);
+            verdicts.push(decide(&settings, rules, call).verdict);
         }
         let before = allocations();
         for _ in 0..10 {
             for (call, verdict) in calls.iter().zip(&verdicts) {
-                let d = decide(&settings, &rules, call);
+                let d = decide(&settings, rules, call);
                 assert_eq!(d.verdict, *verdict);
                 std::hint::black_box(d);
             }
@@ -141,11 +183,12 @@ fn the_counter_counts() {
 #[test]
 fn the_mix_exercises_every_step() {
     let rules = thousand_rules();
-    assert_eq!(rules.len(), 1001);
+    assert_eq!(rules.len(), 1012);
     let args = json!({"cmd": "rm -rf /", "opts": {"force": true}});
+    let git = git();
     let manual = session(Mode::Manual);
     let auto = session(Mode::Auto);
-    let kinds: Vec<String> = calls(&args)
+    let kinds: Vec<String> = calls(&args, &git)
         .iter()
         .flat_map(|c| [decide(&manual, &rules, c), decide(&auto, &rules, c)])
         .map(|d| {
@@ -158,6 +201,7 @@ fn the_mix_exercises_every_step() {
         .collect();
     for kind in [
         "HumanOnly",
+        "Ask",
         "ApprovedAlways",
         "AlwaysAllow",
         "Rule",
@@ -208,7 +252,8 @@ fn the_mix_exercises_every_step() {
 fn decide_median_at_1000_rules() {
     let rules = thousand_rules();
     let args = json!({"cmd": "rm -rf /", "opts": {"force": true}});
-    let calls = calls(&args);
+    let git = git();
+    let calls = calls(&args, &git);
     let settings = session(Mode::Auto);
     let mut samples = Vec::new();
     for call in &calls {

@@ -13,11 +13,11 @@ use super::decide::{Basis, Decision, Verdict, HUMAN_ONLY_RULE};
 
 impl<'r> Decision<'r> {
     /// The rule behind the decision: `human_only_function` for a human-only
-    /// target, the matching rule's id for a rule decision, else `None`.
+    /// target, the matching rule's id for a rule or ask decision, else `None`.
     pub fn rule_id(&self) -> Option<&'r str> {
         match self.basis {
             Basis::HumanOnly { .. } => Some(HUMAN_ONLY_RULE),
-            Basis::Rule { rule_id, .. } => Some(rule_id),
+            Basis::Rule { rule_id, .. } | Basis::Ask { rule_id, .. } => Some(rule_id),
             _ => None,
         }
     }
@@ -48,13 +48,28 @@ impl<'r> Decision<'r> {
                 Some(c) => format!("allowed: matched rule {rule_id} on {}", constraint_text(&c)),
                 None => format!("allowed: matched rule {rule_id}"),
             },
+            (
+                _,
+                Basis::Ask {
+                    rule_id,
+                    constraint,
+                    ..
+                },
+            ) => match constraint {
+                Some(c) => format!(
+                    "held: ask rule {rule_id} on {}; a human decides",
+                    constraint_text(&c)
+                ),
+                None => format!("held: ask rule {rule_id}; a human decides"),
+            },
             (_, Basis::ModeFull) => "allowed: session mode is full".to_owned(),
-            (_, Basis::ApprovedAlways { entry }) => {
-                format!("allowed: approved_always entry {entry}")
+            (_, Basis::ApprovedAlways { entry, .. }) => {
+                format!("allowed: approved_always entry {}", entry.function_id)
             }
-            (_, Basis::AlwaysAllow { entry }) => {
-                format!("allowed: always_allow entry {entry} (session mode is auto)")
-            }
+            (_, Basis::AlwaysAllow { entry, .. }) => format!(
+                "allowed: always_allow entry {} (session mode is auto)",
+                entry.function_id
+            ),
             (_, Basis::NoMatch) => "held: no rule matched".to_owned(),
         }
     }
@@ -213,6 +228,25 @@ mod tests {
     }
 
     #[test]
+    fn ask_holds_name_their_rule() {
+        let r = rules(json!([
+            "?deploy::*",
+            {"function": "shell::exec", "action": "ask", "rule_id": "ask-rm",
+             "args": {"cmd": {"prefix": "rm "}}}
+        ]));
+        let s = settings(Mode::Full, &[], &[]);
+        assert_eq!(
+            reason_of(&s, &r, "deploy::prod", None),
+            "held: ask rule ?deploy::*; a human decides"
+        );
+        let args = json!({"cmd": "rm -rf /tmp/x"});
+        assert_eq!(
+            reason_of(&s, &r, "shell::exec", Some(&args)),
+            "held: ask rule ask-rm on cmd prefix \"rm \"; a human decides"
+        );
+    }
+
+    #[test]
     fn rule_ids_by_basis() {
         let r = rules(json!(["!a", {"function": "b", "action": "allow", "rule_id": "rb"}]));
         let s = settings(Mode::Auto, &["c"], &["d"]);
@@ -229,6 +263,16 @@ mod tests {
             .map(str::to_owned)
         };
         assert_eq!(id("approval::x").as_deref(), Some(HUMAN_ONLY_RULE));
+        let asks = rules(json!(["?q"]));
+        let ask = decide(
+            &s,
+            &asks,
+            &Call {
+                function_id: "q",
+                arguments: None,
+            },
+        );
+        assert_eq!(ask.rule_id(), Some("?q"));
         assert_eq!(id("a").as_deref(), Some("!a"));
         assert_eq!(id("b").as_deref(), Some("rb"));
         assert_eq!(id("c"), None);

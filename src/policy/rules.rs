@@ -5,16 +5,27 @@
 //!
 //! ```json
 //! [ "!approval::*",                                  // shorthand deny
+//!   "?deploy::*",                                    // shorthand ask
 //!   "state::get",                                    // shorthand allow
 //!   { "function": "shell::exec", "action": "deny", "rule_id": "no-force-push",
-//!     "modes": ["auto"], "args": { "command": { "matches": "push .*--force" } } } ]
+//!     "modes": ["auto"], "args": { "command": { "matches": "push .*--force" } },
+//!     "examples": { "match": [{ "function_id": "shell::exec",
+//!                               "arguments": { "command": "git push -f --force" } }],
+//!                   "no_match": [{ "function_id": "shell::exec",
+//!                                  "arguments": { "command": "git push" } }] } },
+//!   { "function": "db::migrate", "action": "ask", "timeout_ms": 1800000,
+//!     "escalate_after_ms": 600000 } ]
 //! ```
 //!
 //! Rule ids: a shorthand's `rule_id` is the string exactly as written, `!`
-//! included (`"!approval::*"`), so the allow and deny forms of one glob stay
+//! or `?` included (`"!approval::*"`), so the forms of one glob stay
 //! distinguishable and an operator can search the configuration for it. An
 //! object rule without `rule_id` gets the id its shorthand would have: the
-//! `function` glob, prefixed with `!` for `deny`.
+//! `function` glob, prefixed with `!` for `deny` and `?` for `ask`.
+//!
+//! Examples are checked at every compile, each against its rule alone (its
+//! function glob and `args`; `modes` say *when* a rule applies, not *what*
+//! it matches): a failed example is a rule error like a compile error.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -41,11 +52,12 @@ pub fn default_rules() -> Vec<RuleSpec> {
 }
 
 /// One item of the configuration's `rules` array: a string shorthand
-/// (`"<glob>"` allows, `"!<glob>"` denies) or a rule object.
+/// (`"<glob>"` allows, `"!<glob>"` denies, `"?<glob>"` asks) or a rule object.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum RuleSpec {
-    /// `"<glob>"` allows, `"!<glob>"` denies; the rule id is the string as written.
+    /// `"<glob>"` allows, `"!<glob>"` denies, `"?<glob>"` asks a human; the
+    /// rule id is the string as written.
     Shorthand(String),
     /// A rule with an explicit action and optional id, modes and argument constraints.
     Object(RuleObject),
@@ -61,7 +73,9 @@ impl<'de> Deserialize<'de> for RuleSpec {
             type Value = RuleSpec;
 
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a glob string (\"!<glob>\" to deny) or a rule object")
+                f.write_str(
+                    "a glob string (\"!<glob>\" to deny, \"?<glob>\" to ask) or a rule object",
+                )
             }
 
             fn visit_str<E: de::Error>(self, v: &str) -> Result<RuleSpec, E> {
@@ -102,6 +116,41 @@ pub struct RuleObject {
     /// `args` never matches a call whose arguments are absent or not an object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<BTreeMap<String, ArgConstraint>>,
+    /// Ask rules only: how long a hold this rule causes may wait for a human
+    /// (ms, at least 1000); wins over the global `pending_timeout_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Ask rules only: when a hold this rule causes is escalated (ms, at
+    /// least 1000); wins over the global `escalate_after_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalate_after_ms: Option<u64>,
+    /// Calls the rule must and must not match, checked at every compile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub examples: Option<RuleExamples>,
+}
+
+/// A rule's examples: calls its function glob and `args` must match, and
+/// calls they must not.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RuleExamples {
+    /// Calls the rule must match.
+    #[serde(rename = "match", default, skip_serializing_if = "Vec::is_empty")]
+    pub matching: Vec<Probe>,
+    /// Calls the rule must not match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub no_match: Vec<Probe>,
+}
+
+/// One example call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Probe {
+    /// The call's function id.
+    pub function_id: String,
+    /// The call's arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<serde_json::Value>,
 }
 
 /// What a matching rule does.
@@ -112,6 +161,9 @@ pub enum RuleAction {
     Allow,
     /// The call is denied with a reason.
     Deny,
+    /// The call waits for a human: checked before `full` mode and the
+    /// allow-lists, whatever the rule's position.
+    Ask,
 }
 
 impl RuleAction {
@@ -120,19 +172,112 @@ impl RuleAction {
         match self {
             RuleAction::Allow => "allow",
             RuleAction::Deny => "deny",
+            RuleAction::Ask => "ask",
+        }
+    }
+
+    /// The shorthand marker of the action (`""`, `"!"`, `"?"`).
+    fn marker(self) -> &'static str {
+        match self {
+            RuleAction::Allow => "",
+            RuleAction::Deny => "!",
+            RuleAction::Ask => "?",
         }
     }
 }
 
-/// One argument constraint: `{"equals": <json>}` or `{"matches": "<regex>"}`,
-/// exactly one key.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+/// How the rules combine with the session's mode and grants
+/// (`architecture/contract.md` § Permission model).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RulePrecedence {
+    /// Human-only → ask rules → mode `full` → grants → the first matching
+    /// allow or deny rule → hold.
+    #[default]
+    FirstMatch,
+    /// Human-only → every matching deny rule (it beats `full` mode and
+    /// grants) → ask rules → mode `full` → grants → allow rules → hold.
+    DenyAskAllow,
+}
+
+impl RulePrecedence {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RulePrecedence::FirstMatch => "first_match",
+            RulePrecedence::DenyAskAllow => "deny_ask_allow",
+        }
+    }
+}
+
+/// One argument constraint, exactly one key: `{"equals": <json>}`,
+/// `{"matches": "<regex>"}` or `{"prefix": "<string>"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ArgConstraint {
     /// Type-strict JSON equality; a missing field is `null`.
     Equals(serde_json::Value),
     /// An unanchored regex (Rust `regex` syntax) tested against string values only.
     Matches(String),
+    /// The string value starts with this text (strings only).
+    Prefix(String),
+}
+
+/// The schema a console shows: one object per operator, each key described.
+impl JsonSchema for ArgConstraint {
+    fn schema_name() -> String {
+        "ArgConstraint".to_owned()
+    }
+
+    fn json_schema(_: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+        let one = |key: &str, description: &str, typed: bool| {
+            let mut property = serde_json::json!({ "description": description });
+            if typed {
+                property["type"] = "string".into();
+            }
+            serde_json::json!({
+                "type": "object",
+                "additionalProperties": false,
+                "required": [key],
+                "properties": { key: property },
+            })
+        };
+        let schema = serde_json::json!({
+            "description": "One argument constraint: exactly one of equals, matches, prefix.",
+            "oneOf": [
+                one("equals", "Type-strict JSON equality; a missing field is null.", false),
+                one("matches", "Unanchored regular expression (Rust regex syntax); strings only.", true),
+                one("prefix", "The string value starts with this text (case-sensitive, no regex); strings only.", true),
+            ],
+        });
+        serde_json::from_value(schema).unwrap_or(schemars::schema::Schema::Bool(true))
+    }
+}
+
+impl ArgConstraint {
+    /// Compiles the constraint on `field`.
+    pub(crate) fn compile(&self, field: &str) -> Result<CompiledConstraint, String> {
+        match self {
+            ArgConstraint::Equals(v) => CompiledConstraint::equals(field, v),
+            ArgConstraint::Matches(re) => CompiledConstraint::matches(field, re),
+            ArgConstraint::Prefix(p) => CompiledConstraint::prefix(field, p),
+        }
+    }
+}
+
+/// Checks that an `args` object compiles (a grant's, before it is stored).
+pub fn check_args(args: &BTreeMap<String, ArgConstraint>) -> Result<(), String> {
+    compile_args(args).map(drop)
+}
+
+/// Compiles an `args` object (constraints in key order).
+pub(crate) fn compile_args(
+    args: &BTreeMap<String, ArgConstraint>,
+) -> Result<Box<[CompiledConstraint]>, String> {
+    args.iter()
+        .map(|(field, c)| c.compile(field))
+        .collect::<Result<Vec<_>, String>>()
+        .map(Vec::into_boxed_slice)
 }
 
 /// A rule that does not compile, with its position in the `rules` array.
@@ -183,22 +328,45 @@ pub(crate) struct CompiledRule {
     explicit_auto: bool,
     /// `None`: no `args`; `Some`: every constraint must hold (in key order).
     pub(crate) args: Option<Box<[CompiledConstraint]>>,
+    /// Ask rules: the hold's own deadline and escalation (ms).
+    pub(crate) timeout_ms: Option<u64>,
+    pub(crate) escalate_after_ms: Option<u64>,
 }
 
 impl CompiledRule {
     /// Whether the rule applies to a call in `mode` with these arguments
     /// (its function pattern already matched).
     pub(crate) fn applies(&self, mode: Mode, args: Option<&serde_json::Value>) -> bool {
-        if !self.modes.contains(mode) {
-            return false;
-        }
-        match &self.args {
-            None => true,
-            Some(constraints) => match args {
-                Some(serde_json::Value::Object(obj)) => constraints.iter().all(|c| c.holds(obj)),
-                _ => false,
-            },
-        }
+        self.modes.contains(mode) && args_hold(self.args.as_deref(), args)
+    }
+}
+
+/// Whether the constraints hold for a call's arguments: no constraints
+/// always hold; any constraint needs an arguments object.
+pub(crate) fn args_hold(
+    constraints: Option<&[CompiledConstraint]>,
+    args: Option<&serde_json::Value>,
+) -> bool {
+    match constraints {
+        None => true,
+        Some(constraints) => match args {
+            Some(serde_json::Value::Object(obj)) => constraints.iter().all(|c| c.holds(obj)),
+            _ => false,
+        },
+    }
+}
+
+/// The first constraint that does not hold (for traces): `None` when all
+/// hold or there are none; the first constraint when the arguments are not
+/// an object.
+pub(crate) fn failing_constraint<'c>(
+    constraints: Option<&'c [CompiledConstraint]>,
+    args: Option<&serde_json::Value>,
+) -> Option<&'c CompiledConstraint> {
+    let constraints = constraints?;
+    match args {
+        Some(serde_json::Value::Object(obj)) => constraints.iter().find(|c| !c.holds(obj)),
+        _ => constraints.first(),
     }
 }
 
@@ -206,12 +374,18 @@ impl CompiledRule {
 /// `GlobSet`, so matching a call costs about the same at 1 rule as at 1,000.
 /// Immutable once built; share it in an `Arc` and swap the whole value on a
 /// configuration change.
+///
+/// Two tables, each slot the rule's index: `table` holds the allow and deny
+/// rules, `asks` the ask rules (a floor checked before everything but the
+/// guard, so it is matched on its own).
 #[derive(Debug, Clone, Default)]
 pub struct CompiledRules {
     pub(crate) rules: Vec<CompiledRule>,
     pub(crate) table: PatternTable,
+    pub(crate) asks: PatternTable,
     /// The operator's extra human-only guards.
     extra: ExtraGuards,
+    pub(crate) precedence: RulePrecedence,
 }
 
 impl CompiledRules {
@@ -224,10 +398,26 @@ impl CompiledRules {
         let mut errors = Vec::new();
         let mut rules = Vec::with_capacity(specs.len());
         let mut patterns = Vec::with_capacity(specs.len());
+        let mut asks = Vec::new();
         for (index, spec) in specs.iter().enumerate() {
             match compile_one(spec) {
                 Ok((rule, pattern)) => {
-                    patterns.push((pattern, slot(index)));
+                    if let RuleSpec::Object(RuleObject {
+                        examples: Some(examples),
+                        ..
+                    }) = spec
+                    {
+                        errors.extend(
+                            check_examples(&rule, &pattern, examples)
+                                .into_iter()
+                                .map(|message| RuleError { index, message }),
+                        );
+                    }
+                    if rule.action == RuleAction::Ask {
+                        asks.push((pattern, slot(index)));
+                    } else {
+                        patterns.push((pattern, slot(index)));
+                    }
                     rules.push(rule);
                 }
                 Err(message) => errors.push(RuleError { index, message }),
@@ -236,11 +426,15 @@ impl CompiledRules {
         if !errors.is_empty() {
             return Err(errors);
         }
-        match PatternTable::build(patterns) {
-            Ok(table) => Ok(CompiledRules {
+        match PatternTable::build(patterns)
+            .and_then(|table| PatternTable::build(asks).map(|asks| (table, asks)))
+        {
+            Ok((table, asks)) => Ok(CompiledRules {
                 rules,
                 table,
+                asks,
                 extra: ExtraGuards::default(),
+                precedence: RulePrecedence::default(),
             }),
             Err(err) => {
                 if err.culprits.is_empty() {
@@ -272,6 +466,17 @@ impl CompiledRules {
         let (extra, errors) = ExtraGuards::compile(globs);
         self.extra = extra;
         (self, errors)
+    }
+
+    /// Sets how the rules combine with modes and grants.
+    pub fn with_precedence(mut self, precedence: RulePrecedence) -> CompiledRules {
+        self.precedence = precedence;
+        self
+    }
+
+    /// How the rules combine with modes and grants.
+    pub fn precedence(&self) -> RulePrecedence {
+        self.precedence
     }
 
     /// The extra guard `function_id` matches, if any.
@@ -329,15 +534,23 @@ fn slot(index: usize) -> u32 {
 fn compile_one(spec: &RuleSpec) -> Result<(CompiledRule, Pattern), String> {
     match spec {
         RuleSpec::Shorthand(text) => {
-            let (action, function) = match text.strip_prefix('!') {
-                Some(rest) => (RuleAction::Deny, rest),
-                None => (RuleAction::Allow, text.as_str()),
+            let (action, function) = if let Some(rest) = text.strip_prefix('!') {
+                (RuleAction::Deny, rest)
+            } else if let Some(rest) = text.strip_prefix('?') {
+                (RuleAction::Ask, rest)
+            } else {
+                (RuleAction::Allow, text.as_str())
             };
-            if action == RuleAction::Deny && function.is_empty() {
-                return Err("`!` must be followed by a function glob".to_owned());
+            if action != RuleAction::Allow && function.is_empty() {
+                return Err(format!(
+                    "`{}` must be followed by a function glob",
+                    action.marker()
+                ));
             }
             if function.starts_with('!') {
-                return Err(format!("{text:?}: only one leading `!` is allowed"));
+                return Err(format!(
+                    "{text:?}: a shorthand has one marker (`!` denies, `?` asks)"
+                ));
             }
             let pattern = function_pattern(function)?;
             let rule = CompiledRule {
@@ -347,6 +560,8 @@ fn compile_one(spec: &RuleSpec) -> Result<(CompiledRule, Pattern), String> {
                 modes: ModeSet::ALL,
                 explicit_auto: false,
                 args: None,
+                timeout_ms: None,
+                escalate_after_ms: None,
             };
             Ok((rule, pattern))
         }
@@ -365,23 +580,27 @@ fn compile_one(spec: &RuleSpec) -> Result<(CompiledRule, Pattern), String> {
                     return Err("`rule_id` must not be empty".to_owned());
                 }
                 Some(id) => id.as_str().into(),
-                None => match obj.action {
-                    RuleAction::Allow => obj.function.as_str().into(),
-                    RuleAction::Deny => format!("!{}", obj.function).into(),
-                },
+                None => format!("{}{}", obj.action.marker(), obj.function).into(),
             };
-            let args = match &obj.args {
-                None => None,
-                Some(map) => Some(
-                    map.iter()
-                        .map(|(field, c)| match c {
-                            ArgConstraint::Equals(v) => CompiledConstraint::equals(field, v),
-                            ArgConstraint::Matches(re) => CompiledConstraint::matches(field, re),
-                        })
-                        .collect::<Result<Vec<_>, String>>()?
-                        .into_boxed_slice(),
-                ),
-            };
+            for (name, value) in [
+                ("timeout_ms", obj.timeout_ms),
+                ("escalate_after_ms", obj.escalate_after_ms),
+            ] {
+                match value {
+                    Some(_) if obj.action != RuleAction::Ask => {
+                        return Err(format!(
+                            "`{name}` applies to ask rules only (\"action\": \"ask\")"
+                        ));
+                    }
+                    Some(ms) if ms < MIN_DEADLINE_MS => {
+                        return Err(format!(
+                            "`{name}` must be at least {MIN_DEADLINE_MS} ms, got {ms}"
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            let args = obj.args.as_ref().map(compile_args).transpose()?;
             let rule = CompiledRule {
                 function: obj.function.as_str().into(),
                 rule_id,
@@ -389,10 +608,47 @@ fn compile_one(spec: &RuleSpec) -> Result<(CompiledRule, Pattern), String> {
                 modes: ModeSet::of(obj.modes.as_deref()),
                 explicit_auto: obj.modes.as_ref().is_some_and(|m| m.contains(&Mode::Auto)),
                 args,
+                timeout_ms: obj.timeout_ms,
+                escalate_after_ms: obj.escalate_after_ms,
             };
             Ok((rule, pattern))
         }
     }
+}
+
+/// The shortest deadline an ask rule may set: a hold must give a human a
+/// chance to answer.
+pub const MIN_DEADLINE_MS: u64 = 1000;
+
+/// Runs each example against the rule alone (its glob and `args`, not its
+/// modes); a message per example that fails.
+fn check_examples(rule: &CompiledRule, pattern: &Pattern, examples: &RuleExamples) -> Vec<String> {
+    let matches = |probe: &Probe| {
+        pattern.matches(&probe.function_id)
+            && args_hold(rule.args.as_deref(), probe.arguments.as_ref())
+    };
+    let show = |probe: &Probe| match &probe.arguments {
+        Some(arguments) => format!("{} {}", probe.function_id, arguments),
+        None => probe.function_id.clone(),
+    };
+    let mut out = Vec::new();
+    for (i, probe) in examples.matching.iter().enumerate() {
+        if !matches(probe) {
+            out.push(format!(
+                "example match[{i}] ({}) does not match the rule",
+                show(probe)
+            ));
+        }
+    }
+    for (i, probe) in examples.no_match.iter().enumerate() {
+        if matches(probe) {
+            out.push(format!(
+                "example no_match[{i}] ({}) matches the rule",
+                show(probe)
+            ));
+        }
+    }
+    out
 }
 
 fn function_pattern(function: &str) -> Result<Pattern, String> {
@@ -594,7 +850,11 @@ mod tests {
         };
         assert_eq!(text(1), "rule 1: the function glob must not be empty");
         assert_eq!(text(2), "rule 2: `!` must be followed by a function glob");
-        assert!(text(3).contains("only one leading `!`"), "{}", text(3));
+        assert!(
+            text(3).contains("a shorthand has one marker"),
+            "{}",
+            text(3)
+        );
         assert!(text(4).starts_with("rule 4: invalid glob"), "{}", text(4));
         assert_eq!(text(5), "rule 5: the function glob must not be empty");
         assert!(
@@ -611,6 +871,131 @@ mod tests {
             text(12),
             "rule 12: the function glob \"!x\" must not start with `!`; use \"action\": \"deny\""
         );
+    }
+
+    #[test]
+    fn ask_rules_are_written_with_a_question_mark_or_action_ask() {
+        let rules = compile(json!([
+            "?deploy::*",
+            "??x",
+            {"function": "db::*", "action": "ask"},
+            {"function": "db::drop", "action": "ask", "rule_id": "drop", "modes": ["full"],
+             "timeout_ms": 1000, "escalate_after_ms": 60000}
+        ]));
+        let shape: Vec<_> = rules
+            .rules
+            .iter()
+            .map(|r| {
+                (
+                    r.action,
+                    &*r.rule_id,
+                    &*r.function,
+                    r.timeout_ms,
+                    r.escalate_after_ms,
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (RuleAction::Ask, "?deploy::*", "deploy::*", None, None),
+                (RuleAction::Ask, "??x", "?x", None, None),
+                (RuleAction::Ask, "?db::*", "db::*", None, None),
+                (RuleAction::Ask, "drop", "db::drop", Some(1000), Some(60000)),
+            ]
+        );
+        // Ask rules live in their own table; none in the allow/deny one.
+        assert_eq!(rules.asks.len(), 4);
+        assert_eq!(rules.table.len(), 0);
+        assert!(rules.auto_seed_globs().is_empty());
+    }
+
+    #[test]
+    fn deadlines_belong_to_ask_rules_and_are_at_least_a_second() {
+        let errs = errors(json!([
+            "?",
+            "?!x",
+            {"function": "a", "action": "allow", "timeout_ms": 5000},
+            {"function": "a", "action": "deny", "escalate_after_ms": 5000},
+            {"function": "a", "action": "ask", "timeout_ms": 999},
+            {"function": "a", "action": "ask", "escalate_after_ms": 0},
+            {"function": "a", "action": "ask", "timeout_ms": 1000, "escalate_after_ms": 1000}
+        ]));
+        let texts: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            texts,
+            vec![
+                "rule 0: `?` must be followed by a function glob",
+                "rule 1: \"?!x\": a shorthand has one marker (`!` denies, `?` asks)",
+                "rule 2: `timeout_ms` applies to ask rules only (\"action\": \"ask\")",
+                "rule 3: `escalate_after_ms` applies to ask rules only (\"action\": \"ask\")",
+                "rule 4: `timeout_ms` must be at least 1000 ms, got 999",
+                "rule 5: `escalate_after_ms` must be at least 1000 ms, got 0",
+            ]
+        );
+    }
+
+    #[test]
+    fn examples_are_checked_against_the_rule_alone() {
+        // Modes do not matter to an example; glob and args do.
+        let ok = compile(json!([{
+            "function": "shell::exec", "action": "deny", "modes": [],
+            "args": {"cmd": {"prefix": "rm "}},
+            "examples": {
+                "match": [{"function_id": "shell::exec", "arguments": {"cmd": "rm -rf /"}}],
+                "no_match": [
+                    {"function_id": "shell::exec", "arguments": {"cmd": "ls"}},
+                    {"function_id": "shell::exec"},
+                    {"function_id": "shell::run", "arguments": {"cmd": "rm x"}}
+                ]
+            }
+        }]));
+        assert_eq!(ok.len(), 1);
+        let errs = errors(json!([
+            "a",
+            {"function": "shell::*", "action": "ask", "examples": {
+                "match": [{"function_id": "coder::x"}],
+                "no_match": [{"function_id": "shell::x", "arguments": [1]}]}}
+        ]));
+        let texts: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            texts,
+            vec![
+                "rule 1: example match[0] (coder::x) does not match the rule",
+                "rule 1: example no_match[0] (shell::x [1]) matches the rule",
+            ]
+        );
+        // Unknown keys in examples are refused when the configuration parses.
+        assert!(
+            serde_json::from_value::<RuleSpec>(json!({"function": "a", "action": "allow",
+            "examples": {"matches": []}}))
+            .is_err()
+        );
+        assert!(
+            serde_json::from_value::<RuleSpec>(json!({"function": "a", "action": "allow",
+            "examples": {"match": [{"function": "a"}]}}))
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn a_regex_over_the_size_limit_is_a_rule_error_that_suggests_the_fix() {
+        let errs = errors(json!([
+            "ok::*",
+            {"function": "shell::exec", "action": "deny", "args": {"cmd": {"matches": r"(?i)(?:\w+\s+){60}--force"}}}
+        ]));
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].index, 1);
+        let text = errs[0].to_string();
+        assert!(
+            text.starts_with("rule 1: args \"cmd\": the regex"),
+            "{text}"
+        );
+        assert!(text.contains("1 MiB limit"), "{text}");
+        assert!(text.contains(r"(?-u:\w)"), "{text}");
+        // The suggested fix compiles.
+        compile(json!([{"function": "shell::exec", "action": "deny",
+            "args": {"cmd": {"matches": r"(?i)(?:(?-u:\w)+(?-u:\s)+){60}--force"}}}]));
     }
 
     #[test]

@@ -7,5 +7,5 @@ mod cache;
 mod model;
 pub(crate) mod store;
 
-pub use model::{ApprovalSettings, Entry, GrantedBy, Mode};
+pub use model::{ApprovalSettings, Bounds, Entry, GrantList, GrantedBy, Mode};
 pub(crate) use store::{event_key, Known, SettingsSource};

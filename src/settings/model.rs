@@ -5,11 +5,24 @@
 //!
 //! ```json
 //! { "mode": "manual", "always_allow": [{"function_id": "state::get", "granted_at": 0, "granted_by": "seed"}],
-//!   "approved_always": [], "mode_set_at": 0 }
+//!   "approved_always": [{"function_id": "shell::exec", "granted_at": 1796216164779,
+//!     "granted_by": "user_click", "expires_at": 1796219764779, "uses_left": 2,
+//!     "args": {"cmd": {"prefix": "git "}}}],
+//!   "mode_set_at": 0 }
 //! ```
+//!
+//! A grant may be bounded (`architecture/contract.md` § Settings): by time
+//! (`expires_at`), by count (`uses_left`, spent by the gate one use per
+//! allowed call) and by arguments (`args`). A bounded entry that expired or
+//! was used up is ignored by the gate at once and dropped from the record on
+//! its next mutation.
+
+use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use crate::policy::ArgConstraint;
 
 /// A session's approval mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -53,15 +66,87 @@ pub struct Entry {
     pub granted_at: u64,
     /// Who granted it.
     pub granted_by: GrantedBy,
+    /// The entry stops applying at this time (ms since the epoch):
+    /// `granted_at + ttl_ms`. Absent: it never expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
+    /// How many more calls the entry allows; each allowed call spends one
+    /// before it runs. Absent: unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uses_left: Option<u64>,
+    /// Argument constraints the call must meet, as in rules plus `prefix`.
+    /// Absent: any arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<BTreeMap<String, ArgConstraint>>,
 }
 
 impl Entry {
-    /// An entry for `function_id`, granted at `granted_at` by `granted_by`.
+    /// An unbounded entry for `function_id`, granted at `granted_at` by `granted_by`.
     pub fn new(function_id: impl Into<String>, granted_at: u64, granted_by: GrantedBy) -> Entry {
         Entry {
             function_id: function_id.into(),
             granted_at,
             granted_by,
+            expires_at: None,
+            uses_left: None,
+            args: None,
+        }
+    }
+
+    /// A user's entry for `function_id` granted at `now` within `bounds`.
+    pub fn bounded(function_id: impl Into<String>, now: u64, bounds: &Bounds) -> Entry {
+        Entry {
+            expires_at: bounds.ttl_ms.map(|ttl| now.saturating_add(ttl)),
+            uses_left: bounds.uses,
+            args: bounds.args.clone(),
+            ..Entry::new(function_id, now, GrantedBy::UserClick)
+        }
+    }
+
+    /// Whether the entry can no longer allow anything at `now`: expired, or
+    /// used up.
+    pub fn is_spent(&self, now: u64) -> bool {
+        self.expires_at.is_some_and(|at| now >= at) || self.uses_left == Some(0)
+    }
+
+    /// Whether `other` is this grant, whatever uses it has left since.
+    fn same_grant(&self, other: &Entry) -> bool {
+        self.function_id == other.function_id
+            && self.granted_at == other.granted_at
+            && self.granted_by == other.granted_by
+            && self.expires_at == other.expires_at
+            && self.args == other.args
+            && self.uses_left.is_some() == other.uses_left.is_some()
+    }
+}
+
+/// What bounds a grant: `ttl_ms`, `uses` and `args` of `approve-always` and
+/// `add-always-allow`. The default is unbounded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Bounds {
+    /// The entry applies for this long (ms).
+    pub ttl_ms: Option<u64>,
+    /// The entry allows this many calls.
+    pub uses: Option<u64>,
+    /// The call's arguments must meet these constraints.
+    pub args: Option<BTreeMap<String, ArgConstraint>>,
+}
+
+/// Which allow-list of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GrantList {
+    /// `approved_always`: remembered human decisions, every mode.
+    ApprovedAlways,
+    /// `always_allow`: honoured in `auto` mode.
+    AlwaysAllow,
+}
+
+impl GrantList {
+    /// The list's field name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrantList::ApprovedAlways => "approved_always",
+            GrantList::AlwaysAllow => "always_allow",
         }
     }
 }
@@ -92,25 +177,74 @@ impl ApprovalSettings {
     /// `add-always-allow`: idempotent on the exact `function_id` (an existing
     /// entry keeps its `granted_at`).
     pub fn add_always_allow(&mut self, function_id: &str, now: u64) {
-        add_entry(&mut self.always_allow, function_id, now);
+        self.grant(GrantList::AlwaysAllow, function_id, &Bounds::default(), now);
     }
 
     /// `approve-always`: idempotent on the exact `function_id`.
     pub fn approve_always(&mut self, function_id: &str, now: u64) {
-        add_entry(&mut self.approved_always, function_id, now);
+        self.grant(
+            GrantList::ApprovedAlways,
+            function_id,
+            &Bounds::default(),
+            now,
+        );
     }
 
-    /// `remove-always-allow`: removes the exact entry; absent is a no-op.
+    /// `add-always-allow` / `approve-always` with bounds. An entry with the
+    /// same `function_id`, `args`, `expires_at` and `uses_left` as the new
+    /// one is the same grant: it stays, with its `granted_at`. Any other
+    /// difference makes a distinct entry.
+    pub fn grant(&mut self, list: GrantList, function_id: &str, bounds: &Bounds, now: u64) {
+        let new = Entry::bounded(function_id, now, bounds);
+        let entries = self.list_mut(list);
+        let same = |e: &Entry| {
+            e.function_id == new.function_id
+                && e.args == new.args
+                && e.expires_at == new.expires_at
+                && e.uses_left == new.uses_left
+        };
+        if !entries.iter().any(same) {
+            entries.push(new);
+        }
+    }
+
+    /// `remove-always-allow`: removes every entry for the exact
+    /// `function_id`, bounded or not; absent is a no-op.
     pub fn remove_always_allow(&mut self, function_id: &str) {
         self.always_allow.retain(|e| e.function_id != function_id);
     }
-}
 
-fn add_entry(list: &mut Vec<Entry>, function_id: &str, now: u64) {
-    if list.iter().any(|e| e.function_id == function_id) {
-        return;
+    /// Drops the entries that expired or were used up by `now` (done on
+    /// every mutation; the gate ignores them before that).
+    pub fn prune(&mut self, now: u64) {
+        self.always_allow.retain(|e| !e.is_spent(now));
+        self.approved_always.retain(|e| !e.is_spent(now));
     }
-    list.push(Entry::new(function_id, now, GrantedBy::UserClick));
+
+    /// Spends one use of `grant` (an entry as the gate saw it, possibly with
+    /// more uses left than now): the first entry of `list` that is the same
+    /// grant, not spent at `now`, loses one use. Returns whether a use was
+    /// spent; nothing changes otherwise.
+    pub fn spend(&mut self, list: GrantList, grant: &Entry, now: u64) -> bool {
+        let found = self
+            .list_mut(list)
+            .iter_mut()
+            .find(|e| e.same_grant(grant) && !e.is_spent(now));
+        match found.and_then(|e| e.uses_left.as_mut()) {
+            Some(left) => {
+                *left -= 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn list_mut(&mut self, list: GrantList) -> &mut Vec<Entry> {
+        match list {
+            GrantList::ApprovedAlways => &mut self.approved_always,
+            GrantList::AlwaysAllow => &mut self.always_allow,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -160,6 +294,167 @@ mod tests {
         assert_eq!(s.always_allow[0].function_id, "x::y");
     }
 
+    fn bounds(ttl_ms: Option<u64>, uses: Option<u64>, args: Option<serde_json::Value>) -> Bounds {
+        Bounds {
+            ttl_ms,
+            uses,
+            args: args.map(|a| serde_json::from_value(a).unwrap()),
+        }
+    }
+
+    #[test]
+    fn bounded_grants_are_distinct_unless_every_bound_is_equal() {
+        let mut s = empty();
+        let git = serde_json::json!({"cmd": {"prefix": "git "}});
+        s.grant(
+            GrantList::ApprovedAlways,
+            "shell::exec",
+            &bounds(None, Some(3), None),
+            10,
+        );
+        s.grant(
+            GrantList::ApprovedAlways,
+            "shell::exec",
+            &bounds(None, Some(3), None),
+            11,
+        );
+        assert_eq!(
+            s.approved_always.len(),
+            1,
+            "the same grant again is a no-op"
+        );
+        assert_eq!(s.approved_always[0].granted_at, 10);
+        s.grant(
+            GrantList::ApprovedAlways,
+            "shell::exec",
+            &bounds(None, Some(2), None),
+            12,
+        );
+        s.grant(
+            GrantList::ApprovedAlways,
+            "shell::exec",
+            &bounds(None, None, Some(git.clone())),
+            13,
+        );
+        s.grant(
+            GrantList::ApprovedAlways,
+            "shell::exec",
+            &bounds(None, None, Some(git)),
+            14,
+        );
+        s.grant(
+            GrantList::ApprovedAlways,
+            "shell::exec",
+            &bounds(Some(1000), None, None),
+            15,
+        );
+        s.grant(
+            GrantList::ApprovedAlways,
+            "shell::exec",
+            &bounds(Some(1000), None, None),
+            16,
+        );
+        s.approve_always("shell::exec", 17);
+        s.approve_always("shell::exec", 18);
+        let shapes: Vec<_> = s
+            .approved_always
+            .iter()
+            .map(|e| (e.granted_at, e.expires_at, e.uses_left, e.args.is_some()))
+            .collect();
+        assert_eq!(
+            shapes,
+            vec![
+                (10, None, Some(3), false),
+                (12, None, Some(2), false),
+                (13, None, None, true),
+                (15, Some(1015), None, false),
+                (16, Some(1016), None, false),
+                (17, None, None, false),
+            ]
+        );
+        assert!(s.always_allow.is_empty());
+    }
+
+    #[test]
+    fn spending_takes_one_use_of_the_same_grant_until_none_is_left() {
+        let mut s = empty();
+        s.grant(GrantList::AlwaysAllow, "a", &bounds(None, Some(2), None), 5);
+        s.grant(GrantList::AlwaysAllow, "a", &bounds(None, Some(1), None), 6);
+        let seen = s.always_allow[0].clone();
+        assert!(s.spend(GrantList::AlwaysAllow, &seen, 6));
+        assert_eq!(s.always_allow[0].uses_left, Some(1));
+        // The gate may have seen more uses than are left: still the same grant.
+        assert!(s.spend(GrantList::AlwaysAllow, &seen, 6));
+        assert_eq!(s.always_allow[0].uses_left, Some(0));
+        // Used up; a grant of the same function made later is another grant.
+        assert!(!s.spend(GrantList::AlwaysAllow, &seen, 6));
+        assert_eq!(s.always_allow[1].uses_left, Some(1));
+        // The wrong list, or an unbounded entry, spends nothing.
+        assert!(!s.spend(GrantList::ApprovedAlways, &seen, 6));
+        s.add_always_allow("b", 7);
+        let unbounded = s.always_allow[2].clone();
+        assert!(!s.spend(GrantList::AlwaysAllow, &unbounded, 7));
+        // Expired entries are not spent.
+        s.grant(
+            GrantList::AlwaysAllow,
+            "c",
+            &bounds(Some(10), Some(5), None),
+            100,
+        );
+        let c = s.always_allow[3].clone();
+        assert!(s.spend(GrantList::AlwaysAllow, &c, 109));
+        assert!(!s.spend(GrantList::AlwaysAllow, &c, 110));
+        assert_eq!(s.always_allow[3].uses_left, Some(4));
+    }
+
+    #[test]
+    fn prune_drops_expired_and_used_up_entries_only() {
+        let mut s = empty();
+        s.grant(
+            GrantList::AlwaysAllow,
+            "expired",
+            &bounds(Some(10), None, None),
+            0,
+        );
+        s.grant(
+            GrantList::AlwaysAllow,
+            "live",
+            &bounds(Some(100), None, None),
+            0,
+        );
+        s.grant(
+            GrantList::ApprovedAlways,
+            "used",
+            &bounds(None, Some(1), None),
+            0,
+        );
+        s.grant(
+            GrantList::ApprovedAlways,
+            "left",
+            &bounds(None, Some(1), None),
+            1,
+        );
+        s.add_always_allow("plain", 0);
+        let used = s.approved_always[0].clone();
+        assert!(s.spend(GrantList::ApprovedAlways, &used, 5));
+        assert!(s.always_allow[0].is_spent(10) && !s.always_allow[0].is_spent(9));
+        s.prune(10);
+        let ids = |l: &[Entry]| l.iter().map(|e| e.function_id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&s.always_allow), vec!["live", "plain"]);
+        assert_eq!(ids(&s.approved_always), vec!["left"]);
+    }
+
+    #[test]
+    fn remove_takes_every_entry_of_the_id() {
+        let mut s = empty();
+        s.add_always_allow("x", 1);
+        s.grant(GrantList::AlwaysAllow, "x", &bounds(None, Some(2), None), 1);
+        s.add_always_allow("y", 1);
+        s.remove_always_allow("x");
+        assert_eq!(s.always_allow.len(), 1);
+        assert_eq!(s.always_allow[0].function_id, "y");
+    }
+
     #[test]
     fn wire_shape() {
         let mut s = empty();
@@ -170,5 +465,24 @@ mod tests {
             serde_json::json!({"mode": "manual", "always_allow": [], "approved_always": [
                 {"function_id": "a::b", "granted_at": 5, "granted_by": "user_click"}], "mode_set_at": 0})
         );
+        let mut s = empty();
+        s.grant(
+            GrantList::AlwaysAllow,
+            "shell::exec",
+            &bounds(
+                Some(60_000),
+                Some(2),
+                Some(serde_json::json!({"cmd": {"prefix": "git "}})),
+            ),
+            5,
+        );
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            v["always_allow"],
+            serde_json::json!([{"function_id": "shell::exec", "granted_at": 5, "granted_by": "user_click",
+                "expires_at": 60_005, "uses_left": 2, "args": {"cmd": {"prefix": "git "}}}])
+        );
+        let back: ApprovalSettings = serde_json::from_value(v).unwrap();
+        assert_eq!(back, s);
     }
 }

@@ -16,7 +16,9 @@
 //! the defaults can allow more than what a human set for the session.
 //!
 //! Mutations of one session are serialized by a striped async lock, so two
-//! grants in flight at once both survive.
+//! grants in flight at once both survive. The gate's uses of a uses-bounded
+//! grant are mutations too ([`SettingsStore::spend`]): serialized with the
+//! rest, so concurrent calls never spend more uses than the grant has.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -27,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::cache::Cache;
-use super::model::ApprovalSettings;
+use super::model::{ApprovalSettings, Entry, GrantList};
 use crate::config::{default_settings, ConfigCell};
 use crate::engine::{CallError, Engine, ErrorCode, Scope};
 use crate::error::{ApprovalError, StateError};
@@ -39,6 +41,10 @@ pub(crate) const CACHE_CAPACITY: usize = 50_000;
 
 /// Serializes mutations of one session (stripes by key hash).
 const STRIPES: usize = 256;
+
+/// Writes a use of a grant may take when someone else keeps writing the
+/// record at the same time; past them the grant does not apply.
+const SPEND_ATTEMPTS: usize = 3;
 
 /// A stored settings record: the contract's `ApprovalSettings` plus the
 /// session id, so every stored value says whose it is.
@@ -154,15 +160,7 @@ impl SettingsStore {
     /// Strict read of the stored record (`None` when nothing is stored).
     async fn read_strict(&self, session_id: &str) -> Result<Option<ApprovalSettings>, StateError> {
         let value = self.engine.state_get(&Scope::SETTINGS, session_id).await?;
-        if value.is_null() {
-            return Ok(None);
-        }
-        serde_json::from_value::<ApprovalSettings>(value)
-            .map(Some)
-            .map_err(|source| StateError::Unreadable {
-                what: format!("settings of session {session_id}"),
-                source,
-            })
+        parse_stored(session_id, value)
     }
 
     /// `get-settings`: the stored record, or the current defaults. Never writes.
@@ -196,20 +194,104 @@ impl SettingsStore {
                 default_settings(&snapshot.config, &snapshot.rules, now)
             }
         };
+        settings.prune(now);
         change(&mut settings, now);
-        let stored = StoredSettings {
-            session_id: session_id.to_string(),
-            settings: settings.clone(),
-        };
-        let value = serde_json::to_value(&stored).map_err(StateError::Encode)?;
-        self.engine
-            .state_set(&Scope::SETTINGS, session_id, value)
-            .await?;
+        self.write(session_id, &settings).await?;
         self.cache.put(
             session_id,
             Known::Stored(SessionSettings::new(settings.clone())),
         );
         Ok(settings)
+    }
+
+    /// Writes the whole record; answers what it replaced.
+    async fn write(
+        &self,
+        session_id: &str,
+        settings: &ApprovalSettings,
+    ) -> Result<Value, StateError> {
+        let stored = StoredSettings {
+            session_id: session_id.to_string(),
+            settings: settings.clone(),
+        };
+        let value = serde_json::to_value(&stored).map_err(StateError::Encode)?;
+        let outcome = self
+            .engine
+            .state_set(&Scope::SETTINGS, session_id, value)
+            .await?;
+        Ok(outcome.old_value)
+    }
+
+    /// The gate's write-through of one use of a uses-bounded grant, before
+    /// the call it allows continues: serialized with every other mutation of
+    /// the session, so concurrent calls never spend more uses than the
+    /// grant has. Answers whether a use was spent; `false` (no write) when
+    /// the grant is gone or has no use left.
+    ///
+    /// The record is the one the cache holds — every write the worker makes
+    /// takes this lock and updates the cache — so a use costs one
+    /// `state::set`; a session not in the cache is read first. `state::set`
+    /// answers what it replaced: if that is not the record the use was
+    /// applied to (a write made elsewhere, not yet followed), the use is
+    /// applied again on that record and written again, so the other write is
+    /// kept. On any failure the cache forgets the session (the next call
+    /// reads it) and the grant does not apply.
+    pub(crate) async fn spend(
+        &self,
+        session_id: &str,
+        list: GrantList,
+        grant: &Entry,
+    ) -> Result<bool, StateError> {
+        let _serial = self.lock(session_id).await;
+        let now = crate::time::now_ms();
+        let mut base = match self.cache.get(session_id) {
+            Some(Known::Stored(stored)) => Some(stored.settings.clone()),
+            Some(Known::Absent) => None,
+            None => self.read_strict(session_id).await?,
+        };
+        for _ in 0..SPEND_ATTEMPTS {
+            let Some(current) = base.take() else {
+                return Ok(false);
+            };
+            let mut next = current.clone();
+            if !next.spend(list, grant, now) {
+                return Ok(false);
+            }
+            next.prune(now);
+            let replaced = match self.write(session_id, &next).await {
+                Ok(replaced) => replaced,
+                Err(err) => {
+                    self.cache.invalidate(session_id);
+                    return Err(err);
+                }
+            };
+            let replaced = match parse_stored(session_id, replaced) {
+                Ok(replaced) => replaced,
+                Err(err) => {
+                    self.cache.invalidate(session_id);
+                    return Err(err);
+                }
+            };
+            match replaced {
+                Some(theirs) if theirs == current => {
+                    self.cache
+                        .put(session_id, Known::Stored(SessionSettings::new(next)));
+                    return Ok(true);
+                }
+                Some(theirs) => base = Some(theirs),
+                None => {
+                    // The record was deleted meanwhile: the use must not
+                    // bring it back.
+                    self.cache.invalidate(session_id);
+                    self.engine
+                        .state_delete(&Scope::SETTINGS, session_id)
+                        .await?;
+                    return Ok(false);
+                }
+            }
+        }
+        self.cache.invalidate(session_id);
+        Ok(false)
     }
 
     /// `clear-settings` (and session deletion): deletes the record; says
@@ -224,11 +306,23 @@ impl SettingsStore {
         Ok(!old.is_null())
     }
 
-    /// Follows a write made elsewhere (a `state` trigger event): a session the
-    /// cache holds is read again; one whose read fails is forgotten, so its
-    /// next call reads it (and is refused if that read fails too).
-    pub(crate) async fn refresh(&self, session_id: &str) {
+    /// Follows a write (a `state` trigger event): a session the cache holds
+    /// is read again; one whose read fails is forgotten, so its next call
+    /// reads it (and is refused if that read fails too). An event whose
+    /// `new_value` is what the cache already holds — the worker's own write,
+    /// or a grant's use — needs no read.
+    pub(crate) async fn refresh(&self, session_id: &str, new_value: Option<&Value>) {
         let _serial = self.lock(session_id).await;
+        if let (Some(known), Some(new_value)) = (self.cache.get(session_id), new_value) {
+            let current = match (&known, parse_stored(session_id, new_value.clone())) {
+                (Known::Stored(held), Ok(Some(new))) => held.settings == new,
+                (Known::Absent, Ok(None)) => true,
+                _ => false,
+            };
+            if current {
+                return;
+            }
+        }
         let held = self.cache.contains(session_id);
         // Forget first: a cold read in flight, or a re-read that fails, must
         // not leave what was known before the write.
@@ -253,6 +347,19 @@ impl SettingsStore {
             }
         }
     }
+}
+
+/// A stored settings value (`null`: nothing stored).
+fn parse_stored(session_id: &str, value: Value) -> Result<Option<ApprovalSettings>, StateError> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    serde_json::from_value::<ApprovalSettings>(value)
+        .map(Some)
+        .map_err(|source| StateError::Unreadable {
+            what: format!("settings of session {session_id}"),
+            source,
+        })
 }
 
 /// Extracts the session id (the key) from a `state` trigger event payload.

@@ -3,7 +3,11 @@
 //! compiled rules, so the only invocation the engine routes per decision is
 //! the gate call itself. A session's first call after boot costs one
 //! `state::get` (its stored settings, or their absence). A hold costs
-//! exactly one `state::set` and one `session::get` on top.
+//! exactly one `state::set` and one `session::get` on top. The one continue
+//! that writes is a use of a uses-bounded grant: exactly one `state::set`,
+//! which the engine's `state` trigger hands back to the worker
+//! (`approval::on-settings-change`), who recognises its own write and reads
+//! nothing.
 //!
 //! These are counts of what the test engine routed, not timings: they hold
 //! on a loaded machine and catch a regression (a settings read, a config
@@ -166,6 +170,100 @@ async fn deny_makes_no_engine_call() {
         extra, 0,
         "{N} deny decisions made {extra} engine calls: {per_function:?}"
     );
+}
+
+#[tokio::test]
+async fn other_grants_make_no_engine_call_on_continue() {
+    let scene = scene().await;
+    for (session, request) in [
+        (
+            "s_ttl",
+            json!({"function_id": "demo::ttl", "ttl_ms": 3_600_000}),
+        ),
+        (
+            "s_args",
+            json!({"function_id": "demo::args", "args": {"cmd": {"prefix": "ls"}}}),
+        ),
+    ] {
+        let mut request = request;
+        request["session_id"] = json!(session);
+        scene.ok("approval::approve-always", request).await;
+    }
+    quiet(engine(&scene)).await;
+    let (extra, per_function) = extra_invocations(
+        &scene,
+        &[
+            ("s_ttl", "demo::ttl", "continue"),
+            ("s_args", "demo::args", "continue"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        extra, 0,
+        "{N} continue decisions on time- and argument-bounded grants made {extra} engine calls: {per_function:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_use_of_a_counted_grant_costs_exactly_one_state_write() {
+    let scene = scene().await;
+    const USES: u64 = 20;
+    scene
+        .ok(
+            "approval::approve-always",
+            json!({"session_id": "s_uses", "function_id": "demo::counted", "uses": USES}),
+        )
+        .await;
+    let engine = engine(&scene);
+    quiet(engine).await;
+    let watched = [
+        "state::set",
+        "state::get",
+        "session::get",
+        "approval::on-settings-change",
+    ];
+    let before: Vec<u64> = watched.iter().map(|f| engine.invocations(f)).collect();
+    let total = engine.total_invocations();
+    for i in 0..USES {
+        let out = call(
+            scene.harness.client(),
+            "approval::gate",
+            hook_input("s_uses", &format!("u{i}"), "demo::counted"),
+        )
+        .await
+        .expect("gate call");
+        assert_eq!(out["decision"], "continue", "use {i}: {out}");
+    }
+    quiet(engine).await;
+    let counts: Vec<(&str, u64)> = watched
+        .iter()
+        .zip(before)
+        .map(|(f, b)| (*f, engine.invocations(f) - b))
+        .collect();
+    assert_eq!(
+        counts,
+        vec![
+            ("state::set", USES),
+            ("state::get", 0),
+            ("session::get", 0),
+            ("approval::on-settings-change", USES),
+        ],
+        "per use: one write, and the engine's state trigger handing it back"
+    );
+    assert_eq!(
+        engine.total_invocations() - total,
+        USES * 3,
+        "per use: the gate call, one state::set, one state trigger delivery"
+    );
+    // Used up: the next call falls to the rules (no rule: hold).
+    let out = call(
+        scene.harness.client(),
+        "approval::gate",
+        hook_input("s_uses", "u_last", "demo::counted"),
+    )
+    .await
+    .expect("gate call");
+    assert_eq!(out["decision"], "hold", "{out}");
 }
 
 #[tokio::test]

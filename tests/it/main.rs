@@ -34,6 +34,7 @@ mod load;
 mod manifest;
 mod operator_logs;
 mod playground;
+mod policy;
 mod properties;
 mod redaction;
 mod security;

@@ -1,7 +1,8 @@
 //! The fuzz targets' properties (see `fuzz/`), as bounded property tests so
 //! that `cargo test` exercises them on every run:
 //!
-//! 1. hook inputs → parse → the gate's pure path → a valid `HookOutput`;
+//! 1. hook inputs → parse → the gate's pure path → a valid `HookOutput`, and
+//!    `approval::evaluate`'s explanation agrees with the gate's judgement;
 //! 2. rules JSON → compile → `decide` never panics and explains itself;
 //! 3. grant hints → every hint has an absolute, clean dir; containment is by
 //!    components;
@@ -10,8 +11,9 @@
 
 use approval_gate::{build_record, parse_hook_input, SessionContext};
 use approval_gate::{
-    builtin_guard, decide, is_valid_id, judge, Basis, Call, CompiledRules, CompiledSettings,
-    DenialEnvelope, Judgement, RuleAction, RuleSpec, Verdict,
+    builtin_guard, decide, explain, is_valid_id, judge, Basis, Call, CompiledRules,
+    CompiledSettings, DenialEnvelope, Judgement, RuleAction, RulePrecedence, RuleSpec, Verdict,
+    WireVerdict,
 };
 use approval_gate::{contains, find_hint, recognise, JAIL_CODES};
 use approval_gate::{decode_cursor as decode, encode_cursor as encode};
@@ -147,37 +149,52 @@ fn rich_rules() -> Value {
          "args": {"/opts/dry_run": {"equals": true}}},
         {"function": "state::{get,list}", "action": "allow"},
         {"function": "demo::*", "action": "allow", "modes": ["auto"]},
+        "?x::*",
+        {"function": "shell::exec", "action": "ask", "modes": ["manual", "full"],
+         "args": {"command": {"prefix": "sudo "}}, "timeout_ms": 60000},
         "!*::delete"
     ])
 }
 
-/// `(mode, settings, rules)` the gate may run with.
+/// `(mode, settings, rules)` the gate may run with, under both precedences.
 fn fixtures() -> Vec<(Mode, CompiledSettings, CompiledRules)> {
     let specs: Vec<RuleSpec> = serde_json::from_value(rich_rules()).expect("rules parse");
+    let dry = Entry {
+        args: Some(serde_json::from_value(json!({"command": {"prefix": "git "}})).expect("args")),
+        uses_left: Some(2),
+        ..Entry::new("shell::exec", 0, GrantedBy::UserClick)
+    };
     let mut out = Vec::new();
-    for (mode, always, approved) in [
-        (Mode::Manual, &[][..], &[][..]),
-        (
-            Mode::Auto,
-            &["demo::*", "shell::ls"][..],
-            &["state::set"][..],
-        ),
-        (Mode::Full, &[][..], &[][..]),
-    ] {
-        let settings = CompiledSettings::new(&ApprovalSettings {
-            mode,
-            always_allow: entries(always),
-            approved_always: entries(approved),
-            mode_set_at: 0,
-        });
-        let rules = CompiledRules::compile(&specs).expect("rules compile");
-        out.push((mode, settings, rules));
-    }
-    let config =
-        ApprovalConfig::from_value(&json!({"default_mode": "auto", "rules": rich_rules()}))
+    for precedence in [RulePrecedence::FirstMatch, RulePrecedence::DenyAskAllow] {
+        for (mode, always, approved) in [
+            (Mode::Manual, &[][..], &[][..]),
+            (
+                Mode::Auto,
+                &["demo::*", "shell::ls"][..],
+                &["state::set"][..],
+            ),
+            (Mode::Full, &[][..], &[][..]),
+        ] {
+            let mut approved_always = entries(approved);
+            approved_always.push(dry.clone());
+            let settings = CompiledSettings::new(&ApprovalSettings {
+                mode,
+                always_allow: entries(always),
+                approved_always,
+                mode_set_at: 0,
+            });
+            let rules = CompiledRules::compile(&specs)
+                .expect("rules compile")
+                .with_precedence(precedence);
+            out.push((mode, settings, rules));
+        }
+        let config =
+            ApprovalConfig::from_value(&json!({"default_mode": "auto", "rules": rich_rules(),
+                "rule_precedence": precedence}))
             .expect("config parses");
-    let snapshot = Snapshot::compile(config);
-    out.push((Mode::Auto, snapshot.defaults, snapshot.rules));
+        let snapshot = Snapshot::compile(config);
+        out.push((Mode::Auto, snapshot.defaults, snapshot.rules));
+    }
     out
 }
 
@@ -188,6 +205,7 @@ fn function_id() -> impl Strategy<Value = String> {
             "APPROVAL::set-mode",
             "ns::configuration::set",
             "shell::exec",
+            "x::y",
             "shell::rm",
             "state::get",
             "state::set",
@@ -205,6 +223,8 @@ fn hook_input() -> impl Strategy<Value = Value> {
     let arguments = prop_oneof![
         value(),
         Just(json!({"command": "git push --force", "token": "t"})),
+        Just(json!({"command": "sudo rm -rf /"})),
+        Just(json!({"command": "git status"})),
         Just(json!({"opts": {"dry_run": true}})),
         (0usize..80).prop_map(|n| nest(n, json!({"password": "p"}))),
     ];
@@ -255,13 +275,44 @@ proptest! {
             let guarded = builtin_guard(&call.function_id, call.arguments.as_ref()).is_some();
             if guarded || !ids_ok {
                 prop_assert!(matches!(judgement, Judgement::Deny { .. }), "{:?}", judgement);
-            } else if mode == Mode::Full {
-                prop_assert!(matches!(judgement, Judgement::Continue { .. }), "{:?}", judgement);
+            } else if mode == Mode::Full && rules.precedence() == RulePrecedence::FirstMatch {
+                // Only an ask rule (a human floor) stops a call in full mode.
+                prop_assert!(
+                    matches!(judgement, Judgement::Continue { .. } | Judgement::Hold { ask: Some(_) }),
+                    "{:?}", judgement
+                );
+            }
+            // The gate and approval::evaluate run one ladder: they agree on
+            // every call they can both see (evaluate refuses unusable ids).
+            if ids_ok || guarded {
+                let explained = explain(&settings, &rules, &call.function_id, call.arguments.as_ref());
+                let (verdict, rule, reason) = match &judgement {
+                    Judgement::Continue { rule, .. } => (WireVerdict::Allow, *rule, None),
+                    Judgement::Deny { reason, rule } => (WireVerdict::Deny, *rule, Some(reason.as_str())),
+                    Judgement::Hold { ask } => (WireVerdict::NeedsApproval, ask.map(|a| a.rule_id), None),
+                };
+                prop_assert_eq!(explained.verdict, verdict, "{:?}", explained);
+                prop_assert_eq!(explained.rule_id.as_deref(), rule, "{:?}", explained);
+                if let Some(reason) = reason {
+                    prop_assert_eq!(explained.reason.as_str(), reason);
+                }
+                let last = explained.trace.last().map(|s| serde_json::to_value(s.outcome).expect("outcome"));
+                let expected = match verdict {
+                    WireVerdict::Allow => "allow",
+                    WireVerdict::Deny => "deny",
+                    WireVerdict::NeedsApproval => "hold",
+                };
+                prop_assert_eq!(last, Some(json!(expected)), "{:?}", explained.trace);
             }
             match &judgement {
                 Judgement::Deny { reason, .. } => prop_assert!(!reason.is_empty()),
-                Judgement::Continue { .. } => {}
-                Judgement::Hold => {
+                Judgement::Continue { spend, .. } => {
+                    // Only a uses-bounded grant asks for a use to be written.
+                    if let Some(spend) = spend {
+                        prop_assert!(spend.entry.uses_left.is_some());
+                    }
+                }
+                Judgement::Hold { .. } => {
                     let record = build_record(&hook, call, RecordKind::Function,
                         SessionContext::of(&session_reply));
                     prop_assert_eq!(redaction_violation(&record.arguments_excerpt.to_value()), None);
@@ -311,9 +362,10 @@ fn rule() -> impl Strategy<Value = Value> {
     prop_oneof![
         glob().prop_map(Value::String),
         glob().prop_map(|g| Value::String(format!("!{g}"))),
+        glob().prop_map(|g| Value::String(format!("?{g}"))),
         (
             glob(),
-            prop::sample::select(vec!["allow", "deny"]),
+            prop::sample::select(vec!["allow", "deny", "ask"]),
             prop::option::of(modes),
             prop::option::of(prop::collection::btree_map(field, constraint, 0..3)),
         )
@@ -365,7 +417,12 @@ proptest! {
                 Basis::HumanOnly { .. } => Verdict::Deny,
                 Basis::Rule { index, action, .. } => {
                     prop_assert!(index < specs.len());
+                    prop_assert_ne!(action, RuleAction::Ask);
                     if action == RuleAction::Deny { Verdict::Deny } else { Verdict::Allow }
+                }
+                Basis::Ask { index, .. } => {
+                    prop_assert!(index < specs.len());
+                    Verdict::Hold
                 }
                 Basis::NoMatch => Verdict::Hold,
                 _ => Verdict::Allow,

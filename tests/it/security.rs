@@ -1,6 +1,9 @@
 //! The security suite: self-escalation, injected fields, engine-injected ids.
 
+use std::sync::Arc;
+
 use approval_gate_testkit::harness::CallSpec;
+use approval_gate_testkit::targets::Echo;
 use serde_json::{json, Value};
 
 use crate::common::*;
@@ -14,11 +17,21 @@ const ESCALATIONS: &[&str] = &[
     "approval::list-pending",
     "configuration::set",
     "configuration::register",
-    "ns/approval::resolve",
-    "tenant::approval::resolve",
     " approval::resolve",
+    "\u{200b}approval::resolve",
     "APPROVAL::resolve",
     "Configuration::Set",
+];
+
+/// Names that contain a guarded name after a qualifier. The engine routes ids
+/// by their exact bytes (`architecture/integration.md`), so none of these
+/// reaches the gate or the engine's built-ins: each is some other worker's
+/// function, and the ladder decides it like any other.
+const QUALIFIED: &[&str] = &[
+    "github::configuration::get",
+    "acme::approval::sync",
+    "ns/approval::resolve",
+    "tenant::approval::resolve",
     "team-a::configuration::set",
 ];
 
@@ -51,6 +64,110 @@ async fn security_self_escalation_is_denied_in_every_configuration() {
         // Names that merely contain the word are not the approval surface.
         let out = scene.harness.call(CallSpec::new("s_x", "t", "c_ok", "demo::echo", json!({}))).await;
         assert!(out.result().is_some(), "{out:?}");
+    })
+    .await;
+}
+
+/// `github::configuration::get` and `acme::approval::sync` are third-party
+/// functions: allowed, denied or held by the rules exactly as any other id,
+/// and when allowed the call reaches the worker that registered that id.
+#[tokio::test]
+async fn security_qualified_names_follow_the_ladder() {
+    on_each_engine("security_qualified_names", |engine| async move {
+        let scene = Scene::start(engine).await;
+        for fid in QUALIFIED {
+            scene.targets.add(fid, Arc::new(Echo)).await;
+        }
+        let rules = json!([
+            "!approval::*",
+            "github::*",
+            "!tenant::*",
+            "acme::approval::*"
+        ]);
+        scene
+            .ok(
+                "configuration::set",
+                json!({"id": "approval-gate", "value": {"rules": rules}}),
+            )
+            .await;
+        let w = scene.worker.as_ref().unwrap();
+        assert!(eventually(WAIT, || w.config().rules.len() == 4).await);
+        let expected = [
+            ("github::configuration::get", "allow", Some("github::*")),
+            ("acme::approval::sync", "allow", Some("acme::approval::*")),
+            ("ns/approval::resolve", "needs_approval", None),
+            ("tenant::approval::resolve", "deny", Some("!tenant::*")),
+            ("team-a::configuration::set", "needs_approval", None),
+        ];
+        for (i, (fid, verdict, rule)) in expected.iter().enumerate() {
+            let ev = scene
+                .ok(
+                    "approval::evaluate",
+                    json!({"session_id": "s_q", "function_id": fid}),
+                )
+                .await;
+            assert_eq!(ev["verdict"], *verdict, "{fid}: {ev}");
+            assert_eq!(ev["rule_id"].as_str(), *rule, "{fid}: {ev}");
+            assert!(
+                !ev["reason"].as_str().unwrap_or("").contains("only a human"),
+                "{fid}: {ev}"
+            );
+            let out = scene
+                .harness
+                .call(CallSpec::new(
+                    "s_q",
+                    "t",
+                    format!("q{i}"),
+                    *fid,
+                    json!({"q": i}),
+                ))
+                .await;
+            match *verdict {
+                "allow" => {
+                    let result = out.result().unwrap_or_else(|| panic!("{fid}: {out:?}"));
+                    assert!(
+                        result.to_string().contains(fid),
+                        "{fid} ran elsewhere: {result}"
+                    );
+                    assert_eq!(scene.harness.target_runs(fid), 1, "{fid}");
+                }
+                "deny" => {
+                    let reason = out
+                        .deny_reason()
+                        .unwrap_or_else(|| panic!("{fid}: {out:?}"));
+                    assert!(
+                        reason.contains("matched rule !tenant::*"),
+                        "{fid}: {reason}"
+                    );
+                }
+                _ => assert!(out.is_held(), "{fid}: {out:?}"),
+            }
+        }
+        // In full mode they run like anything else; the bare names stay human-only.
+        scene
+            .ok(
+                "approval::set-mode",
+                json!({"session_id": "s_full", "mode": "full"}),
+            )
+            .await;
+        for fid in QUALIFIED {
+            let ev = scene
+                .ok(
+                    "approval::evaluate",
+                    json!({"session_id": "s_full", "function_id": fid}),
+                )
+                .await;
+            assert_eq!(ev["verdict"], "allow", "{fid}: {ev}");
+        }
+        for fid in ["configuration::get", "approval::resolve"] {
+            let ev = scene
+                .ok(
+                    "approval::evaluate",
+                    json!({"session_id": "s_full", "function_id": fid}),
+                )
+                .await;
+            assert_eq!(ev["rule_id"], "human_only_function", "{fid}: {ev}");
+        }
     })
     .await;
 }

@@ -1,0 +1,138 @@
+//! A session's allow-lists prepared for matching (`architecture/contract.md`
+//! § Settings): each list's globs compiled once per settings change into one
+//! table, and each entry's bounds — seed, expiry, uses, argument
+//! constraints — kept beside it for the ladder to check.
+
+use super::args::CompiledConstraint;
+use super::glob::{Pattern, PatternTable};
+use super::rules::compile_args;
+use crate::settings::{ApprovalSettings, Entry, GrantList, GrantedBy, Mode};
+
+/// One entry of a session's allow-lists, by position: what the gate spends a
+/// use of, and what a decision passes over when that write failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GrantRef {
+    /// Which list.
+    pub list: GrantList,
+    /// The entry's index in the list.
+    pub slot: u32,
+}
+
+/// An entry's argument constraints, compiled.
+#[derive(Debug, Clone)]
+pub(crate) enum GrantArgs {
+    /// Any arguments.
+    Any,
+    /// Every constraint must hold.
+    All(Box<[CompiledConstraint]>),
+    /// Constraints that do not compile (a record written by hand): the entry
+    /// matches nothing — fewer allows, never more.
+    Invalid,
+}
+
+/// What bounds one entry, beside its glob.
+#[derive(Debug, Clone)]
+pub(crate) struct Bounds {
+    /// Materialised from an allow rule (`granted_by: "seed"`): it never
+    /// beats a deny rule.
+    pub(crate) seed: bool,
+    pub(crate) expires_at: Option<u64>,
+    pub(crate) used_up: bool,
+    pub(crate) args: GrantArgs,
+}
+
+/// One allow-list, prepared for matching.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EntryList {
+    /// The entries as stored, in list order (the table's slots index them).
+    pub(crate) entries: Vec<Entry>,
+    pub(crate) bounds: Vec<Bounds>,
+    pub(crate) table: PatternTable,
+}
+
+impl EntryList {
+    /// An entry whose glob does not compile matches only its exact text; if
+    /// the globs cannot be compiled together, the offenders (or, failing
+    /// that, every glob) fall back the same way: fewer allows, never more.
+    fn new(entries: &[Entry]) -> EntryList {
+        let patterns = |exact_only: &dyn Fn(u32) -> bool| -> Vec<(Pattern, u32)> {
+            entries
+                .iter()
+                .zip(0u32..)
+                .map(|(entry, slot)| {
+                    let text = entry.function_id.as_str();
+                    let pattern = if exact_only(slot) {
+                        Pattern::Exact(text.into())
+                    } else {
+                        Pattern::parse_or_exact(text)
+                    };
+                    (pattern, slot)
+                })
+                .collect()
+        };
+        let table = match PatternTable::build(patterns(&|_| false)) {
+            Ok(table) => table,
+            Err(err) => {
+                let culprits: Vec<u32> = err.culprits.iter().map(|(slot, _)| *slot).collect();
+                PatternTable::build(patterns(&|slot| culprits.contains(&slot)))
+                    .or_else(|_| PatternTable::build(patterns(&|_| true)))
+                    .unwrap_or_default()
+            }
+        };
+        let bounds = entries
+            .iter()
+            .map(|e| Bounds {
+                seed: e.granted_by == GrantedBy::Seed,
+                expires_at: e.expires_at,
+                used_up: e.uses_left == Some(0),
+                args: match &e.args {
+                    None => GrantArgs::Any,
+                    Some(args) => compile_args(args).map_or(GrantArgs::Invalid, GrantArgs::All),
+                },
+            })
+            .collect();
+        EntryList {
+            entries: entries.to_vec(),
+            bounds,
+            table,
+        }
+    }
+}
+
+/// A session's settings prepared for matching: the allow-list globs are
+/// compiled once per settings change, not per call.
+#[derive(Debug, Clone)]
+pub struct CompiledSettings {
+    pub(crate) mode: Mode,
+    pub(crate) approved_always: EntryList,
+    pub(crate) always_allow: EntryList,
+}
+
+impl CompiledSettings {
+    /// Prepares `settings`.
+    pub fn new(settings: &ApprovalSettings) -> CompiledSettings {
+        CompiledSettings {
+            mode: settings.mode,
+            approved_always: EntryList::new(&settings.approved_always),
+            always_allow: EntryList::new(&settings.always_allow),
+        }
+    }
+
+    /// The session's mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// One of the lists.
+    pub(crate) fn list(&self, list: GrantList) -> &EntryList {
+        match list {
+            GrantList::ApprovedAlways => &self.approved_always,
+            GrantList::AlwaysAllow => &self.always_allow,
+        }
+    }
+
+    /// The entry at `grant`.
+    pub fn entry(&self, grant: GrantRef) -> Option<&Entry> {
+        self.list(grant.list).entries.get(grant.slot as usize)
+    }
+}
