@@ -15,7 +15,7 @@ mod seed;
 
 use std::sync::{Arc, RwLock};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 pub use reload::BootstrapError;
@@ -35,6 +35,9 @@ pub const DEFAULT_GRANT_REASK_LIMIT: u32 = 3;
 pub const DEFAULT_GATE_PRIORITY: i64 = 1000;
 /// Default interval between checks that the gate's binding still exists.
 pub const DEFAULT_BINDING_CHECK_INTERVAL_MS: u64 = 30_000;
+/// The shortest `pending_timeout_ms` / `escalate_after_ms` accepted: the
+/// timer promises to act within a second of a deadline, no finer.
+pub const MIN_DEADLINE_MS: u64 = 1000;
 
 /// The whole configuration. Unknown keys are rejected.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,6 +69,34 @@ pub struct ApprovalConfig {
         skip_serializing_if = "is_default_binding_check_interval_ms"
     )]
     pub binding_check_interval_ms: u64,
+    /// Deny a held call no one answered within this many milliseconds
+    /// (null: it waits until a human answers or its turn ends). New holds
+    /// only; an ask rule's own `timeout_ms` wins.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "deadline_ms"
+    )]
+    pub pending_timeout_ms: Option<u64>,
+    /// Emit `approval::pending-escalated` for a held call no one answered
+    /// within this many milliseconds (null: never). New holds only; an ask
+    /// rule's own `escalate_after_ms` wins.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "deadline_ms"
+    )]
+    pub escalate_after_ms: Option<u64>,
+}
+
+/// A deadline field: null, or at least [`MIN_DEADLINE_MS`].
+fn deadline_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    match Option::<u64>::deserialize(d)? {
+        Some(ms) if ms < MIN_DEADLINE_MS => Err(serde::de::Error::custom(format!(
+            "a deadline must be null or at least {MIN_DEADLINE_MS} ms, got {ms}"
+        ))),
+        ms => Ok(ms),
+    }
 }
 
 fn default_gate_priority() -> i64 {
@@ -101,6 +132,8 @@ impl Default for ApprovalConfig {
             human_only_extra: Vec::new(),
             gate_priority: DEFAULT_GATE_PRIORITY,
             binding_check_interval_ms: DEFAULT_BINDING_CHECK_INTERVAL_MS,
+            pending_timeout_ms: None,
+            escalate_after_ms: None,
         }
     }
 }
@@ -266,6 +299,30 @@ mod tests {
         let partial = ApprovalConfig::from_value(&json!({"default_mode": "auto"})).unwrap();
         assert_eq!(partial.default_mode, Mode::Auto);
         assert_eq!(partial.grant_reask_limit, 3);
+    }
+
+    #[test]
+    fn deadlines_are_null_or_at_least_a_second_and_absent_when_null() {
+        let config = ApprovalConfig::from_value(
+            &json!({"pending_timeout_ms": 1_800_000, "escalate_after_ms": 600_000}),
+        )
+        .unwrap();
+        assert_eq!(config.pending_timeout_ms, Some(1_800_000));
+        assert_eq!(config.escalate_after_ms, Some(600_000));
+        assert_eq!(config.to_json()["pending_timeout_ms"], 1_800_000);
+        let nulls = ApprovalConfig::from_value(
+            &json!({"pending_timeout_ms": null, "escalate_after_ms": null}),
+        )
+        .unwrap();
+        assert_eq!(nulls, ApprovalConfig::default());
+        assert!(nulls.to_json().get("pending_timeout_ms").is_none());
+        assert!(nulls.to_json().get("escalate_after_ms").is_none());
+        for bad in [json!(999), json!(0), json!(-1), json!("30m"), json!(1.5)] {
+            let err = ApprovalConfig::from_value(&json!({ "pending_timeout_ms": bad.clone() }));
+            assert!(err.is_err(), "{bad}");
+            assert!(ApprovalConfig::from_value(&json!({ "escalate_after_ms": bad })).is_err());
+        }
+        assert!(ApprovalConfig::from_value(&json!({"escalate_after_ms": 1000})).is_ok());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! # Format
 //!
 //! In: `{ session_id, function_id, arguments? }`
-//! Out: `{ verdict: "allow"|"deny"|"needs_approval", rule_id?, reason, rule_errors? }`
+//! Out: `{ verdict: "allow"|"deny"|"needs_approval", rule_id?, reason, rule_errors?, deadline_ms? }`
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +18,7 @@ use serde_json::Value;
 use crate::error::{validate_function_id, validate_id, ApprovalError};
 use crate::functions::register_typed;
 use crate::gate::{settings_unknown, GATE_UNAVAILABLE};
+use crate::inbox::{timeout_ms, HoldLimits};
 use crate::policy::{decide, Call, Verdict};
 use crate::settings::Known;
 use crate::worker::Worker;
@@ -62,6 +63,10 @@ pub struct EvaluateResponse {
     /// Rules that do not compile (the rule set is then empty).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rule_errors: Vec<String>,
+    /// On needs_approval: how long the hold would wait before it is denied
+    /// for want of an answer (absent: until a human answers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u64>,
 }
 
 /// How long evaluate may wait for a cold session's settings.
@@ -87,6 +92,7 @@ pub(crate) async fn evaluate(
                 rule_id: Some(GATE_UNAVAILABLE.to_string()),
                 reason: settings_unknown(&request.session_id, &request.function_id, err.code()),
                 rule_errors: snapshot.errors(),
+                deadline_ms: None,
             })
         }
     };
@@ -111,6 +117,9 @@ pub(crate) async fn evaluate(
         rule_id: decision.rule_id().map(str::to_string),
         reason: decision.reason(&request.function_id),
         rule_errors: snapshot.errors(),
+        deadline_ms: (decision.verdict == Verdict::Hold)
+            .then(|| timeout_ms(HoldLimits::of(&decision), &snapshot.config))
+            .flatten(),
     })
 }
 

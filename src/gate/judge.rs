@@ -5,6 +5,7 @@
 
 use super::hook::{HookCall, HookInput};
 use crate::error::is_valid_id;
+use crate::inbox::HoldLimits;
 use crate::policy::{decide, Basis, Call, CompiledRules, CompiledSettings, Verdict};
 
 /// What the gate answers, before any I/O.
@@ -23,7 +24,10 @@ pub enum Judgement<'r> {
         rule: Option<&'r str>,
     },
     /// Park the call for a human (the caller records it first).
-    Hold,
+    Hold {
+        /// The deciding rule's own deadlines, if it has any.
+        limits: HoldLimits,
+    },
 }
 
 /// The deny reason for an input without a call.
@@ -87,6 +91,8 @@ pub fn judge<'r>(
             reason: decision.reason(&call.function_id),
             rule,
         },
-        Verdict::Hold => Judgement::Hold,
+        Verdict::Hold => Judgement::Hold {
+            limits: HoldLimits::of(&decision),
+        },
     }
 }

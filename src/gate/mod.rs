@@ -23,7 +23,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::functions::register_hook;
-use crate::inbox::{RecordKind, Written};
+use crate::inbox::{HoldLimits, RecordKind, Written};
 use crate::settings::Known;
 use crate::worker::Worker;
 use budget::Deadline;
@@ -86,7 +86,7 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
             tracing::debug!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, decision = "deny", rule, "gate");
             deny(reason)
         }
-        Judgement::Hold => hold(worker, &input, call, deadline).await,
+        Judgement::Hold { limits } => hold(worker, &input, call, limits, deadline).await,
     }
 }
 
@@ -97,6 +97,7 @@ async fn hold(
     worker: &Worker,
     input: &HookInput,
     call: &HookCall,
+    limits: HoldLimits,
     deadline: Deadline,
 ) -> HookOutput {
     let (sid, cid) = (input.session_id.as_str(), call.id.as_str());
@@ -105,7 +106,8 @@ async fn hold(
     }
     let budget = deadline.cap(record::SESSION_BUDGET, WRITE_RESERVE);
     let context = record::session_context(&worker.engine, sid, budget).await;
-    let record = record::build_record(input, call, RecordKind::Function, context);
+    let mut record = record::build_record(input, call, RecordKind::Function, context);
+    record::set_deadlines(&mut record, limits, &worker.config.load().config);
     let _lock = worker.inbox.lock(sid, cid).await;
     if worker.inbox.get(sid, cid).is_some() {
         return HookOutput::Hold;

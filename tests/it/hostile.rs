@@ -100,9 +100,8 @@ fn hostile_values_in_process_never_panic() {
     for n in [100, 1_000, 10_000, 200_000] {
         let input = parse_hook_input(hook_with_arguments(&format!("c{n}"), deep(n)))
             .expect("a hook input of any depth parses");
-        assert_eq!(
-            judge(&input, &settings, &rules),
-            Judgement::Hold,
+        assert!(
+            matches!(judge(&input, &settings, &rules), Judgement::Hold { .. }),
             "depth {n}"
         );
         let call = input.call.as_ref().expect("a call");

@@ -261,7 +261,7 @@ proptest! {
             match &judgement {
                 Judgement::Deny { reason, .. } => prop_assert!(!reason.is_empty()),
                 Judgement::Continue { .. } => {}
-                Judgement::Hold => {
+                Judgement::Hold { .. } => {
                     let record = build_record(&hook, call, RecordKind::Function,
                         SessionContext::of(&session_reply));
                     prop_assert_eq!(redaction_violation(&record.arguments_excerpt.to_value()), None);
