@@ -18,6 +18,7 @@
 
 mod common;
 
+mod deadlines;
 mod faults;
 mod foundation;
 mod gate;
