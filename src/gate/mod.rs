@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::config::ApprovalConfig;
 use crate::functions::register_hook;
 use crate::inbox::{HoldLimits, RecordKind, Written};
 use crate::settings::Known;
@@ -86,7 +87,9 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
             tracing::debug!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, decision = "deny", rule, "gate");
             deny(reason)
         }
-        Judgement::Hold { limits } => hold(worker, &input, call, limits, deadline).await,
+        Judgement::Hold { limits } => {
+            hold(worker, &input, call, limits, &snapshot.config, deadline).await
+        }
     }
 }
 
@@ -98,6 +101,7 @@ async fn hold(
     input: &HookInput,
     call: &HookCall,
     limits: HoldLimits,
+    config: &ApprovalConfig,
     deadline: Deadline,
 ) -> HookOutput {
     let (sid, cid) = (input.session_id.as_str(), call.id.as_str());
@@ -107,7 +111,9 @@ async fn hold(
     let budget = deadline.cap(record::SESSION_BUDGET, WRITE_RESERVE);
     let context = record::session_context(&worker.engine, sid, budget).await;
     let mut record = record::build_record(input, call, RecordKind::Function, context);
-    record::set_deadlines(&mut record, limits, &worker.config.load().config);
+    // The deadlines of the decision's rule, or the configuration it was
+    // made under, counted from when the record is built.
+    record::set_deadlines(&mut record, limits, config);
     let _lock = worker.inbox.lock(sid, cid).await;
     if worker.inbox.get(sid, cid).is_some() {
         return HookOutput::Hold;
