@@ -27,7 +27,8 @@ use std::sync::Arc;
 
 use crate::worker::Worker;
 
-pub use deadline::{deadlines, timeout_ms, Deadlines, HoldLimits};
+pub use deadline::HoldLimits;
+pub(crate) use deadline::{deadlines, timeout_ms};
 pub use events::{Outcome, PENDING_CREATED, PENDING_ESCALATED, PENDING_RESOLVED};
 pub(crate) use list::{GET_ID, LIST_ID};
 pub use record::{GrantRequest, Metadata, PendingRecord, RecordKey, RecordKind, SortKey};
