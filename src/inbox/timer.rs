@@ -162,7 +162,12 @@ async fn run(worker: Arc<Worker>, mut stopped: watch::Receiver<bool>) {
             }
             () = tokio::time::sleep(sleep), if !full => {}
             () = store.deadline_written(), if !full => {}
-            _ = stopped.changed() => {}
+            changed = stopped.changed() => {
+                // The handle is gone: nothing can stop us gracefully any more.
+                if changed.is_err() {
+                    break;
+                }
+            }
         }
     }
     while jobs.join_next().await.is_some() {}
