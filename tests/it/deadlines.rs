@@ -628,3 +628,49 @@ async fn run_expiry_races(engine: EngineFixture, trials: usize) {
     let left: Vec<Value> = scene.pending_in_state().await;
     assert!(left.is_empty(), "left in approval_pending: {left:?}");
 }
+
+#[tokio::test]
+async fn a_resolve_in_flight_across_the_escalation_still_takes_the_record() {
+    on_test_engine("resolve_across_escalation", |engine| async move {
+        let mut scene = Scene::start(engine).await;
+        let escalated = scene
+            .sink("ra-escalated", "approval::pending-escalated", json!({}))
+            .await;
+        let resolved = scene
+            .sink("ra-resolved", "approval::pending-resolved", json!({}))
+            .await;
+        set_deadlines(&mut scene, None, Some(1_000)).await;
+        assert!(scene.harness.call(spec("s_ra", "c1")).await.is_held());
+        // The harness runs the call at once but its answer comes 1.5 s
+        // later: the escalation rewrites the record while the resolve waits.
+        scene
+            .engine
+            .test_engine()
+            .expect("the test engine")
+            .faults()
+            .stall(
+                "harness::function::resolve",
+                Duration::from_millis(1_500),
+                Some(1),
+            );
+        let out = scene
+            .ok(
+                "approval::resolve",
+                json!({"session_id": "s_ra", "function_call_id": "c1", "decision": "allow"}),
+            )
+            .await;
+        assert_eq!(
+            escalated.events().len(),
+            1,
+            "the escalation came during the resolve"
+        );
+        assert_eq!(out["resolved"], true, "{out}");
+        assert_eq!(scene.harness.target_runs("demo::echo"), 1);
+        let events = resolved.wait_for(1, WAIT).await;
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0]["outcome"], "allow");
+        assert!(held(&scene, "s_ra", "c1").await.is_null());
+        assert!(scene.pending_in_state().await.is_empty());
+    })
+    .await;
+}
