@@ -1,16 +1,19 @@
 //! End-to-end benchmark: the gate's answers measured through an engine, side
 //! by side with a no-op echo through the same engine, plus the worker's
-//! memory and boot time with 100k held calls and the single-scope
-//! `state::list` limit that the 64-bucket layout avoids.
+//! memory and boot time with 100k held calls (every one carrying deadlines)
+//! and with 1M stored sessions, a burst of expiries delivered while the gate
+//! keeps answering, and the single-scope `state::list` limit that the
+//! 64-bucket layout avoids.
 //!
 //! `cargo bench --bench e2e` runs on the in-process test engine;
 //! `III_ENGINE_BIN=/path/to/iii cargo bench --bench e2e` on a real engine.
 //! Knobs: `E2E_ROUNDS` (default 10) × `E2E_PER_ROUND` (default 100) samples
 //! per case, `E2E_HELD` (default 100000) records for the scale phase,
 //! `E2E_SESSIONS` (default 1000000) stored sessions' settings for the
-//! sessions phase, `E2E_SKIP_LATENCY=1` / `E2E_SKIP_SCALE=1` /
-//! `E2E_SKIP_SESSIONS=1` / `E2E_SKIP_CAP=1` to leave phases out,
-//! `E2E_CASES=b,c` to measure only some cases.
+//! sessions phase, `E2E_BURST` (default 10000) holds expiring within one
+//! second, `E2E_SKIP_LATENCY=1` / `E2E_SKIP_SCALE=1` / `E2E_SKIP_SESSIONS=1` /
+//! `E2E_SKIP_BURST=1` / `E2E_SKIP_CAP=1` to leave phases out, `E2E_CASES=b,c`
+//! to measure only some cases.
 //!
 //! Everything is loopback, every loop is bounded in count and in time, and
 //! the run stops by itself ([`TOTAL_LIMIT`]). The machine is shared, so the
@@ -145,6 +148,9 @@ async fn run() {
     }
     if !env_flag("E2E_SKIP_SESSIONS") {
         sessions_phase().await;
+    }
+    if !env_flag("E2E_SKIP_BURST") {
+        burst_phase().await;
     }
     if !env_flag("E2E_SKIP_CAP") {
         cap_phase().await;
@@ -1144,6 +1150,242 @@ async fn sessions_phase() {
         fmt_dur(percentile(&warm, 0.99))
     );
     println!("| decisions that were not `continue` | {wrong} |");
+}
+
+// ── a burst of expiries ──────────────────────────────────────────────────
+
+/// The console's counter of `pending-resolved` events with outcome
+/// `timeout`: how many arrived, and when the last one did.
+const ON_RESOLVED: &str = "bench::on-resolved";
+
+/// How long before the burst the worker is up and the gate measured quiet.
+const BURST_LEAD: Duration = Duration::from_secs(3);
+
+/// `n` held calls whose deadlines all fall within one second: the gate's
+/// latency (sequential continue and hold calls, one after the other) before
+/// and during their delivery, and how long the delivery took.
+///
+/// The calls are held through the harness with no deadline; the worker is
+/// stopped, every record gets an `expires_at` in `[T, T + 1 s)` in state,
+/// and the worker starts again — the timer then meets the whole burst at T,
+/// as it would after a configuration that gave thousands of holds made in
+/// the same second the same timeout.
+async fn burst_phase() {
+    let n = env_usize("E2E_BURST", 10_000);
+    let mut world = start_world().await;
+    let deadline = Instant::now() + PHASE_LIMIT;
+    println!(
+        "\n## a burst of {n} expiries within one second, {:?} engine\n",
+        world.engine.kind()
+    );
+    let hold_start = Instant::now();
+    let held: Vec<bool> = stream::iter(0..n)
+        .map(|k| {
+            let harness = world.harness.clone();
+            async move {
+                if Instant::now() > deadline {
+                    return false;
+                }
+                harness
+                    .call(spec(k % SESSIONS, &format!("burst-{k}"), "demo::held"))
+                    .await
+                    .is_held()
+            }
+        })
+        .buffer_unordered(FILL_CONCURRENCY)
+        .collect()
+        .await;
+    let held = held.iter().filter(|h| **h).count();
+    println!(
+        "held {held} calls through the harness in {:.1} s",
+        hold_start.elapsed().as_secs_f64()
+    );
+    if let Some(worker) = world.worker.take() {
+        worker.shutdown(Duration::from_secs(5)).await;
+    }
+
+    // Every record of the burst expires within [T, T + 1 s).
+    let burst_at = now_ms() + BURST_LEAD.as_millis() as u64 + 2_000;
+    let mut records: Vec<Value> = Vec::new();
+    for scope in all_scopes() {
+        let listed = call(&world.console, "state::list", json!({"scope": scope}))
+            .await
+            .unwrap_or(Value::Null);
+        records.extend(
+            listed
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|r| {
+                    r["function_call_id"]
+                        .as_str()
+                        .is_some_and(|c| c.starts_with("burst-"))
+                })
+                .cloned(),
+        );
+    }
+    let total = records.len().max(1) as u64;
+    let rewritten: Vec<bool> = stream::iter(records.into_iter().enumerate())
+        .map(|(k, mut record)| {
+            let console = world.console.clone();
+            async move {
+                record["expires_at"] = json!(burst_at + k as u64 * 1_000 / total);
+                let sid = record["session_id"].as_str().unwrap_or_default().to_string();
+                let cid = record["function_call_id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                call(
+                    &console,
+                    "state::set",
+                    json!({"scope": bucket_scope(&sid, &cid), "key": state_key(&sid, &cid), "value": record}),
+                )
+                .await
+                .is_ok()
+            }
+        })
+        .buffer_unordered(FILL_CONCURRENCY)
+        .collect()
+        .await;
+    let rewritten = rewritten.iter().filter(|w| **w).count();
+    if world.engine.kind() == EngineKind::Real {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+
+    // Count the timeouts as a notification worker bound to pending-resolved
+    // sees them.
+    let timeouts = std::sync::Arc::new(AtomicUsize::new(0));
+    let last = std::sync::Arc::new(std::sync::Mutex::new(None::<Instant>));
+    {
+        let (timeouts, last) = (timeouts.clone(), last.clone());
+        world.console.register_function(
+            ON_RESOLVED,
+            RegisterFunction::new_async(move |event: Value| {
+                let (timeouts, last) = (timeouts.clone(), last.clone());
+                async move {
+                    if event["outcome"] == "timeout" {
+                        timeouts.fetch_add(1, Ordering::SeqCst);
+                        if let Ok(mut last) = last.lock() {
+                            *last = Some(Instant::now());
+                        }
+                    }
+                    Ok::<Value, iii_sdk::Error>(json!({}))
+                }
+            }),
+        );
+    }
+    wait_for_functions(&world.console, &[ON_RESOLVED]).await;
+    let boot_start = Instant::now();
+    let worker = start_in_process_with(&world.engine.url(), Some(seed())).await;
+    let boot = boot_start.elapsed();
+    let loaded = worker.held();
+    #[allow(deprecated)] // the 0.25 binding API; the engine still speaks it
+    let _ = world
+        .console
+        .register_trigger(iii_sdk::protocol::RegisterTriggerInput::new(
+            "approval::pending-resolved",
+            ON_RESOLVED,
+            json!({}),
+        ));
+    let bound_by = Instant::now() + Duration::from_secs(5);
+    while worker.event_bindings() == 0 && Instant::now() < bound_by {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    world.worker = Some(worker);
+
+    // Sequential gate calls, continue and hold in turn, from now until the
+    // burst is delivered (or the phase's bound): each sample is tagged with
+    // when it started relative to the burst.
+    let h = world.harness.client().clone();
+    let burst_instant = Instant::now() + Duration::from_millis(burst_at.saturating_sub(now_ms()));
+    let mut quiet: Vec<Duration> = Vec::new();
+    let mut during: Vec<Duration> = Vec::new();
+    let mut failed = 0usize;
+    let mut k = 0usize;
+    let stop_by = burst_instant + Duration::from_secs(120);
+    let mut delivered_at: Option<Instant> = None;
+    while Instant::now() < stop_by && Instant::now() < deadline {
+        k += 1;
+        let (target, decision) = if k % 2 == 0 {
+            ("demo::echo", "continue")
+        } else {
+            ("demo::held", "hold")
+        };
+        let input = hook_input(k % SESSIONS, &format!("probe-{k}"), target);
+        let started = Instant::now();
+        let ok = call(&h, "approval::gate", input)
+            .await
+            .is_ok_and(|v| v["decision"] == decision);
+        let took = started.elapsed();
+        if !ok {
+            failed += 1;
+        } else if started < burst_instant {
+            quiet.push(took);
+        } else if delivered_at.is_none() {
+            during.push(took);
+        }
+        if delivered_at.is_none() && timeouts.load(Ordering::SeqCst) >= rewritten {
+            delivered_at = last.lock().ok().and_then(|l| *l);
+        }
+        if delivered_at.is_some() && Instant::now() > burst_instant + Duration::from_millis(500) {
+            break;
+        }
+    }
+    let delivered = timeouts.load(Ordering::SeqCst);
+    let took = delivered_at
+        .or_else(|| last.lock().ok().and_then(|l| *l))
+        .map(|at| at.saturating_duration_since(burst_instant));
+    let entries = world
+        .harness
+        .entries()
+        .iter()
+        .filter(|e| e.result["details"]["denied_by"] == "timeout")
+        .count();
+    let left = world.worker.as_ref().map(|w| w.held()).unwrap_or_default();
+    quiet.sort();
+    during.sort();
+    println!("| measure | value |");
+    println!("|---|---:|");
+    println!("| held calls re-dated to expire within one second | {rewritten} |");
+    println!(
+        "| boot in-process with them, {loaded} held (boot() → ready) | {:.2} s |",
+        boot.as_secs_f64()
+    );
+    println!(
+        "| timeouts delivered to the harness / announced (outcome timeout) | {entries} / {delivered} |"
+    );
+    match took {
+        Some(took) => println!(
+            "| first deadline → last timeout announced | {:.2} s ({:.0} expiries/s) |",
+            took.as_secs_f64(),
+            delivered as f64 / took.as_secs_f64().max(f64::MIN_POSITIVE)
+        ),
+        None => println!("| first deadline → last timeout announced | none announced |"),
+    }
+    println!("| held calls left afterwards (the probe's own holds included) | {left} |");
+    for (label, samples) in [("before the burst", &quiet), ("during the burst", &during)] {
+        println!(
+            "| gate latency {label}, continue + hold in turn, {} calls: p50 / p99 / max | {} / {} / {} |",
+            samples.len(),
+            fmt_dur(percentile(samples, 0.5)),
+            fmt_dur(percentile(samples, 0.99)),
+            fmt_dur(samples.last().copied().unwrap_or_default()),
+        );
+    }
+    if failed > 0 {
+        println!("| gate calls that failed or answered wrongly | {failed} |");
+    }
+    if let Some(worker) = world.worker.take() {
+        worker.shutdown(Duration::from_secs(5)).await;
+    }
+}
+
+/// The wall clock in ms since the epoch (deadlines are wall-clock times).
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 // ── the single-scope limit ───────────────────────────────────────────────

@@ -460,6 +460,22 @@ fn bench_rebuild(c: &mut Criterion) {
     group.bench_function(BenchmarkId::new("from_values", N), |b| {
         b.iter_batched(|| values.clone(), rebuild, BatchSize::PerIteration)
     });
+    // The same records without deadlines: what the deadline view adds to a
+    // rebuild, measured in the same run.
+    let bare: Vec<Value> = values
+        .iter()
+        .cloned()
+        .map(|mut v| {
+            if let Some(record) = v.as_object_mut() {
+                record.remove("expires_at");
+                record.remove("escalate_at");
+            }
+            v
+        })
+        .collect();
+    group.bench_function(BenchmarkId::new("from_values_without_deadlines", N), |b| {
+        b.iter_batched(|| bare.clone(), rebuild, BatchSize::PerIteration)
+    });
     group.bench_function(BenchmarkId::new("from_text", N), |b| {
         b.iter_with_large_drop(|| {
             let values: Vec<Value> = serde_json::from_str(black_box(&text)).unwrap_or_default();

@@ -19,8 +19,10 @@
 //! a shell read outside the session workspace: the shell's jail rejects it
 //! and the grant watch turns the rejection into a folder prompt, which you
 //! answer once / session / always / deny; (4) what that answer means for the
-//! next read in the same folder. After each decision the harness's result
-//! and the `approval::pending-resolved` event are shown.
+//! next read in the same folder; (5) a call no one answers: with a short
+//! `pending_timeout_ms` set for the step, it is escalated, then denied for
+//! want of an answer, and the agent reads why. After each decision the
+//! harness's result and the `approval::pending-resolved` event are shown.
 //!
 //! Decisions (typed, or listed in `--script` in order): `allow`, `deny` (or
 //! `deny:<reason>`, typed also `deny <reason>`), and for the folder prompt
@@ -57,6 +59,10 @@ const WAIT: Duration = Duration::from_secs(5);
 
 /// Where the folder prompt's file lives: outside every session workspace.
 const FOLDER: &str = "/data/reports";
+
+/// Step 5's `pending_timeout_ms` and `escalate_after_ms`.
+const UNANSWERED_TIMEOUT_MS: u64 = 3_000;
+const UNANSWERED_ESCALATE_MS: u64 = 1_500;
 
 /// Command line.
 #[derive(Debug, Clone, Parser)]
@@ -294,7 +300,7 @@ impl Decisions {
 
 // ── the pending-* events ───────────────────────────────────────────────
 
-/// A notification worker in miniature: binds both pending trigger types for
+/// A notification worker in miniature: binds the pending trigger types for
 /// the session and keeps what arrives.
 struct Events {
     received: Arc<Mutex<Vec<(String, Value)>>>,
@@ -302,14 +308,19 @@ struct Events {
 
 const ON_CREATED: &str = "playground::on-pending-created";
 const ON_RESOLVED: &str = "playground::on-pending-resolved";
+const ON_ESCALATED: &str = "playground::on-pending-escalated";
+
+/// The console's bindings: each pending trigger type, for the session.
+const BOUND: [(&str, &str); 3] = [
+    (ON_CREATED, "approval::pending-created"),
+    (ON_RESOLVED, "approval::pending-resolved"),
+    (ON_ESCALATED, "approval::pending-escalated"),
+];
 
 impl Events {
     async fn bind(console: &IIIClient, session_id: &str) -> Events {
         let received = Arc::new(Mutex::new(Vec::new()));
-        for (function_id, trigger_type) in [
-            (ON_CREATED, "approval::pending-created"),
-            (ON_RESOLVED, "approval::pending-resolved"),
-        ] {
+        for (function_id, trigger_type) in BOUND {
             let sink = received.clone();
             console.register_function(
                 function_id,
@@ -325,11 +336,8 @@ impl Events {
                 .description("playground: prints approval events"),
             );
         }
-        wait_for_functions(console, &[ON_CREATED, ON_RESOLVED]).await;
-        for (function_id, trigger_type) in [
-            (ON_CREATED, "approval::pending-created"),
-            (ON_RESOLVED, "approval::pending-resolved"),
-        ] {
+        wait_for_functions(console, &[ON_CREATED, ON_RESOLVED, ON_ESCALATED]).await;
+        for (function_id, trigger_type) in BOUND {
             // The 0.25 binding API: the engine still speaks it, and the
             // binding goes away with this connection.
             #[allow(deprecated)]
@@ -344,7 +352,17 @@ impl Events {
 
     /// Waits for the event of `trigger_type` about `call_id`.
     async fn wait(&self, trigger_type: &str, call_id: &str) -> Option<Value> {
-        let deadline = tokio::time::Instant::now() + WAIT;
+        self.wait_for(trigger_type, call_id, WAIT).await
+    }
+
+    /// Waits up to `timeout` for the event of `trigger_type` about `call_id`.
+    async fn wait_for(
+        &self,
+        trigger_type: &str,
+        call_id: &str,
+        timeout: Duration,
+    ) -> Option<Value> {
+        let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let found = self.received.lock().ok().and_then(|events| {
                 events
@@ -545,7 +563,9 @@ impl World {
         match &embedded {
             Some((_, running)) => {
                 let deadline = tokio::time::Instant::now() + WAIT;
-                while running.event_bindings() < 2 && tokio::time::Instant::now() < deadline {
+                while running.event_bindings() < BOUND.len()
+                    && tokio::time::Instant::now() < deadline
+                {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }
@@ -553,7 +573,7 @@ impl World {
             // give the engine a moment to hand it over.
             None => tokio::time::sleep(Duration::from_millis(500)).await,
         }
-        screen.say("setup", format!("console: bound approval::pending-created / pending-resolved with {{\"session_id\":\"{session_id}\"}}"));
+        screen.say("setup", format!("console: bound approval::pending-created / pending-resolved / pending-escalated with {{\"session_id\":\"{session_id}\"}}"));
         Ok(World {
             links: args.links,
             embedded,
@@ -676,6 +696,9 @@ async fn walk(
             "no folder prompt was raised above, so there is nothing to show here",
         ),
     }
+
+    screen.heading("5. A call no one answers");
+    world.unanswered(screen).await?;
 
     screen.heading("Done");
     let inbox = world
@@ -848,6 +871,151 @@ impl World {
             self.show_grants(&choice, screen).await?;
         }
         Ok(folder.then_some(choice))
+    }
+
+    /// Step 5: holds end. A short timeout and escalation are set for new
+    /// holds (the stored configuration is put back afterwards), a call is
+    /// held and no one answers it: it is escalated, then denied for want of
+    /// an answer, and the agent reads why.
+    async fn unanswered(&self, screen: &mut Screen<'_>) -> Result<(), String> {
+        let sid = self.session_id.clone();
+        let stored = self
+            .rpc(
+                "configuration::get",
+                json!({"id": "approval-gate", "raw": true}),
+            )
+            .await?["value"]
+            .clone();
+        let mut value = match &stored {
+            Value::Object(map) => map.clone(),
+            _ => serde_json::Map::new(),
+        };
+        let limits = json!({"pending_timeout_ms": UNANSWERED_TIMEOUT_MS, "escalate_after_ms": UNANSWERED_ESCALATE_MS});
+        if let Value::Object(limits) = &limits {
+            value.extend(limits.clone());
+        }
+        self.rpc(
+            "configuration::set",
+            json!({"id": "approval-gate", "value": value}),
+        )
+        .await?;
+        screen.say(
+            "console",
+            format!(
+                "configuration::set approval-gate + {} → calls held from now on end after 3 s",
+                compact(&limits)
+            ),
+        );
+        let result = self.unanswered_call(&sid, screen).await;
+        // Put back what was stored, whatever happened above.
+        let restored = self
+            .rpc(
+                "configuration::set",
+                json!({"id": "approval-gate", "value": stored}),
+            )
+            .await;
+        match &restored {
+            Ok(_) => screen.say(
+                "console",
+                "configuration::set approval-gate: the stored configuration is back (holds wait for a human again)",
+            ),
+            Err(err) => screen.say("console", format!("the configuration was not put back: {err}")),
+        }
+        result.and(restored.map(|_| ()))
+    }
+
+    async fn unanswered_call(&self, sid: &str, screen: &mut Screen<'_>) -> Result<(), String> {
+        // The worker reloads the configuration on its change event;
+        // approval::evaluate says when it has.
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let mut evaluated = Value::Null;
+        while tokio::time::Instant::now() < deadline {
+            evaluated = self
+                .rpc(
+                    "approval::evaluate",
+                    json!({"session_id": sid, "function_id": "demo::deploy"}),
+                )
+                .await?;
+            if evaluated["deadline_ms"] == UNANSWERED_TIMEOUT_MS {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        screen.say(
+            "console",
+            format!("approval::evaluate demo::deploy → {}", compact(&evaluated)),
+        );
+        let spec = self.spec(
+            "c5",
+            "demo::deploy",
+            json!({"env": "prod", "version": "2.4.1"}),
+        );
+        screen.say(
+            "agent",
+            format!("calls demo::deploy {}", compact(&spec.arguments)),
+        );
+        let state = self.harness.call(spec).await;
+        if !state.is_held() {
+            describe(&state, "demo::deploy", screen);
+            return Err("the call was not held; the expiry cannot be shown".into());
+        }
+        screen.say("hook", "pre_trigger approval::gate → hold");
+        let record = self
+            .rpc(
+                "approval::get-pending",
+                json!({"session_id": sid, "function_call_id": "c5"}),
+            )
+            .await?;
+        let at = |field: &str| {
+            let pending_at = record["pending"]["pending_at"].as_u64().unwrap_or(0);
+            record["pending"][field]
+                .as_u64()
+                .map(|t| format!("+{:.1} s", t.saturating_sub(pending_at) as f64 / 1000.0))
+                .unwrap_or_else(|| "none".into())
+        };
+        screen.say(
+            "inbox",
+            format!(
+                "· {sid}/c5 demo::deploy: escalate_at {}, expires_at {} (after pending_at)",
+                at("escalate_at"),
+                at("expires_at")
+            ),
+        );
+        screen.say("note", "no one decides this time");
+        let patience = Duration::from_millis(UNANSWERED_TIMEOUT_MS) + WAIT;
+        match self
+            .events
+            .wait_for("approval::pending-escalated", "c5", patience)
+            .await
+        {
+            Some(_) => screen.say(
+                "event",
+                format!("approval::pending-escalated {sid}/c5 demo::deploy, still held (a notifier could ask a second approver now)"),
+            ),
+            None => screen.say("event", "no approval::pending-escalated for c5"),
+        }
+        let settled = self
+            .harness
+            .wait_for_state(sid, "c5", patience, |s| {
+                !s.is_held() && !matches!(s, CallState::Running)
+            })
+            .await;
+        match settled {
+            Some(state) => describe(&state, "demo::deploy", screen),
+            None => screen.say("harness", "c5 is not settled"),
+        }
+        match self.events.wait("approval::pending-resolved", "c5").await {
+            Some(e) => screen.say(
+                "event",
+                format!(
+                    "approval::pending-resolved {sid}/c5 demo::deploy, outcome {}, reason {:?}",
+                    e["outcome"].as_str().unwrap_or("?"),
+                    e["reason"].as_str().unwrap_or("")
+                ),
+            ),
+            None => screen.say("event", "no approval::pending-resolved for c5"),
+        }
+        Ok(())
     }
 
     async fn show_inbox(&self, screen: &mut Screen<'_>) -> Result<(), String> {

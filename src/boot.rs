@@ -16,6 +16,7 @@ use crate::config::{self, ApprovalConfig, BootstrapError, ConfigCell, CONFIG_ID}
 use crate::engine::{CallError, Engine};
 use crate::function_table::{self, FUNCTION_IDS};
 use crate::gate::binding::{self as gate_binding, PRE_TRIGGER};
+use crate::inbox::timer::Timer;
 use crate::inbox::PendingRecord;
 use crate::settings::{ApprovalSettings, Known};
 use crate::worker::Worker;
@@ -72,16 +73,20 @@ pub enum BootError {
     Call(#[from] CallError),
 }
 
-/// A running worker: the SDK connection and the shared state.
+/// A running worker: the SDK connection, the shared state and the deadline
+/// timer (stopped when this is dropped).
 pub struct Running {
     iii: IIIClient,
     worker: Arc<Worker>,
+    timer: Timer,
 }
 
 impl Running {
-    /// Graceful stop: wait (bounded) for handlers in flight, then disconnect.
+    /// Graceful stop: the deadline timer takes no more records, then wait
+    /// (bounded) for handlers and expiries in flight, then disconnect.
     pub async fn shutdown(self, drain: Duration) {
         let deadline = tokio::time::Instant::now() + drain;
+        self.timer.stop(drain).await;
         while self.worker.in_flight() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -172,7 +177,13 @@ pub(crate) async fn connect(
 pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
     let iii = connect(&options.url, options.otel, options.connect_timeout).await?;
     match start(&iii, options).await {
-        Ok(worker) => Ok(Running { iii, worker }),
+        // After the ready line: holds whose deadline passed while the
+        // worker was down are acted on at once.
+        Ok(worker) => Ok(Running {
+            timer: Timer::start(worker.clone()),
+            iii,
+            worker,
+        }),
         Err(err) => {
             iii.shutdown_async().await;
             Err(err)

@@ -64,8 +64,8 @@ pub use grant_watch::{folder_request, StandDown};
 pub use inbox::cursor::{decode as decode_cursor, encode as encode_cursor, CursorError};
 pub use inbox::index::{ListPage, ListQuery, PendingIndex};
 pub use inbox::{
-    all_scopes, bucket_scope, state_key, GrantRequest, PendingRecord, RecordKind, SortKey,
-    LOAD_CONCURRENCY, PENDING_CREATED, PENDING_RESOLVED,
+    all_scopes, bucket_scope, state_key, GrantRequest, HoldLimits, PendingRecord, RecordKind,
+    SortKey, LOAD_CONCURRENCY, PENDING_CREATED, PENDING_ESCALATED, PENDING_RESOLVED,
 };
 pub use policy::{
     builtin_guard, decide, decide_with, default_rules, is_guarded_scope, is_human_only,

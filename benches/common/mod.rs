@@ -74,7 +74,8 @@ pub fn call_cases(n: usize) -> Vec<CallCase> {
 pub const TENANTS: usize = 10;
 
 /// The `i`-th held record: about 1 KB of JSON (see [`record_json_len`]),
-/// four calls per session, two per turn, ascending `pending_at`.
+/// four calls per session, two per turn, ascending `pending_at`, each with
+/// an `escalate_at` and an `expires_at`.
 pub fn record(i: usize) -> PendingRecord {
     let mut meta = Map::new();
     meta.insert("tenant".into(), json!(format!("tenant-{}", i % TENANTS)));
@@ -115,8 +116,16 @@ pub fn record(i: usize) -> PendingRecord {
              the log so we can compare the failing case against a passing run."
                 .into(),
         ),
+        // Every held call carries both deadlines, far enough ahead that
+        // none fires while a bench runs (the timer only keeps them ordered).
+        expires_at: Some(FAR_FUTURE_MS + i as u64 * 7),
+        escalate_at: Some(FAR_FUTURE_MS - 1_200_000 + i as u64 * 7),
+        escalated_at: None,
     }
 }
+
+/// 2100-01-01 in ms since the epoch: the held calls' deadlines start here.
+pub const FAR_FUTURE_MS: u64 = 4_102_444_800_000;
 
 /// The serialized size of [`record`]`(i)` in bytes.
 pub fn record_json_len(i: usize) -> usize {

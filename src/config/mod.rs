@@ -18,7 +18,7 @@ mod seed;
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 pub(crate) use cell::ConfigCell;
@@ -33,6 +33,7 @@ pub use seed::{load_seed, SeedError};
 use crate::links::Links;
 use crate::policy::{
     default_rules, CompiledRules, CompiledSettings, RuleError, RulePrecedence, RuleSpec,
+    MIN_DEADLINE_MS,
 };
 use crate::settings::{ApprovalSettings, Entry, GrantedBy, Mode};
 
@@ -88,10 +89,38 @@ pub struct ApprovalConfig {
         deserialize_with = "links::deserialize"
     )]
     pub links: Option<LinksConfig>,
+    /// Deny a held call no one answered within this many milliseconds
+    /// (null: it waits until a human answers or its turn ends). New holds
+    /// only; an ask rule's own `timeout_ms` wins.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "deadline_ms"
+    )]
+    pub pending_timeout_ms: Option<u64>,
+    /// Emit `approval::pending-escalated` for a held call no one answered
+    /// within this many milliseconds (null: never). New holds only; an ask
+    /// rule's own `escalate_after_ms` wins.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "deadline_ms"
+    )]
+    pub escalate_after_ms: Option<u64>,
 }
 
 fn is_first_match(p: &RulePrecedence) -> bool {
     *p == RulePrecedence::FirstMatch
+}
+
+/// A deadline field: null, or at least [`MIN_DEADLINE_MS`].
+fn deadline_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    match Option::<u64>::deserialize(d)? {
+        Some(ms) if ms < MIN_DEADLINE_MS => Err(serde::de::Error::custom(format!(
+            "a deadline must be null or at least {MIN_DEADLINE_MS} ms, got {ms}"
+        ))),
+        ms => Ok(ms),
+    }
 }
 
 fn default_gate_priority() -> i64 {
@@ -129,6 +158,8 @@ impl Default for ApprovalConfig {
             gate_priority: DEFAULT_GATE_PRIORITY,
             binding_check_interval_ms: DEFAULT_BINDING_CHECK_INTERVAL_MS,
             links: None,
+            pending_timeout_ms: None,
+            escalate_after_ms: None,
         }
     }
 }
@@ -310,6 +341,30 @@ mod tests {
                 "rule 1: example no_match[0] (shell::ls) matches the rule".to_owned()
             ]
         );
+    }
+
+    #[test]
+    fn deadlines_are_null_or_at_least_a_second_and_absent_when_null() {
+        let config = ApprovalConfig::from_value(
+            &json!({"pending_timeout_ms": 1_800_000, "escalate_after_ms": 600_000}),
+        )
+        .unwrap();
+        assert_eq!(config.pending_timeout_ms, Some(1_800_000));
+        assert_eq!(config.escalate_after_ms, Some(600_000));
+        assert_eq!(config.to_json()["pending_timeout_ms"], 1_800_000);
+        let nulls = ApprovalConfig::from_value(
+            &json!({"pending_timeout_ms": null, "escalate_after_ms": null}),
+        )
+        .unwrap();
+        assert_eq!(nulls, ApprovalConfig::default());
+        assert!(nulls.to_json().get("pending_timeout_ms").is_none());
+        assert!(nulls.to_json().get("escalate_after_ms").is_none());
+        for bad in [json!(999), json!(0), json!(-1), json!("30m"), json!(1.5)] {
+            let err = ApprovalConfig::from_value(&json!({ "pending_timeout_ms": bad.clone() }));
+            assert!(err.is_err(), "{bad}");
+            assert!(ApprovalConfig::from_value(&json!({ "escalate_after_ms": bad })).is_err());
+        }
+        assert!(ApprovalConfig::from_value(&json!({"escalate_after_ms": 1000})).is_ok());
     }
 
     #[test]

@@ -175,6 +175,22 @@ pub fn schema() -> Value {
                     }
                 },
                 "examples": [{"secret": "${APPROVAL_LINK_SECRET}", "public_base_url": "https://approvals.example.com"}]
+            },
+            "pending_timeout_ms": {
+                "title": "Pending timeout (ms)",
+                "description": "Deny a held call that no one answered within this many milliseconds: the agent is told no one approved it in time, and approval::pending-resolved reports outcome timeout. null: held calls wait until a human answers or their turn ends. Applies to calls held after the change; an ask rule's own timeout_ms wins.",
+                "type": ["integer", "null"],
+                "minimum": MIN_DEADLINE_MS,
+                "default": null,
+                "examples": [1_800_000]
+            },
+            "escalate_after_ms": {
+                "title": "Escalate after (ms)",
+                "description": "Emit approval::pending-escalated, once, for a held call that no one answered within this many milliseconds (a notifier can then ask a second approver); the call stays held. null: never. Applies to calls held after the change; an ask rule's own escalate_after_ms wins.",
+                "type": ["integer", "null"],
+                "minimum": MIN_DEADLINE_MS,
+                "default": null,
+                "examples": [600_000]
             }
         },
         "examples": [{

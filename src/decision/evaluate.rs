@@ -10,7 +10,7 @@
 //!
 //! In: `{ session_id, function_id, arguments? }`
 //! Out: `{ verdict: "allow"|"deny"|"needs_approval", rule_id?, reason,
-//!         trace: [{step, outcome, detail?}], rule_errors? }`
+//!         trace: [{step, outcome, detail?}], rule_errors?, deadline_ms? }`
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,9 +19,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::config::ApprovalConfig;
 use crate::error::{validate_function_id, validate_id, ApprovalError};
 use crate::functions::register_typed;
 use crate::gate::{settings_unknown, GATE_UNAVAILABLE};
+use crate::inbox::{timeout_ms, HoldLimits};
 use crate::policy::{
     decide_with, Call, CompiledRules, CompiledSettings, DecideOptions, TraceStep, Verdict,
 };
@@ -73,6 +75,10 @@ pub struct EvaluateResponse {
     /// Rules that do not compile (the rule set is then empty).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rule_errors: Vec<String>,
+    /// On needs_approval: how long the hold would wait before it is denied
+    /// for want of an answer (absent: until a human answers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u64>,
 }
 
 /// The gate's decision on one call, explained: what `approval::evaluate`
@@ -80,6 +86,7 @@ pub struct EvaluateResponse {
 pub fn explain(
     settings: &CompiledSettings,
     rules: &CompiledRules,
+    config: &ApprovalConfig,
     function_id: &str,
     arguments: Option<&Value>,
 ) -> EvaluateResponse {
@@ -106,6 +113,9 @@ pub fn explain(
         reason: decision.reason(function_id),
         trace,
         rule_errors: Vec::new(),
+        deadline_ms: (decision.verdict == Verdict::Hold)
+            .then(|| timeout_ms(HoldLimits::of(&decision), config))
+            .flatten(),
     }
 }
 
@@ -133,6 +143,7 @@ pub(crate) async fn evaluate(
                 reason: settings_unknown(&request.session_id, &request.function_id, err.code()),
                 trace: Vec::new(),
                 rule_errors: snapshot.errors(),
+                deadline_ms: None,
             })
         }
     };
@@ -145,6 +156,7 @@ pub(crate) async fn evaluate(
         ..explain(
             settings,
             &snapshot.rules,
+            &snapshot.config,
             &request.function_id,
             request.arguments.as_ref(),
         )

@@ -22,9 +22,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::config::ApprovalConfig;
 use crate::engine::CallError;
 use crate::functions::register_hook;
-use crate::inbox::{RecordKind, Written};
+use crate::inbox::{HoldLimits, RecordKind, Written};
 use crate::settings::Known;
 use crate::worker::Worker;
 use binding::Status;
@@ -99,7 +100,20 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
             }
             Judgement::Hold { ask } => {
                 let rule = ask.map_or("no_match", |a| a.rule_id);
-                return hold(worker, &input, call, deadline, rule).await;
+                let limits = ask.map_or_else(HoldLimits::default, |a| HoldLimits {
+                    timeout_ms: a.timeout_ms,
+                    escalate_after_ms: a.escalate_after_ms,
+                });
+                return hold(
+                    worker,
+                    &input,
+                    call,
+                    limits,
+                    &snapshot.config,
+                    deadline,
+                    rule,
+                )
+                .await;
             }
         }
     }
@@ -148,6 +162,8 @@ async fn hold(
     worker: &Worker,
     input: &HookInput,
     call: &HookCall,
+    limits: HoldLimits,
+    config: &ApprovalConfig,
     deadline: Deadline,
     rule: &str,
 ) -> HookOutput {
@@ -157,7 +173,10 @@ async fn hold(
     }
     let budget = deadline.cap(record::SESSION_BUDGET, WRITE_RESERVE);
     let context = record::session_context(&worker.engine, sid, budget).await;
-    let record = record::build_record(input, call, RecordKind::Function, context);
+    let mut record = record::build_record(input, call, RecordKind::Function, context);
+    // The deadlines of the decision's rule, or the configuration it was
+    // made under, counted from when the record is built.
+    record::set_deadlines(&mut record, limits, config);
     let _lock = worker.inbox.lock(sid, cid).await;
     if worker.inbox.get(sid, cid).is_some() {
         return HookOutput::Hold;

@@ -7,8 +7,9 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::hook::{HookCall, HookInput};
+use crate::config::ApprovalConfig;
 use crate::engine::{Engine, SessionContext};
-use crate::inbox::{Metadata, PendingRecord, RecordKind};
+use crate::inbox::{deadlines, HoldLimits, Metadata, PendingRecord, RecordKind};
 use crate::redact::{redact, redact_text};
 
 /// How long a hold may wait for `session::get` (well inside the hook's 5 s).
@@ -66,5 +67,20 @@ pub fn build_record(
         session_metadata: context.metadata.map(redact_metadata),
         grant_request: None,
         assistant_excerpt: None,
+        expires_at: None,
+        escalate_at: None,
+        escalated_at: None,
     }
+}
+
+/// Gives a hold its deadlines: the deciding rule's `limits`, else the
+/// configuration's, counted from `pending_at`.
+pub(crate) fn set_deadlines(
+    record: &mut PendingRecord,
+    limits: HoldLimits,
+    config: &ApprovalConfig,
+) {
+    let deadlines = deadlines(record.pending_at, limits, config);
+    record.expires_at = deadlines.expires_at;
+    record.escalate_at = deadlines.escalate_at;
 }

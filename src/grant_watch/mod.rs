@@ -27,8 +27,8 @@ use crate::error::is_valid_id;
 use crate::functions::register_hook;
 use crate::gate::budget::Deadline;
 use crate::gate::hook::{parse_hook_input, HookInput, HookOutput};
-use crate::gate::record::{build_record, session_context, SESSION_BUDGET};
-use crate::inbox::{GrantRequest, RecordKind};
+use crate::gate::record::{build_record, session_context, set_deadlines, SESSION_BUDGET};
+use crate::inbox::{GrantRequest, HoldLimits, RecordKind};
 use crate::worker::Worker;
 use hint::{contains, recognise};
 pub use release::GrantScope;
@@ -187,6 +187,12 @@ async fn ask(
     .await;
     let mut record = build_record(input, call, RecordKind::FolderAccess, context);
     record.grant_request = Some(Box::new(grant));
+    // A folder prompt has no rule behind it: the configuration's deadlines.
+    set_deadlines(
+        &mut record,
+        HoldLimits::default(),
+        &worker.config.load().config,
+    );
     let _lock = worker.inbox.lock(sid, cid).await;
     worker
         .inbox

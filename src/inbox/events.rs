@@ -1,18 +1,21 @@
 //! The trigger types the worker provides (`architecture/contract.md` § Trigger
 //! types):
-//! `approval::pending-created` and `approval::pending-resolved`, their
-//! bindings (kept in memory, keyed by binding id; the engine re-sends them on
+//! `approval::pending-created`, `approval::pending-resolved` and
+//! `approval::pending-escalated`, their bindings (kept in memory, keyed by binding id; the engine re-sends them on
 //! reconnect, so registration is idempotent) and the fan-out.
 //!
 //! # Format
 //!
-//! Binding config (both types): `{ "session_id"?: string, "metadata"?: object }`;
+//! Binding config (every type): `{ "session_id"?: string, "metadata"?: object }`;
 //! null or `{}` matches every record; unknown keys are rejected.
 //!
 //! `pending-resolved` payload:
-//! `{ session_id, turn_id, function_call_id, function_id, outcome: "allow"|"deny"|"aborted", reason?, session_metadata?, resolved_at }`
+//! `{ session_id, turn_id, function_call_id, function_id, outcome: "allow"|"deny"|"aborted"|"timeout", reason?, session_metadata?, resolved_at }`
 //! (`reason`: the operator's on deny; `not_held`, `turn_completed`,
-//! `session_deleted` or `replaced` on aborted).
+//! `session_deleted` or `replaced` on aborted; `timeout` on timeout).
+//!
+//! `pending-escalated` payload: the record (with its `escalated_at`) plus
+//! `"status": "pending"`.
 
 use std::sync::Arc;
 
@@ -33,6 +36,8 @@ use crate::functions::Inlined;
 pub const PENDING_CREATED: &str = "approval::pending-created";
 /// `approval::pending-resolved`.
 pub const PENDING_RESOLVED: &str = "approval::pending-resolved";
+/// `approval::pending-escalated`.
+pub const PENDING_ESCALATED: &str = "approval::pending-escalated";
 
 /// A binding config that is not `{session_id?, metadata?}`; the binding is
 /// refused with this message.
@@ -89,6 +94,8 @@ pub enum Outcome {
     Deny,
     /// Its turn or session ended first.
     Aborted,
+    /// No one answered before its `expires_at`: the call was denied.
+    Timeout,
 }
 
 /// `approval::pending-created` payload: the record, its `approval_url` when
@@ -106,6 +113,21 @@ pub struct PendingCreated {
     pub status: String,
 }
 
+/// `approval::pending-escalated` payload: the record, whose `escalated_at`
+/// is set, plus `status: "pending"` (the call is still held).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PendingEscalated {
+    /// The record.
+    #[serde(flatten)]
+    pub record: PendingRecord,
+    /// The page where a human decides this call (links on only), as in
+    /// `pending-created`: the notifier that asks a second approver shows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval_url: Option<String>,
+    /// Always `pending`.
+    pub status: String,
+}
+
 /// `approval::pending-resolved` payload.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PendingResolved {
@@ -117,10 +139,11 @@ pub struct PendingResolved {
     pub function_call_id: String,
     /// The function.
     pub function_id: String,
-    /// allow, deny or aborted.
+    /// allow, deny, aborted or timeout.
     pub outcome: Outcome,
     /// On deny, the operator's reason; on aborted, why the record left:
-    /// `not_held`, `turn_completed`, `session_deleted` or `replaced`.
+    /// `not_held`, `turn_completed`, `session_deleted` or `replaced`; on
+    /// timeout, `timeout`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// The record's session metadata.
@@ -155,7 +178,7 @@ struct Binding {
     namespace: Option<String>,
 }
 
-/// The live bindings of both types.
+/// The live bindings of every type.
 pub(crate) struct Events {
     engine: Engine,
     /// Whether links are on, and their secret (`pending-created` carries
@@ -194,7 +217,6 @@ impl TriggerHandler for TypeHandler {
 }
 
 impl Events {
-    /// Registers both trigger types with the engine.
     /// No bindings yet.
     pub(crate) fn new(engine: Engine, config: Arc<ConfigCell>) -> Events {
         Events {
@@ -204,7 +226,7 @@ impl Events {
         }
     }
 
-    /// Provides both trigger types.
+    /// Provides the trigger types.
     pub(crate) fn register(self: &Arc<Self>, iii: &IIIClient) {
         // Providing trigger types is deprecated in the 0.25 SDK (0.26 removed
         // it) but it is what the engine and every consumer speak today.
@@ -225,7 +247,7 @@ impl Events {
             iii.register_trigger_type(
                 RegisterTriggerType::new(
                     PENDING_RESOLVED,
-                    "A held call left the inbox (exactly once per record): ids, outcome allow|deny|aborted, the operator's reason on deny, why on aborted. Config: {session_id?, metadata?}.",
+                    "A held call left the inbox (exactly once per record): ids, outcome allow|deny|aborted|timeout, the operator's reason on deny, why on aborted. Config: {session_id?, metadata?}.",
                     TypeHandler {
                         trigger_type: PENDING_RESOLVED,
                         subs: self.clone(),
@@ -233,6 +255,18 @@ impl Events {
                 )
                 .trigger_request_format::<BindingFilter>()
                 .call_request_format::<Inlined<PendingResolved>>(),
+            );
+            iii.register_trigger_type(
+                RegisterTriggerType::new(
+                    PENDING_ESCALATED,
+                    "A held call passed its escalate_at unanswered (once per record; it stays held): the redacted record with escalated_at, plus status: pending. Config: {session_id?, metadata?}.",
+                    TypeHandler {
+                        trigger_type: PENDING_ESCALATED,
+                        subs: self.clone(),
+                    },
+                )
+                .trigger_request_format::<BindingFilter>()
+                .call_request_format::<PendingEscalated>(),
             );
         }
     }
@@ -277,6 +311,34 @@ impl Events {
             .as_ref()
             .and_then(|links| links.approval_url(record));
         let payload = PendingCreated {
+            record: record.clone(),
+            approval_url,
+            status: "pending".into(),
+        };
+        fan_out(
+            &self.engine,
+            targets,
+            serde_json::to_value(payload).unwrap_or(Value::Null),
+        );
+    }
+
+    /// Announces a record that passed its `escalate_at` unanswered.
+    pub(super) fn emit_escalated(&self, record: &PendingRecord) {
+        let targets = self.targets(
+            PENDING_ESCALATED,
+            &record.session_id,
+            record.session_metadata.as_ref(),
+        );
+        if targets.is_empty() {
+            return;
+        }
+        let approval_url = self
+            .config
+            .load()
+            .links
+            .as_ref()
+            .and_then(|links| links.approval_url(record));
+        let payload = PendingEscalated {
             record: record.clone(),
             approval_url,
             status: "pending".into(),

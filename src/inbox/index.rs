@@ -5,7 +5,9 @@
 //! by session (in list order), by turn, and in list order
 //! `(pending_at, session_id, function_call_id)`; plus, for tenancy filters,
 //! one list-ordered posting per scalar `session_metadata` entry, so a
-//! selective `metadata` filter does not scan the whole inbox.
+//! selective `metadata` filter does not scan the whole inbox; plus, for the
+//! deadline timer, the records that have a deadline ahead, ordered by it
+//! (a record without one has no entry there).
 //!
 //! Every view holds only the record's `Arc` (8 bytes): the ordered views
 //! are sets of [`ByOrder`], ordered by the record's own sort key and
@@ -125,6 +127,43 @@ impl Borrow<str> for ByCall {
 /// Records in list order.
 type Ordered = BTreeSet<ByOrder>;
 
+/// A record in the deadline view: ordered by its next deadline
+/// ([`PendingRecord::next_due`]), then by key. Only records that have one
+/// are in that view, so the order never sees `None`.
+#[derive(Debug, Clone)]
+struct ByDue(Arc<PendingRecord>);
+
+impl ByDue {
+    fn order(&self) -> (u64, &str, &str) {
+        let r = &self.0;
+        (
+            r.next_due().unwrap_or(u64::MAX),
+            &r.session_id,
+            &r.function_call_id,
+        )
+    }
+}
+
+impl PartialEq for ByDue {
+    fn eq(&self, other: &Self) -> bool {
+        self.order() == other.order()
+    }
+}
+
+impl Eq for ByDue {}
+
+impl PartialOrd for ByDue {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ByDue {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.order().cmp(&other.order())
+    }
+}
+
 /// A metadata value the index can key on: exactly the values whose JSON
 /// equality is equality of this type. Floats (where `0.0 == -0.0`), arrays
 /// and objects are not indexed; filters on them are checked by scanning.
@@ -189,6 +228,7 @@ pub struct PendingIndex {
     ordered: Ordered,
     by_turn: HashMap<String, Ordered>,
     by_meta: HashMap<(String, MetaValue), Ordered>,
+    by_due: BTreeSet<ByDue>,
 }
 
 impl PendingIndex {
@@ -228,6 +268,9 @@ impl PendingIndex {
                 .entry(meta_key)
                 .or_default()
                 .insert(ByOrder(Arc::clone(&record)));
+        }
+        if record.next_due().is_some() {
+            self.by_due.insert(ByDue(Arc::clone(&record)));
         }
         self.ordered.insert(ByOrder(record));
         previous
@@ -271,16 +314,41 @@ impl PendingIndex {
                 }
             }
         }
+        if record.next_due().is_some() {
+            self.by_due.remove(&ByDue(Arc::clone(&record)));
+        }
         Some(record)
     }
 
-    /// Removes the record under `record`'s key only if it equals `record`:
-    /// a decision removes the record it decided, not a newer one written
-    /// under the same key meanwhile. Returns whether it removed one.
+    /// The earliest deadline of a record the timer has not taken yet.
+    pub fn next_due(&self) -> Option<u64> {
+        self.by_due.first().and_then(|r| r.0.next_due())
+    }
+
+    /// Takes the record with the earliest deadline out of the deadline view
+    /// if that deadline is at or before `now`: the timer owns it from then
+    /// on. The record stays in every other view (it is still held); a
+    /// record written again under its key enters the deadline view afresh.
+    pub fn take_due(&mut self, now: u64) -> Option<Arc<PendingRecord>> {
+        if self.next_due()? > now {
+            return None;
+        }
+        self.by_due.pop_first().map(|r| r.0)
+    }
+
+    /// How many records have a deadline the timer has not taken yet.
+    pub fn due_len(&self) -> usize {
+        self.by_due.len()
+    }
+
+    /// Removes the record under `record`'s key only if it is the same hold
+    /// ([`PendingRecord::is_same_hold`]): a decision removes the record it
+    /// decided, not a newer one written under the same key meanwhile.
+    /// Returns whether it removed one.
     pub fn remove_if_same(&mut self, record: &PendingRecord) -> bool {
         let same = self
             .get(&record.session_id, &record.function_call_id)
-            .is_some_and(|stored| *stored == *record);
+            .is_some_and(|stored| stored.is_same_hold(record));
         same && self
             .remove(&record.session_id, &record.function_call_id)
             .is_some()
@@ -413,6 +481,9 @@ mod tests {
             }),
             grant_request: None,
             assistant_excerpt: None,
+            expires_at: None,
+            escalate_at: None,
+            escalated_at: None,
         }
     }
 
@@ -755,6 +826,65 @@ mod tests {
         assert!(ix.ordered.is_empty());
         assert!(ix.by_turn.is_empty());
         assert!(ix.by_meta.is_empty());
+        assert!(ix.by_due.is_empty());
+    }
+
+    fn due(
+        pending_at: u64,
+        call: &str,
+        expires_at: Option<u64>,
+        escalate_at: Option<u64>,
+    ) -> PendingRecord {
+        let mut r = rec(pending_at, "s", call, "t", None);
+        r.expires_at = expires_at;
+        r.escalate_at = escalate_at;
+        r
+    }
+
+    #[test]
+    fn the_deadline_view_holds_only_records_with_a_deadline_in_deadline_order() {
+        let mut ix = PendingIndex::new();
+        ix.insert(due(1, "none", None, None));
+        ix.insert(due(2, "late", Some(500), None));
+        ix.insert(due(3, "escalates", Some(900), Some(100)));
+        ix.insert(due(4, "early", Some(200), None));
+        assert_eq!(ix.len(), 4);
+        assert_eq!(ix.due_len(), 3);
+        assert_eq!(ix.next_due(), Some(100));
+        assert!(ix.take_due(99).is_none());
+        let order: Vec<String> = std::iter::from_fn(|| ix.take_due(1_000))
+            .map(|r| r.function_call_id.clone())
+            .collect();
+        assert_eq!(order, ["escalates", "early", "late"]);
+        // Taken, not removed: still held and listed.
+        assert_eq!(ix.len(), 4);
+        assert_eq!(ix.due_len(), 0);
+        assert_eq!(ix.next_due(), None);
+        // Escalated: written again, it is due again at its expiry.
+        let mut escalated = due(3, "escalates", Some(900), Some(100));
+        escalated.escalated_at = Some(100);
+        ix.insert(escalated);
+        assert_eq!(ix.next_due(), Some(900));
+        // Removing a taken record or a record without deadlines leaves the
+        // view as it is; removing a waiting one takes it out.
+        assert!(ix.remove("s", "early").is_some());
+        assert!(ix.remove("s", "none").is_some());
+        assert_eq!(ix.due_len(), 1);
+        assert!(ix.remove("s", "escalates").is_some());
+        assert_eq!(ix.due_len(), 0);
+        assert_eq!(ix.next_due(), None);
+    }
+
+    #[test]
+    fn a_replaced_record_leaves_the_deadline_view_with_its_deadline() {
+        let mut ix = PendingIndex::new();
+        ix.insert(due(1, "c", Some(100), None));
+        ix.insert(due(2, "c", Some(700), None));
+        assert_eq!(ix.due_len(), 1);
+        assert_eq!(ix.next_due(), Some(700));
+        ix.insert(due(3, "c", None, None));
+        assert_eq!(ix.due_len(), 0);
+        assert_eq!(ix.next_due(), None);
     }
 
     #[test]
@@ -944,8 +1074,12 @@ mod tests {
         let call = prop::sample::select(vec!["c1", "c2", "c3", "c4"]);
         let turn = prop::sample::select(vec!["t1", "t2"]);
         prop_oneof![
-            4 => (0u64..6, session.clone(), call.clone(), turn, meta_strategy())
-                .prop_map(|(at, s, c, t, m)| Op::Insert(Box::new(rec(at, s, c, t, m)))),
+            4 => (0u64..6, session.clone(), call.clone(), turn, meta_strategy(), prop::option::of(0u64..6))
+                .prop_map(|(at, s, c, t, m, expires)| {
+                    let mut r = rec(at, s, c, t, m);
+                    r.expires_at = expires;
+                    Op::Insert(Box::new(r))
+                }),
             1 => (session, call).prop_map(|(s, c)| Op::Remove(s.to_owned(), c.to_owned())),
         ]
     }
@@ -1023,6 +1157,17 @@ mod tests {
                 let keys: Vec<RecordKey> = model.iter().filter(|r| r.turn_id == turn).map(PendingRecord::key).collect();
                 prop_assert_eq!(ix.keys_of_turn(turn), keys);
             }
+            // The deadline view: exactly the records with a deadline, in
+            // deadline order.
+            let mut due: Vec<(u64, RecordKey)> = model
+                .iter()
+                .filter_map(|r| Some((r.next_due()?, r.key())))
+                .collect();
+            due.sort();
+            let taken: Vec<(u64, RecordKey)> = std::iter::from_fn(|| ix.take_due(u64::MAX))
+                .map(|r| (r.next_due().unwrap_or(u64::MAX), r.key()))
+                .collect();
+            prop_assert_eq!(taken, due);
         }
     }
 }

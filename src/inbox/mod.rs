@@ -3,26 +3,34 @@
 //! announce them.
 //!
 //! * pure: [`record`] (the record), [`compact`] (its in-memory JSON),
-//!   [`index`] (by key, session, turn and list order), [`cursor`];
+//!   [`index`] (by key, session, turn, list order and deadline), [`cursor`],
+//!   [`deadline`] (when a hold is escalated and expires);
 //! * [`store`] — state as the source of truth, the index, the emit gate; the
-//!   one place that emits `pending-created` and `pending-resolved`;
+//!   one place that emits `pending-created`, `pending-resolved` and
+//!   `pending-escalated`;
 //! * [`events`] — the trigger types, their bindings and the fan-out;
-//! * [`list`] — `approval::list-pending` and `approval::get-pending`.
+//! * [`list`] — `approval::list-pending` and `approval::get-pending`;
+//! * [`timer`] — the one task that escalates and expires holds at their
+//!   deadlines.
 
 mod compact;
 pub(crate) mod cursor;
+mod deadline;
 mod events;
 pub(crate) mod index;
 mod list;
 mod record;
 mod removed;
 pub(crate) mod store;
+pub(crate) mod timer;
 
 use std::sync::Arc;
 
 use crate::worker::Worker;
 
-pub use events::{Outcome, PENDING_CREATED, PENDING_RESOLVED};
+pub use deadline::HoldLimits;
+pub(crate) use deadline::{deadlines, timeout_ms};
+pub use events::{Outcome, PENDING_CREATED, PENDING_ESCALATED, PENDING_RESOLVED};
 pub(crate) use list::{list_pending, ListPendingRequest, GET_ID, LIST_ID};
 pub use record::{GrantRequest, Metadata, PendingRecord, RecordKey, RecordKind, SortKey};
 pub(crate) use removed::Removal;

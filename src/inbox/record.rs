@@ -81,6 +81,18 @@ pub struct PendingRecord {
     /// The assistant's text before the call, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assistant_excerpt: Option<String>,
+    /// When the call is denied for want of an answer (ms since the epoch);
+    /// absent: it waits until a human or a purge ends it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
+    /// When `approval::pending-escalated` fires if no one answered (ms
+    /// since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalate_at: Option<u64>,
+    /// When `approval::pending-escalated` fired (ms since the epoch); set
+    /// once, so a restarted worker does not escalate again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalated_at: Option<u64>,
 }
 
 /// A record as `list-pending` and `get-pending` show it: the record plus
@@ -154,6 +166,74 @@ impl PendingRecord {
         ReleaseAction::deny(text, serde_json::to_value(envelope).unwrap_or(Value::Null))
     }
 
+    /// Whether `other` is the same hold: equal in everything but
+    /// `escalated_at`, which the timer sets on a held record without making it
+    /// another one (a resolve or a purge that started before the escalation
+    /// still removes it).
+    pub fn is_same_hold(&self, other: &PendingRecord) -> bool {
+        // Destructured so that a new field must be placed on one side.
+        let PendingRecord {
+            session_id,
+            turn_id,
+            function_call_id,
+            function_id,
+            kind,
+            arguments_excerpt,
+            pending_at,
+            depth,
+            session_title,
+            session_description,
+            session_metadata,
+            grant_request,
+            assistant_excerpt,
+            expires_at,
+            escalate_at,
+            escalated_at: _,
+        } = self;
+        *session_id == other.session_id
+            && *turn_id == other.turn_id
+            && *function_call_id == other.function_call_id
+            && *function_id == other.function_id
+            && *kind == other.kind
+            && *arguments_excerpt == other.arguments_excerpt
+            && *pending_at == other.pending_at
+            && *depth == other.depth
+            && *session_title == other.session_title
+            && *session_description == other.session_description
+            && *session_metadata == other.session_metadata
+            && *grant_request == other.grant_request
+            && *assistant_excerpt == other.assistant_excerpt
+            && *expires_at == other.expires_at
+            && *escalate_at == other.escalate_at
+    }
+
+    /// When the timer next has something to do for this record: the
+    /// escalation while it has not fired, else the expiry. `None` for a
+    /// record without deadlines (the index keeps no entry for it).
+    pub fn next_due(&self) -> Option<u64> {
+        let escalation = self.escalate_at.filter(|_| self.escalated_at.is_none());
+        match (escalation, self.expires_at) {
+            (Some(e), Some(x)) => Some(e.min(x)),
+            (e, x) => e.or(x),
+        }
+    }
+
+    /// The deny the timer delivers when no one answered by `expires_at`:
+    /// the reason for the model, with a `denied_by: "timeout"` envelope.
+    pub(crate) fn timeout_denial(&self) -> ReleaseAction {
+        let waited = self
+            .expires_at
+            .map(|at| at.saturating_sub(self.pending_at))
+            .unwrap_or(0);
+        let text = super::deadline::timeout_reason(self, waited);
+        let envelope = DenialEnvelope::by_timeout(
+            &self.function_id,
+            &text,
+            Some(self.arguments_excerpt.to_value()),
+        );
+        ReleaseAction::deny(&text, serde_json::to_value(envelope).unwrap_or(Value::Null))
+    }
+
     /// The record's place in the inbox order.
     pub fn sort_key(&self) -> SortKey {
         SortKey::new(self.pending_at, &self.session_id, &self.function_call_id)
@@ -170,5 +250,100 @@ impl PendingRecord {
             None => false,
             Some(meta) => meta.contains_all(filter),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn record() -> PendingRecord {
+        PendingRecord {
+            session_id: "s".into(),
+            turn_id: "t".into(),
+            function_call_id: "c".into(),
+            function_id: "shell::run".into(),
+            kind: RecordKind::Function,
+            arguments_excerpt: json!({"cmd": "ls"}).into(),
+            pending_at: 100,
+            depth: 0,
+            session_title: None,
+            session_description: None,
+            session_metadata: None,
+            grant_request: None,
+            assistant_excerpt: None,
+            expires_at: None,
+            escalate_at: None,
+            escalated_at: None,
+        }
+    }
+
+    #[test]
+    fn an_escalated_record_is_the_same_hold_and_nothing_else_is() {
+        let held = record();
+        let mut escalated = held.clone();
+        escalated.escalated_at = Some(500);
+        assert!(held.is_same_hold(&escalated));
+        assert!(escalated.is_same_hold(&held));
+        assert_ne!(held, escalated);
+        let mut later = held.clone();
+        later.pending_at = 101;
+        assert!(!held.is_same_hold(&later));
+        let mut folder = held.clone();
+        folder.kind = RecordKind::FolderAccess;
+        assert!(!held.is_same_hold(&folder));
+        let mut sooner = held.clone();
+        sooner.expires_at = Some(1_000);
+        assert!(!held.is_same_hold(&sooner));
+    }
+
+    #[test]
+    fn the_next_deadline_is_the_escalation_until_it_fired_then_the_expiry() {
+        let mut r = record();
+        assert_eq!(r.next_due(), None);
+        r.expires_at = Some(900);
+        assert_eq!(r.next_due(), Some(900));
+        r.escalate_at = Some(300);
+        assert_eq!(r.next_due(), Some(300));
+        r.escalated_at = Some(301);
+        assert_eq!(r.next_due(), Some(900));
+        r.expires_at = None;
+        assert_eq!(r.next_due(), None);
+    }
+
+    #[test]
+    fn deadlines_are_left_out_of_the_json_when_absent_and_read_back() {
+        let bare = serde_json::to_value(record()).expect("serializes");
+        for key in ["expires_at", "escalate_at", "escalated_at"] {
+            assert!(bare.get(key).is_none(), "{key}");
+        }
+        let mut r = record();
+        r.expires_at = Some(1_900);
+        r.escalate_at = Some(700);
+        r.escalated_at = Some(702);
+        let value = serde_json::to_value(&r).expect("serializes");
+        assert_eq!(value["expires_at"], 1_900);
+        assert_eq!(value["escalate_at"], 700);
+        assert_eq!(value["escalated_at"], 702);
+        let back: PendingRecord = serde_json::from_value(value).expect("reads back");
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn the_timeout_denial_tells_the_model_and_says_timeout() {
+        let mut r = record();
+        r.expires_at = Some(100 + 1_800_000);
+        let Release { action, .. } = r.release(r.timeout_denial());
+        let wire = serde_json::to_value(&action).expect("serializes");
+        let text = "No one approved shell::run within 30 minutes, so it was not run. Ask the user to approve it, or try another way.";
+        assert_eq!(wire["action"], "deliver");
+        assert_eq!(wire["is_error"], true);
+        assert_eq!(wire["content"], json!([{"type": "text", "text": text}]));
+        assert_eq!(wire["details"]["denied_by"], "timeout");
+        assert_eq!(wire["details"]["reason"], text);
+        assert_eq!(wire["details"]["function_id"], "shell::run");
+        assert_eq!(wire["details"]["args_excerpt"], json!({"cmd": "ls"}));
     }
 }

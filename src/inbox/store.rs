@@ -3,7 +3,8 @@
 //! rebuilt from `state::list` at boot (`architecture/contract.md` § Storage).
 //!
 //! The store is also the one place that announces records: it emits
-//! `approval::pending-created` when a hold is written and
+//! `approval::pending-created` when a hold is written,
+//! `approval::pending-escalated` when the timer escalates one, and
 //! `approval::pending-resolved` when a record leaves, whoever made it leave.
 //!
 //! All writes of one key are serialized by a striped async lock, so a hold,
@@ -21,6 +22,7 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
@@ -154,6 +156,12 @@ pub(crate) struct PendingStore {
     /// How recent records left (what a link to one says); in-memory work
     /// only, like `index`.
     removed: Mutex<Removed>,
+    /// Wakes the deadline timer when a hold with a nearer deadline than
+    /// the one it sleeps towards is written.
+    timer_wake: tokio::sync::Notify,
+    /// The deadline the timer sleeps towards (`u64::MAX` while it works
+    /// out the next one: every new deadline wakes it then).
+    timer_armed: AtomicU64,
 }
 
 impl PendingStore {
@@ -166,6 +174,8 @@ impl PendingStore {
             stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
             resolving: DashMap::new(),
             removed: Mutex::new(Removed::default()),
+            timer_wake: tokio::sync::Notify::new(),
+            timer_armed: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -330,13 +340,16 @@ impl PendingStore {
         let value = serde_json::to_value(&record)?;
         let outcome = self.engine.state_set(&scope, &key, value).await?;
         let previous = self.with_index(|index| index.insert(record.clone()));
+        if let Some(due) = record.next_due() {
+            self.deadline_added(due);
+        }
         let written = match previous {
             // The index knew the old record: this is a replacement, not a
             // lost race.
             Some(previous) => {
-                if *previous != record {
+                if !previous.is_same_hold(&record) {
                     match self.resolving.get_mut(&record.key()) {
-                        Some(mut resolving) if resolving.record == previous => {
+                        Some(mut resolving) if resolving.record.is_same_hold(&previous) => {
                             resolving.superseded = true
                         }
                         _ => self.announce_resolved(
@@ -388,18 +401,25 @@ impl PendingStore {
         }
     }
 
-    /// Marks a resolve of `record` as in flight. `false` when another resolve
-    /// of the same key is already running (the caller answers `resolved:
-    /// false`).
+    /// Marks a resolve of `record` as in flight: a human's decision or the
+    /// timer's expiry, whichever claims the record first. `false` when
+    /// another resolve of the same key is already running, or `record` is no
+    /// longer the hold under its key (the caller answers `resolved: false`,
+    /// or the timer lets it be).
     pub(crate) fn begin_resolve(&self, record: &Arc<PendingRecord>) -> bool {
         match self.resolving.entry(record.key()) {
             dashmap::mapref::entry::Entry::Occupied(_) => false,
             dashmap::mapref::entry::Entry::Vacant(slot) => {
-                slot.insert(Resolving {
-                    record: record.clone(),
-                    superseded: false,
-                });
-                true
+                let current = self
+                    .get(&record.session_id, &record.function_call_id)
+                    .is_some_and(|current| current.is_same_hold(record));
+                if current {
+                    slot.insert(Resolving {
+                        record: record.clone(),
+                        superseded: false,
+                    });
+                }
+                current
             }
         }
     }
@@ -408,7 +428,7 @@ impl PendingStore {
     pub(crate) fn is_resolving(&self, record: &PendingRecord) -> bool {
         self.resolving
             .get(&record.key())
-            .map(|r| *r.record == *record)
+            .map(|r| r.record.is_same_hold(record))
             .unwrap_or(false)
     }
 
@@ -436,7 +456,7 @@ impl PendingStore {
             .map(|r| r.superseded)
             .unwrap_or(false);
         let result = match self.get(&key.0, &key.1) {
-            Some(current) if current == *record => self.settle_locked(record).await,
+            Some(current) if current.is_same_hold(record) => self.settle_locked(record).await,
             Some(_) => Ok(superseded),
             None => Ok(superseded),
         };
@@ -468,6 +488,72 @@ impl PendingStore {
             Ok(Some(current))
         } else {
             Ok(None)
+        }
+    }
+
+    /// Escalates a held record, once: under the key's lock, if `record` is
+    /// still the hold under its key and was not escalated yet, its stored
+    /// value gets `escalated_at` first — so a restarted worker never
+    /// escalates it again — then the index, then
+    /// `approval::pending-escalated` goes out. The record stays held.
+    /// Returns whether it escalated; a state failure escalates nothing (the
+    /// timer tries again).
+    pub(crate) async fn escalate(
+        &self,
+        record: &PendingRecord,
+        at: u64,
+    ) -> Result<bool, StoreError> {
+        let (sid, cid) = (&record.session_id, &record.function_call_id);
+        let _lock = self.lock(sid, cid).await;
+        let Some(current) = self.get(sid, cid) else {
+            return Ok(false);
+        };
+        if !current.is_same_hold(record) || current.escalated_at.is_some() {
+            return Ok(false);
+        }
+        let mut escalated = (*current).clone();
+        escalated.escalated_at = Some(at);
+        let value = serde_json::to_value(&escalated)?;
+        self.engine
+            .state_set(&bucket(sid, cid), &state_key(sid, cid), value)
+            .await?;
+        self.with_index(|index| index.insert(escalated.clone()));
+        if let Some(due) = escalated.next_due() {
+            self.deadline_added(due);
+        }
+        self.events.emit_escalated(&escalated);
+        Ok(true)
+    }
+
+    /// Takes the record with the earliest deadline at or before `now` out
+    /// of the index's deadline view, for the timer (it stays held).
+    pub(crate) fn take_due(&self, now: u64) -> Option<Arc<PendingRecord>> {
+        self.with_index(|index| index.take_due(now))
+    }
+
+    /// The earliest deadline the timer has not taken yet.
+    pub(crate) fn next_due(&self) -> Option<u64> {
+        self.with_index(|index| index.next_due())
+    }
+
+    /// Says which deadline the timer sleeps towards (`u64::MAX`: it is
+    /// working one out, so every new deadline must wake it).
+    pub(crate) fn arm_timer(&self, at: u64) {
+        self.timer_armed.store(at, Ordering::SeqCst);
+    }
+
+    /// Resolves when a hold with a deadline nearer than the armed one was
+    /// written since the last call.
+    pub(crate) async fn deadline_written(&self) {
+        self.timer_wake.notified().await;
+    }
+
+    /// Wakes the timer if `due` comes before what it sleeps towards. Called
+    /// after the record is in the index, so the timer either saw it or is
+    /// woken (a `Notify` keeps the wake-up until the timer waits).
+    fn deadline_added(&self, due: u64) {
+        if due < self.timer_armed.load(Ordering::SeqCst) {
+            self.timer_wake.notify_one();
         }
     }
 

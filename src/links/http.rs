@@ -219,6 +219,7 @@ pub fn gone_reason(removal: Option<&Removal>, stale: bool) -> GoneReason {
     };
     match removal.outcome {
         Outcome::Allow | Outcome::Deny => GoneReason::Resolved,
+        Outcome::Timeout => GoneReason::Expired,
         // Aborted, and any later outcome, says why in its reason.
         _ => match removal.reason.as_deref() {
             Some("not_held") => GoneReason::NotHeld,
@@ -377,6 +378,11 @@ mod tests {
                 Some(removal(Outcome::Deny, Some("no"))),
                 true,
                 GoneReason::Resolved,
+            ),
+            (
+                Some(removal(Outcome::Timeout, Some("timeout"))),
+                false,
+                GoneReason::Expired,
             ),
             (
                 Some(removal(Outcome::Aborted, Some("not_held"))),

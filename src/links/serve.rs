@@ -143,9 +143,7 @@ fn view(record: &PendingRecord, arguments: &Value) -> String {
         arguments,
         session_title: record.session_title.as_deref(),
         pending_at: record.pending_at,
-        // Records carry no deadline yet (`architecture/contract.md` § Holds
-        // that end); the page shows one when they do.
-        expires_at: None,
+        expires_at: record.expires_at,
         dir: record.grant_request.as_ref().map(|g| g.dir.as_str()),
     })
 }
@@ -344,7 +342,7 @@ fn inbox(worker: &Worker, request: &HttpRequest) -> HttpResponse {
                 arguments: &arguments,
                 session_title: record.session_title.as_deref(),
                 pending_at: record.pending_at,
-                expires_at: None,
+                expires_at: record.expires_at,
                 dir: record.grant_request.as_ref().map(|g| g.dir.as_str()),
             },
             approval_url: url,

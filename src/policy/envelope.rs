@@ -38,6 +38,8 @@ pub enum DeniedBy {
     /// The gate could not do its job (e.g. the pending store failed) and
     /// failed closed.
     GateUnavailable,
+    /// No human answered a held call before its `expires_at`.
+    Timeout,
 }
 
 /// The argument constraint of the rule that denied, owned.
@@ -84,6 +86,21 @@ impl DenialEnvelope {
         DenialEnvelope::base(DeniedBy::User, function_id, reason.to_owned(), args_excerpt)
     }
 
+    /// The denial of a held call no one answered in time, with the reason
+    /// the model will see.
+    pub fn by_timeout(
+        function_id: &str,
+        reason: &str,
+        args_excerpt: Option<Value>,
+    ) -> DenialEnvelope {
+        DenialEnvelope::base(
+            DeniedBy::Timeout,
+            function_id,
+            reason.to_owned(),
+            args_excerpt,
+        )
+    }
+
     fn base(
         denied_by: DeniedBy,
         function_id: &str,
@@ -126,6 +143,11 @@ mod tests {
                 "reason": "not on prod"
             })
         );
+        let timeout = DenialEnvelope::by_timeout("f", "late", None);
+        assert_eq!(
+            serde_json::to_value(&timeout).expect("serializes")["denied_by"],
+            "timeout"
+        );
         let bare = DenialEnvelope::by_user("f", "no", None);
         assert_eq!(
             serde_json::to_value(&bare).expect("serializes"),
@@ -159,7 +181,7 @@ mod tests {
         }
         assert!(!required.contains(&json!("rule_id")));
         let text = schema.to_string();
-        for denied_by in ["permissions", "user", "gate_unavailable"] {
+        for denied_by in ["permissions", "user", "gate_unavailable", "timeout"] {
             assert!(text.contains(denied_by), "{text}");
         }
     }

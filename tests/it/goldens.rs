@@ -14,14 +14,14 @@ use std::path::{Path, PathBuf};
 
 use approval_gate::CONFIG_ID;
 use approval_gate::FUNCTION_IDS;
-use approval_gate::{PENDING_CREATED, PENDING_RESOLVED};
+use approval_gate::{PENDING_CREATED, PENDING_ESCALATED, PENDING_RESOLVED};
 use approval_gate_testkit::fixture::{call, EngineFixture, EngineKind};
 use serde_json::{json, Map, Value};
 
 use crate::common::*;
 
 const REGENERATE: &str = "UPDATE_GOLDENS=1 cargo test --test it goldens::";
-const TRIGGER_TYPES: &[&str] = &[PENDING_CREATED, PENDING_RESOLVED];
+const TRIGGER_TYPES: &[&str] = &[PENDING_CREATED, PENDING_RESOLVED, PENDING_ESCALATED];
 
 /// Fields whose value the contract leaves as any JSON: a call's arguments
 /// (whatever the target takes) and their redacted copy, a configuration or

@@ -745,3 +745,62 @@ async fn links_never_log_the_secret_tokens_or_urls() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn links_show_the_deadline_follow_an_escalation_and_answer_410_expired() {
+    on_each_engine("links_expired", |engine| async move {
+        let base = engine.http_url();
+        let mut seed = config(&base, json!(["!approval::*"]), None);
+        seed["pending_timeout_ms"] = json!(3_000);
+        seed["escalate_after_ms"] = json!(1_000);
+        let scene = Scene::start_seeded(engine, HarnessOptions::default(), Some(seed)).await;
+        let l = Links {
+            scene,
+            http: http_client(),
+            base,
+        };
+        l.wait_for_status("/approvals/x", 403).await;
+        let created = l
+            .scene
+            .sink("lx-created", "approval::pending-created", json!({}))
+            .await;
+        let escalated = l
+            .scene
+            .sink("lx-escalated", "approval::pending-escalated", json!({}))
+            .await;
+        let resolved = l
+            .scene
+            .sink("lx-resolved", "approval::pending-resolved", json!({}))
+            .await;
+        assert!(l
+            .scene
+            .harness
+            .call(spec("s_x", "c1", "demo::echo", json!({})))
+            .await
+            .is_held());
+        let url = link_of(&created, 0).await;
+
+        // The page says when the call will be denied.
+        let r = l.http.get(&url).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let page = r.text().await.unwrap();
+        assert!(page.contains("if no one decides by then"), "{page}");
+
+        // The escalation carries the same link, for the second approver.
+        let events = escalated.wait_for(1, WAIT).await;
+        assert_eq!(events[0]["approval_url"], url);
+
+        // At the deadline the record leaves as a timeout, and the link says so.
+        let events = resolved.wait_for(1, WAIT).await;
+        assert_eq!(events[0]["outcome"], "timeout");
+        let r = l.decide(&url, json!({"decision": "allow"})).await;
+        assert_eq!(r.status(), 410);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["reason"], "expired");
+        let r = l.http.get(&url).send().await.unwrap();
+        assert_eq!(r.status(), 410);
+        assert!(r.text().await.unwrap().contains("No one decided in time"));
+        assert_eq!(l.scene.harness.target_runs("demo::echo"), 0, "nothing ran");
+    })
+    .await;
+}

@@ -19,6 +19,7 @@
 mod common;
 
 mod browser;
+mod deadlines;
 mod fail_closed;
 mod faults;
 mod foundation;

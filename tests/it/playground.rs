@@ -1,6 +1,7 @@
 //! The playground example, run the way a newcomer runs it with `--script`:
-//! its walk-through must show the hold, the decision and the release, and
-//! the folder prompt with its answer. The example's own source is compiled
+//! its walk-through must show the hold, the decision and the release, the
+//! folder prompt with its answer, and a hold no one answers ending at its
+//! deadline. The example's own source is compiled
 //! in here, so the test runs exactly its code without needing the example
 //! binary built first.
 
@@ -80,6 +81,17 @@ const ALLOW_DENY_SESSION: &[&str] = &[
     "agent    calls shell::run {\"cmd\":\"cat\",\"path\":\"/data/reports/q4.csv\"}",
     "target   shell::run ran",
     "note     no prompt this time",
+    // 5: no one answers: escalated, then denied for want of an answer
+    "console  configuration::set approval-gate + {\"escalate_after_ms\":1500,\"pending_timeout_ms\":3000}",
+    "\"deadline_ms\":3000",
+    "agent    calls demo::deploy {\"env\":\"prod\",\"version\":\"2.4.1\"}",
+    "hook     pre_trigger approval::gate → hold",
+    "· play/c5 demo::deploy: escalate_at +1.5 s, expires_at +3.0 s (after pending_at)",
+    "note     no one decides this time",
+    "event    approval::pending-escalated play/c5 demo::deploy, still held",
+    "agent    got an error result (denied_by timeout): No one approved demo::deploy within 3 seconds, so it was not run. Ask the user to approve it, or try another way.",
+    "event    approval::pending-resolved play/c5 demo::deploy, outcome timeout, reason \"timeout\"",
+    "the stored configuration is back",
     // the end: nothing held, the session's memory gone with it
     "approval::list-pending {\"session_id\":\"play\"} → 0 held",
     "get-settings source: defaults",

@@ -285,7 +285,7 @@ proptest! {
             // The gate and approval::evaluate run one ladder: they agree on
             // every call they can both see (evaluate refuses unusable ids).
             if ids_ok || guarded {
-                let explained = explain(&settings, &rules, &call.function_id, call.arguments.as_ref());
+                let explained = explain(&settings, &rules, &ApprovalConfig::default(), &call.function_id, call.arguments.as_ref());
                 let (verdict, rule, reason) = match &judgement {
                     Judgement::Continue { rule, .. } => (WireVerdict::Allow, *rule, None),
                     Judgement::Deny { reason, rule } => (WireVerdict::Deny, *rule, Some(reason.as_str())),

@@ -146,6 +146,9 @@ struct Core {
     journal: Mutex<Journal>,
     grants: Mutex<HashMap<String, BTreeSet<String>>>,
     policy_denied: Mutex<HashSet<String>>,
+    /// How many more `harness::function::resolve` calls fail (a harness
+    /// that is failing; a test's fault switch, on any engine).
+    failing_resolves: Mutex<usize>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -188,6 +191,7 @@ impl HarnessDouble {
             journal: Mutex::default(),
             grants: Mutex::default(),
             policy_denied: Mutex::default(),
+            failing_resolves: Mutex::default(),
         });
         let mut functions = vec![RESOLVE];
         resolve::register(&core);
@@ -292,6 +296,15 @@ impl HarnessDouble {
 
     pub fn allow_dispatch(&self, function_id: &str) {
         lock(&self.core.policy_denied).remove(function_id);
+    }
+
+    /// Makes the next `times` `harness::function::resolve` calls fail with
+    /// `harness_unavailable` without touching the call (it stays held), as
+    /// a harness that is failing would; on the test engine, fault injection
+    /// plays an absent harness instead. The failed requests are journaled
+    /// like the others.
+    pub fn fail_resolves(&self, times: usize) {
+        *lock(&self.core.failing_resolves) = times;
     }
 
     // ---- what the harness did -------------------------------------------

@@ -78,6 +78,17 @@ pub(super) fn register(core: &Arc<Core>) {
 impl Core {
     async fn resolve(self: Arc<Self>, raw: Value) -> Result<Value, Error> {
         lock(&self.journal).resolve_requests.push(raw.clone());
+        {
+            let mut failing = lock(&self.failing_resolves);
+            if *failing > 0 {
+                *failing -= 1;
+                return Err(Error::Remote {
+                    code: "harness_unavailable".into(),
+                    message: "harness_unavailable: the harness is failing (test switch)".into(),
+                    stacktrace: None,
+                });
+            }
+        }
         let request: ResolveRequest = serde_json::from_value(raw).map_err(|e| Error::Remote {
             code: "invalid_payload".into(),
             message: format!("invalid_payload: {e}"),
