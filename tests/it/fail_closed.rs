@@ -105,12 +105,20 @@ async fn fail_closed_a_lost_binding_is_made_again() {
             .await,
             "the lost binding was never made again"
         );
-        let health = scene.ok("approval::health", json!({})).await;
+        // The worker records the new id right after the engine made the
+        // binding: health reports it once that is done.
+        let made = json!(scene.harness.bindings(PRE_TRIGGER)[0].id);
+        let mut health = Value::Null;
+        for _ in 0..50 {
+            health = scene.ok("approval::health", json!({})).await;
+            if health["gate_binding_id"] == made {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(health["gate_binding_id"], made, "{health}");
         assert_eq!(health["gated"], true, "{health}");
-        assert_eq!(
-            health["gate_binding_id"],
-            json!(scene.harness.bindings(PRE_TRIGGER)[0].id)
-        );
+        assert_eq!(scene.harness.bindings(PRE_TRIGGER).len(), 1, "never two");
     })
     .await;
 }
