@@ -5,4 +5,5 @@
 //! `PATH`).
 
 mod doubles;
+mod name_lease;
 mod test_engine;
