@@ -428,6 +428,7 @@ impl World {
                     seed: None,
                     connect_timeout: Duration::from_secs(15),
                     otel: false,
+                    ..BootOptions::new(url.clone())
                 })
                 .await
                 .map_err(|e| format!("approval-gate did not boot in-process: {e}"))?;

@@ -41,7 +41,10 @@ mod time;
 mod worker;
 
 // Running the worker.
-pub use boot::{boot, unbind, BootError, BootOptions, Running, DESCRIPTION, WORKER_NAME};
+pub use boot::{
+    boot, standing_by, unbind, BootError, BootOptions, Running, DEFAULT_STANDBY_RETRY, DESCRIPTION,
+    NAME_CONFIRM_WINDOW, WORKER_NAME,
+};
 pub use config::{load_seed, ApprovalConfig, BootstrapError, ConfigError, SeedError, CONFIG_ID};
 pub use functions::FUNCTION_IDS;
 pub use logs::RedactingStderr;

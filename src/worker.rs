@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::boot::Claim;
 use crate::config::ConfigCell;
 use crate::engine::Engine;
 use crate::gate::binding::GateBinding;
@@ -27,12 +28,14 @@ pub(crate) struct Worker {
     pub(crate) gate_binding: GateBinding,
     /// When the worker booted.
     pub(crate) started: std::time::Instant,
+    /// How it came to hold the worker name (stood by first or not).
+    pub(crate) claim: Claim,
     in_flight: AtomicUsize,
 }
 
 impl Worker {
     /// Builds the shared state.
-    pub(crate) fn new(engine: Engine, config: ConfigCell) -> Arc<Worker> {
+    pub(crate) fn new(engine: Engine, config: ConfigCell, claim: Claim) -> Arc<Worker> {
         let config = Arc::new(config);
         Arc::new(Worker {
             settings: SettingsStore::new(engine.clone(), config.clone()),
@@ -40,6 +43,7 @@ impl Worker {
             grant_watch: GrantWatch::new(engine.clone()),
             gate_binding: GateBinding::default(),
             started: std::time::Instant::now(),
+            claim,
             engine,
             config,
             in_flight: AtomicUsize::new(0),

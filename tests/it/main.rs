@@ -32,3 +32,4 @@ mod operator_logs;
 mod playground;
 mod properties;
 mod security;
+mod standby;
