@@ -25,7 +25,7 @@ use crate::engine::Scope;
 use crate::engine::{CallError, Engine};
 use crate::functions::{self, FUNCTION_IDS};
 use crate::gate::binding::{self as gate_binding, PRE_TRIGGER};
-use crate::inbox::PendingRecord;
+use crate::inbox::{PendingRecord, PendingStore};
 use crate::settings::{ApprovalSettings, Known};
 use crate::worker::Worker;
 use crate::{decision, grant_watch, lifecycle};
@@ -76,6 +76,12 @@ pub const DEFAULT_STANDBY_RETRY: Duration = Duration::from_millis(1000);
 /// `wait_until_registered` returns `Ok` on the greeting alone. Ten times the
 /// slowest refusal measured; it is also the least a boot takes.
 pub const NAME_CONFIRM_WINDOW: Duration = Duration::from_millis(1000);
+
+/// The part of [`NAME_CONFIRM_WINDOW`] after which a refusal is no longer
+/// expected: from then on the held calls are read (reads only) while the
+/// rest of the window passes, so a large inbox costs a failover less. A
+/// standby refused within this part reads nothing.
+const EARLY_REFUSAL: Duration = Duration::from_millis(200);
 
 /// How often a standby logs that it still stands by (each retry is DEBUG).
 const STANDBY_NOTICE_EVERY: Duration = Duration::from_secs(60);
@@ -277,8 +283,8 @@ async fn handshake(iii: &IIIClient, url: &str, timeout: Duration) -> Result<(), 
 
 /// What one attempt at the worker name found.
 enum Attempt {
-    /// The name is this connection's.
-    Held(IIIClient),
+    /// The name is this connection's; the held calls were read meanwhile.
+    Held(Box<Claimed>),
     /// Another live instance holds it; the connection is closed.
     Taken {
         /// The holder's worker id, as the engine named it.
@@ -298,33 +304,56 @@ fn name_taken(err: &iii_sdk::Error) -> Option<String> {
     }
 }
 
+/// The SDK's fatal error if it comes within `window` (polled).
+async fn refusal_within(iii: &IIIClient, window: Duration) -> Option<iii_sdk::Error> {
+    let deadline = tokio::time::Instant::now() + window;
+    loop {
+        if let Some(err) = iii.fatal_error() {
+            return Some(err);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// One attempt: a fresh client, its handshake, then [`NAME_CONFIRM_WINDOW`]
-/// without a refusal. Nothing is registered on the client before the name
-/// is known to be its own, so a refused attempt leaves no trace.
+/// without a refusal. Nothing is registered on the client and nothing is
+/// written before the name is known to be its own, so a refused attempt
+/// leaves no trace; after [`EARLY_REFUSAL`] the held calls are read.
 async fn try_claim(url: &str, otel: bool, timeout: Duration) -> Result<Attempt, BootError> {
     let iii = new_client(url, otel);
-    let refused = match handshake(&iii, url, timeout).await {
-        Ok(()) => {
-            let deadline = tokio::time::Instant::now() + NAME_CONFIRM_WINDOW;
-            loop {
-                if let Some(err) = iii.fatal_error() {
-                    break Some(err);
-                }
-                if tokio::time::Instant::now() >= deadline {
-                    break None;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
+    let early = match handshake(&iii, url, timeout).await {
+        Ok(()) => refusal_within(&iii, EARLY_REFUSAL).await,
         Err(BootError::Rejected(err)) => Some(err),
         Err(other) => {
             iii.shutdown_async().await;
             return Err(other);
         }
     };
-    let Some(err) = refused else {
-        return Ok(Attempt::Held(iii));
-    };
+    if let Some(err) = early {
+        return refused(iii, err).await;
+    }
+    let inbox = PendingStore::new(Engine::new(iii.clone()));
+    let (late, read) = tokio::join!(
+        refusal_within(&iii, NAME_CONFIRM_WINDOW.saturating_sub(EARLY_REFUSAL)),
+        inbox.read_buckets()
+    );
+    match late {
+        Some(err) => refused(iii, err).await,
+        None => Ok(Attempt::Held(Box::new(Claimed {
+            iii,
+            claim: Claim::default(),
+            inbox,
+            read,
+        }))),
+    }
+}
+
+/// Closes a refused attempt's client: a refused name is
+/// [`Attempt::Taken`], any other refusal ends boot.
+async fn refused(iii: IIIClient, err: iii_sdk::Error) -> Result<Attempt, BootError> {
     iii.shutdown_async().await;
     match name_taken(&err) {
         Some(owner_worker_id) => Ok(Attempt::Taken { owner_worker_id }),
@@ -341,13 +370,13 @@ pub(crate) async fn claim_name(
     otel: bool,
     timeout: Duration,
     retry: Duration,
-) -> Result<(IIIClient, Claim), BootError> {
+) -> Result<Claimed, BootError> {
     let started = Instant::now();
     let mut refusals: u64 = 0;
     let mut noticed = Instant::now();
     loop {
         match try_claim(url, otel, timeout).await? {
-            Attempt::Held(iii) => {
+            Attempt::Held(mut claimed) => {
                 STANDING_BY.store(false, Ordering::Relaxed);
                 let stood_by = (refusals > 0).then(|| started.elapsed());
                 if let Some(waited) = stood_by {
@@ -357,7 +386,8 @@ pub(crate) async fn claim_name(
                         "the worker name is free: taking over from the previous instance"
                     );
                 }
-                return Ok((iii, Claim { stood_by }));
+                claimed.claim = Claim { stood_by };
+                return Ok(*claimed);
             }
             Attempt::Taken { owner_worker_id } => {
                 refusals += 1;
@@ -387,17 +417,27 @@ pub(crate) async fn claim_name(
     }
 }
 
+/// A connection that holds the worker name, and the held calls read into
+/// `inbox` while the name was confirmed (`read`: how many, or why not).
+pub(crate) struct Claimed {
+    iii: IIIClient,
+    claim: Claim,
+    inbox: PendingStore,
+    read: Result<usize, CallError>,
+}
+
 /// Boots the worker: claim the name (standing by while another instance
 /// holds it), configuration, held calls, functions, bindings, ready.
 pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
-    let (iii, claim) = claim_name(
+    let claimed = claim_name(
         &options.url,
         options.otel,
         options.connect_timeout,
         options.standby_retry,
     )
     .await?;
-    match start(&iii, options, claim).await {
+    let iii = claimed.iii.clone();
+    match start(claimed, options).await {
         Ok(worker) => Ok(Running { iii, worker }),
         Err(err) => {
             iii.shutdown_async().await;
@@ -407,15 +447,21 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
 }
 
 /// Everything after the handshake.
-async fn start(
-    iii: &IIIClient,
-    options: BootOptions,
-    claim: Claim,
-) -> Result<Arc<Worker>, BootError> {
+async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, BootError> {
+    let Claimed {
+        iii,
+        claim,
+        inbox,
+        read,
+    } = claimed;
+    let iii = &iii;
     let engine = Engine::new(iii.clone());
     let snapshot = config::bootstrap(&engine, options.seed).await?;
-    let worker = Worker::new(engine.clone(), ConfigCell::new(snapshot), claim);
-    let held = load_pending(&worker).await?;
+    let worker = Worker::new(engine.clone(), ConfigCell::new(snapshot), claim, inbox);
+    let read = read
+        .map_err(|err| tracing::warn!(error = %err, "held calls not read while the name was confirmed; reading again"))
+        .ok();
+    let held = load_pending(&worker, read).await?;
     match worker.grant_watch.memory.migrate().await {
         Ok(0) => {}
         Ok(moved) => tracing::info!(
@@ -458,12 +504,22 @@ async fn start(
     Ok(worker)
 }
 
-/// Rebuilds the pending index from state. Retried briefly; a store that
-/// cannot be read aborts boot (an empty inbox would hide held calls).
-async fn load_pending(worker: &Worker) -> Result<usize, BootError> {
+/// Completes the pending index: the legacy scope's records moved when the
+/// buckets were `read` already, else the whole load. Retried briefly; a
+/// store that cannot be read aborts boot (an empty inbox would hide held
+/// calls).
+async fn load_pending(worker: &Worker, read: Option<usize>) -> Result<usize, BootError> {
     let mut attempt = 0u64;
     loop {
-        match worker.inbox.load().await {
+        let loaded = match read {
+            Some(_) => worker
+                .inbox
+                .migrate_legacy()
+                .await
+                .map(|_| worker.inbox.len()),
+            None => worker.inbox.load().await,
+        };
+        match loaded {
             Ok(n) => return Ok(n),
             Err(err) if attempt < 4 => {
                 tracing::warn!(attempt, error = %err, "pending records not loaded; retrying");

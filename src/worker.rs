@@ -34,12 +34,18 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    /// Builds the shared state.
-    pub(crate) fn new(engine: Engine, config: ConfigCell, claim: Claim) -> Arc<Worker> {
+    /// Builds the shared state around `inbox`, which boot may have filled
+    /// already (the held calls are read while the worker name is confirmed).
+    pub(crate) fn new(
+        engine: Engine,
+        config: ConfigCell,
+        claim: Claim,
+        inbox: PendingStore,
+    ) -> Arc<Worker> {
         let config = Arc::new(config);
         Arc::new(Worker {
             settings: SettingsStore::new(engine.clone(), config.clone()),
-            inbox: PendingStore::new(engine.clone()),
+            inbox,
             grant_watch: GrantWatch::new(engine.clone()),
             gate_binding: GateBinding::default(),
             started: std::time::Instant::now(),
