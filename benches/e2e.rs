@@ -8,7 +8,8 @@
 //! Knobs: `E2E_ROUNDS` (default 10) × `E2E_PER_ROUND` (default 100) samples
 //! per case, `E2E_HELD` (default 100000) records for the scale phase,
 //! `E2E_SKIP_LATENCY=1` / `E2E_SKIP_SCALE=1` / `E2E_SKIP_CAP=1` to leave
-//! phases out, `E2E_CASES=b,c` to measure only some cases.
+//! phases out, `E2E_CASES=b,c` to measure only some cases. The failover and
+//! engine-crash phases (`e2e/failover.rs`) have knobs of their own.
 //!
 //! Everything is loopback, every loop is bounded in count and in time, and
 //! the run stops by itself ([`TOTAL_LIMIT`]). The machine is shared, so the
@@ -17,6 +18,8 @@
 //! figures are for context.
 
 mod common;
+#[path = "e2e/failover.rs"]
+mod failover;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
@@ -143,6 +146,12 @@ async fn run() {
     }
     if !env_flag("E2E_SKIP_CAP") {
         cap_phase().await;
+    }
+    if !env_flag("E2E_SKIP_FAILOVER") {
+        failover::failover_phase().await;
+    }
+    if !env_flag("E2E_SKIP_ENGINE_KILL") {
+        failover::engine_kill_phase().await;
     }
 }
 

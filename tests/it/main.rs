@@ -27,6 +27,7 @@ mod grant_watch;
 mod hostile;
 mod hot_path;
 mod load;
+mod lost_replies;
 mod manifest;
 mod operator_logs;
 mod playground;
