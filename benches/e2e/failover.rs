@@ -214,7 +214,9 @@ async fn failover_runs(engine: &EngineFixture, held: usize, runs: usize) {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let calls = traffic(&harness, format!("fo{held}r{run}"), stop.clone());
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Kill at a different point of the standby's retry cycle each run.
+        let phase = wall_now().fract() * 1000.0;
+        tokio::time::sleep(Duration::from_millis(200 + phase as u64)).await;
         active.kill();
         let killed = Instant::now();
         let killed_at = wall_now() % 86_400.0;
