@@ -13,7 +13,8 @@
 //! sessions phase, `E2E_BURST` (default 10000) holds expiring within one
 //! second, `E2E_SKIP_LATENCY=1` / `E2E_SKIP_SCALE=1` / `E2E_SKIP_SESSIONS=1` /
 //! `E2E_SKIP_BURST=1` / `E2E_SKIP_CAP=1` to leave phases out, `E2E_CASES=b,c`
-//! to measure only some cases.
+//! to measure only some cases. The failover and engine-crash phases
+//! (`e2e/failover.rs`) have knobs of their own.
 //!
 //! Everything is loopback, every loop is bounded in count and in time, and
 //! the run stops by itself ([`TOTAL_LIMIT`]). The machine is shared, so the
@@ -22,6 +23,8 @@
 //! figures are for context.
 
 mod common;
+#[path = "e2e/failover.rs"]
+mod failover;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
@@ -154,6 +157,12 @@ async fn run() {
     }
     if !env_flag("E2E_SKIP_CAP") {
         cap_phase().await;
+    }
+    if !env_flag("E2E_SKIP_FAILOVER") {
+        failover::failover_phase().await;
+    }
+    if !env_flag("E2E_SKIP_ENGINE_KILL") {
+        failover::engine_kill_phase().await;
     }
 }
 

@@ -484,6 +484,7 @@ impl World {
                     seed,
                     connect_timeout: Duration::from_secs(15),
                     otel: false,
+                    ..BootOptions::new(url.clone())
                 })
                 .await
                 .map_err(|e| format!("approval-gate did not boot in-process: {e}"))?;

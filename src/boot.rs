@@ -2,9 +2,18 @@
 //! configuration (fatal) → held calls → trigger types → functions → bindings
 //! → one "ready" line naming what was registered and which bindings are
 //! parked. [`Running`] is the handle a booted worker is driven by.
+//!
+//! Connecting is claiming the worker name (`architecture/contract.md`
+//! § Standby and failover): the engine gives one live connection per name
+//! and refuses a second one with `registrationrejected {code:
+//! WORKER_NAMESPACE_CONFLICT}`, after which the SDK stops for good. An
+//! instance started while another is live therefore stands by: it retries
+//! with a fresh client every `--standby-retry-ms`, registering nothing,
+//! until the name is free.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use iii_sdk::protocol::RegisterTriggerInput;
 use iii_sdk::runtime::{IIIConnectionState, WorkerMetadata};
@@ -12,12 +21,12 @@ use iii_sdk::{register_worker, IIIClient, InitOptions};
 use serde_json::Value;
 
 use crate::bindings::plain_bindings;
-use crate::config::{self, ApprovalConfig, BootstrapError, ConfigCell, CONFIG_ID};
+use crate::config::{self, ApprovalConfig, BootstrapError, ConfigCell, Snapshot, CONFIG_ID};
 use crate::engine::{CallError, Engine};
 use crate::function_table::{self, FUNCTION_IDS};
 use crate::gate::binding::{self as gate_binding, PRE_TRIGGER};
 use crate::inbox::timer::Timer;
-use crate::inbox::PendingRecord;
+use crate::inbox::{PendingRecord, PendingStore};
 use crate::settings::{ApprovalSettings, Known};
 use crate::worker::Worker;
 
@@ -37,6 +46,75 @@ pub struct BootOptions {
     pub connect_timeout: Duration,
     /// Whether the SDK opens its OpenTelemetry connection.
     pub otel: bool,
+    /// How often a standby tries the worker name again while another
+    /// instance holds it (`--standby-retry-ms`).
+    pub standby_retry: Duration,
+}
+
+impl BootOptions {
+    /// The options of `approval-gate --url <url>` with every flag at its
+    /// default: no seed, a 30 s connect timeout, OpenTelemetry on, a standby
+    /// retry every second.
+    pub fn new(url: impl Into<String>) -> BootOptions {
+        BootOptions {
+            url: url.into(),
+            seed: None,
+            connect_timeout: Duration::from_secs(30),
+            otel: true,
+            standby_retry: DEFAULT_STANDBY_RETRY,
+        }
+    }
+}
+
+/// `--standby-retry-ms` default.
+pub const DEFAULT_STANDBY_RETRY: Duration = Duration::from_millis(1000);
+
+/// How long a fresh connection waits after the engine's greeting for a
+/// refusal of its worker name before it is trusted. The engine decides at
+/// once, but its `registrationrejected` frame reaches the client after the
+/// greeting (7–99 ms later on loopback, engine 0.23), and the SDK's
+/// `wait_until_registered` returns `Ok` on the greeting alone. Ten times the
+/// slowest refusal measured; it is also the least a boot takes.
+pub const NAME_CONFIRM_WINDOW: Duration = Duration::from_millis(1000);
+
+/// The part of [`NAME_CONFIRM_WINDOW`] after which a refusal is no longer
+/// expected: from then on the held calls are read (reads only) while the
+/// rest of the window passes, so a large inbox costs a failover less. A
+/// standby refused within this part reads nothing.
+const EARLY_REFUSAL: Duration = Duration::from_millis(200);
+
+/// How often a standby logs that it still stands by (each retry is DEBUG).
+const STANDBY_NOTICE_EVERY: Duration = Duration::from_secs(60);
+
+/// Set while this process stands by (see [`standing_by`]).
+static STANDING_BY: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process is standing by now: another instance holds the
+/// worker name and this one retries. The binary's log filter drops the
+/// SDK's own lines (`iii connected`, `worker registration rejected`) while
+/// it is, so a standby logs one line when it starts waiting and one a
+/// minute after that, not two per retry.
+pub fn standing_by() -> bool {
+    STANDING_BY.load(Ordering::Relaxed)
+}
+
+/// How this instance came to hold the worker name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Claim {
+    /// `Some(time spent waiting)` when another live instance held the name
+    /// at the first attempt and this one took over when it came free.
+    pub(crate) stood_by: Option<Duration>,
+}
+
+impl Claim {
+    /// `standby` or `primary`, as the ready line says it.
+    pub(crate) fn started_as(&self) -> &'static str {
+        if self.stood_by.is_some() {
+            "standby"
+        } else {
+            "primary"
+        }
+    }
 }
 
 /// Why boot stopped.
@@ -50,8 +128,8 @@ pub enum BootError {
         /// The wait, in seconds.
         secs: u64,
     },
-    /// The engine refused the worker (for example a second live worker with
-    /// the same name).
+    /// The engine refused the worker for a reason standing by cannot cure
+    /// (a conflict over the worker name is waited out, never reported).
     #[error("the engine refused the worker: {0}")]
     Rejected(#[source] iii_sdk::Error),
     /// The pending store could not be read.
@@ -129,15 +207,50 @@ impl Running {
     pub fn event_bindings(&self) -> usize {
         self.worker.inbox.events().len()
     }
+
+    /// Whether this instance stood by before it booted (another live
+    /// instance held the worker name at its first attempt).
+    pub fn was_standby(&self) -> bool {
+        self.worker.claim.stood_by.is_some()
+    }
+
+    /// Resolves when the SDK has stopped for good: the engine refused the
+    /// worker, which after boot means a reconnect found the worker name
+    /// taken (a standby claimed it while this instance's connection was
+    /// down). The SDK never reconnects after that, so nothing this instance
+    /// registered will serve again; the binary exits non-zero on it.
+    pub async fn stopped(&self) -> iii_sdk::Error {
+        loop {
+            if let Some(err) = self.iii.fatal_error() {
+                return err;
+            }
+            tokio::time::sleep(FATAL_POLL).await;
+        }
+    }
 }
 
+/// How often [`Running::stopped`] looks at the SDK's fatal error.
+const FATAL_POLL: Duration = Duration::from_millis(100);
+
 /// Connects an SDK client named `approval-gate` (or `III_WORKER_NAME`) and
-/// waits for the engine's handshake.
+/// waits for the engine's handshake. Nothing is registered on it.
 pub(crate) async fn connect(
     url: &str,
     otel: bool,
     timeout: Duration,
 ) -> Result<IIIClient, BootError> {
+    let iii = new_client(url, otel);
+    match handshake(&iii, url, timeout).await {
+        Ok(()) => Ok(iii),
+        Err(err) => {
+            iii.shutdown_async().await;
+            Err(err)
+        }
+    }
+}
+
+/// A new SDK client for the worker, connecting in the background.
+fn new_client(url: &str, otel: bool) -> IIIClient {
     let metadata = WorkerMetadata {
         name: WORKER_NAME.to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -148,35 +261,195 @@ pub(crate) async fn connect(
         enabled: Some(otel),
         ..Default::default()
     };
-    let iii = register_worker(
+    register_worker(
         url,
         InitOptions {
             metadata: Some(metadata),
             otel: Some(otel_config),
             ..InitOptions::default()
         },
-    );
+    )
+}
+
+/// Waits for the engine's greeting (`workerregistered`).
+async fn handshake(iii: &IIIClient, url: &str, timeout: Duration) -> Result<(), BootError> {
     match iii.wait_until_registered(timeout).await {
-        Ok(()) => Ok(iii),
+        Ok(()) => Ok(()),
         Err(iii_sdk::Error::Timeout) | Err(iii_sdk::Error::NotConnected) => {
-            iii.shutdown_async().await;
             Err(BootError::Unreachable {
                 url: url.to_string(),
                 secs: timeout.as_secs(),
             })
         }
+        Err(other) => Err(BootError::Rejected(other)),
+    }
+}
+
+/// What one attempt at the worker name found.
+enum Attempt {
+    /// The name is this connection's; the held calls were read meanwhile.
+    Held(Box<Claimed>),
+    /// Another live instance holds it; the connection is closed.
+    Taken {
+        /// The holder's worker id, as the engine named it.
+        owner_worker_id: String,
+    },
+}
+
+/// The SDK's error for a refused worker name, if `err` is one.
+fn name_taken(err: &iii_sdk::Error) -> Option<String> {
+    match err {
+        iii_sdk::Error::RegistrationRejected {
+            code,
+            owner_worker_id,
+            ..
+        } if code == "WORKER_NAMESPACE_CONFLICT" => Some(owner_worker_id.clone()),
+        _ => None,
+    }
+}
+
+/// The SDK's fatal error if it comes within `window` (polled).
+async fn refusal_within(iii: &IIIClient, window: Duration) -> Option<iii_sdk::Error> {
+    let deadline = tokio::time::Instant::now() + window;
+    loop {
+        if let Some(err) = iii.fatal_error() {
+            return Some(err);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// One attempt: a fresh client, its handshake, then [`NAME_CONFIRM_WINDOW`]
+/// without a refusal. Nothing is registered on the client and nothing is
+/// written before the name is known to be its own, so a refused attempt
+/// leaves no trace; after [`EARLY_REFUSAL`] the held calls are read.
+async fn try_claim(url: &str, otel: bool, timeout: Duration) -> Result<Attempt, BootError> {
+    let iii = new_client(url, otel);
+    let early = match handshake(&iii, url, timeout).await {
+        Ok(()) => refusal_within(&iii, EARLY_REFUSAL).await,
+        Err(BootError::Rejected(err)) => Some(err),
         Err(other) => {
             iii.shutdown_async().await;
-            Err(BootError::Rejected(other))
+            return Err(other);
+        }
+    };
+    if let Some(err) = early {
+        return refused(iii, err).await;
+    }
+    // Nothing is announced before boot stores the real configuration.
+    let config = Arc::new(ConfigCell::new(
+        Snapshot::compile(ApprovalConfig::default()),
+    ));
+    let inbox = PendingStore::new(Engine::new(iii.clone()), config.clone());
+    let (late, read) = tokio::join!(
+        refusal_within(&iii, NAME_CONFIRM_WINDOW.saturating_sub(EARLY_REFUSAL)),
+        inbox.read_buckets()
+    );
+    match late {
+        Some(err) => refused(iii, err).await,
+        None => Ok(Attempt::Held(Box::new(Claimed {
+            iii,
+            claim: Claim::default(),
+            config,
+            inbox,
+            read,
+        }))),
+    }
+}
+
+/// Closes a refused attempt's client: a refused name is
+/// [`Attempt::Taken`], any other refusal ends boot.
+async fn refused(iii: IIIClient, err: iii_sdk::Error) -> Result<Attempt, BootError> {
+    iii.shutdown_async().await;
+    match name_taken(&err) {
+        Some(owner_worker_id) => Ok(Attempt::Taken { owner_worker_id }),
+        None => Err(BootError::Rejected(err)),
+    }
+}
+
+/// Claims the worker name, standing by while another live instance holds
+/// it: every `retry`, a fresh client tries again (the SDK never retries a
+/// refused name itself). Logs once when it starts standing by, then every
+/// [`STANDBY_NOTICE_EVERY`]; each retry at DEBUG.
+pub(crate) async fn claim_name(
+    url: &str,
+    otel: bool,
+    timeout: Duration,
+    retry: Duration,
+) -> Result<Claimed, BootError> {
+    let started = Instant::now();
+    let mut refusals: u64 = 0;
+    let mut noticed = Instant::now();
+    loop {
+        match try_claim(url, otel, timeout).await? {
+            Attempt::Held(mut claimed) => {
+                STANDING_BY.store(false, Ordering::Relaxed);
+                let stood_by = (refusals > 0).then(|| started.elapsed());
+                if let Some(waited) = stood_by {
+                    tracing::info!(
+                        waited_ms = waited.as_millis() as u64,
+                        refusals,
+                        "the worker name is free: taking over from the previous instance"
+                    );
+                }
+                claimed.claim = Claim { stood_by };
+                return Ok(*claimed);
+            }
+            Attempt::Taken { owner_worker_id } => {
+                refusals += 1;
+                STANDING_BY.store(true, Ordering::Relaxed);
+                if refusals == 1 {
+                    noticed = Instant::now();
+                    tracing::info!(
+                        worker_name = WORKER_NAME,
+                        %owner_worker_id,
+                        retry_ms = retry.as_millis() as u64,
+                        "standing by: another live instance holds the worker name; this one registers nothing and takes over when the name is free"
+                    );
+                } else if noticed.elapsed() >= STANDBY_NOTICE_EVERY {
+                    noticed = Instant::now();
+                    tracing::info!(
+                        %owner_worker_id,
+                        waited_s = started.elapsed().as_secs(),
+                        refusals,
+                        "still standing by"
+                    );
+                } else {
+                    tracing::debug!(%owner_worker_id, refusals, "worker name still held");
+                }
+                tokio::time::sleep(retry).await;
+            }
         }
     }
 }
 
-/// Boots the worker: connect, configuration, held calls, functions,
-/// bindings, ready.
+/// A connection that holds the worker name, and the held calls read into
+/// `inbox` while the name was confirmed (`read`: how many, or why not).
+pub(crate) struct Claimed {
+    iii: IIIClient,
+    claim: Claim,
+    /// The configuration cell the inbox announces with; it holds the
+    /// defaults until boot has read the stored configuration.
+    config: Arc<ConfigCell>,
+    inbox: PendingStore,
+    read: Result<usize, CallError>,
+}
+
+/// Boots the worker: claim the name (standing by while another instance
+/// holds it), configuration, held calls, functions, bindings, ready.
 pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
-    let iii = connect(&options.url, options.otel, options.connect_timeout).await?;
-    match start(&iii, options).await {
+    let claimed = claim_name(
+        &options.url,
+        options.otel,
+        options.connect_timeout,
+        options.standby_retry,
+    )
+    .await?;
+    let iii = claimed.iii.clone();
+    match start(claimed, options).await {
         // After the ready line: holds whose deadline passed while the
         // worker was down are acted on at once.
         Ok(worker) => Ok(Running {
@@ -192,11 +465,23 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
 }
 
 /// Everything after the handshake.
-async fn start(iii: &IIIClient, options: BootOptions) -> Result<Arc<Worker>, BootError> {
+async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, BootError> {
+    let Claimed {
+        iii,
+        claim,
+        config,
+        inbox,
+        read,
+    } = claimed;
+    let iii = &iii;
     let engine = Engine::new(iii.clone());
     let snapshot = config::bootstrap(&engine, options.seed).await?;
-    let worker = Worker::new(engine.clone(), ConfigCell::new(snapshot));
-    let held = load_pending(&worker).await?;
+    config.store(snapshot);
+    let worker = Worker::new(engine.clone(), config, claim, inbox);
+    let read = read
+        .map_err(|err| tracing::warn!(error = %err, "held calls not read while the name was confirmed; reading again"))
+        .ok();
+    let held = load_pending(&worker, read).await?;
     match worker.grant_watch.memory.migrate().await {
         Ok(0) => {}
         Ok(moved) => tracing::info!(
@@ -231,6 +516,8 @@ async fn start(iii: &IIIClient, options: BootOptions) -> Result<Arc<Worker>, Boo
         held,
         parked = ?parked,
         gated,
+        started_as = claim.started_as(),
+        stood_by_ms = claim.stood_by.map(|d| d.as_millis() as u64),
         "approval-gate ready"
     );
     tokio::spawn(crate::gate::guard_binding(worker.clone(), binding));
@@ -238,12 +525,22 @@ async fn start(iii: &IIIClient, options: BootOptions) -> Result<Arc<Worker>, Boo
     Ok(worker)
 }
 
-/// Rebuilds the pending index from state. Retried briefly; a store that
-/// cannot be read aborts boot (an empty inbox would hide held calls).
-async fn load_pending(worker: &Worker) -> Result<usize, BootError> {
+/// Completes the pending index: the legacy scope's records moved when the
+/// buckets were `read` already, else the whole load. Retried briefly; a
+/// store that cannot be read aborts boot (an empty inbox would hide held
+/// calls).
+async fn load_pending(worker: &Worker, read: Option<usize>) -> Result<usize, BootError> {
     let mut attempt = 0u64;
     loop {
-        match worker.inbox.load().await {
+        let loaded = match read {
+            Some(_) => worker
+                .inbox
+                .migrate_legacy()
+                .await
+                .map(|_| worker.inbox.len()),
+            None => worker.inbox.load().await,
+        };
+        match loaded {
             Ok(n) => return Ok(n),
             Err(err) if attempt < 4 => {
                 tracing::warn!(attempt, error = %err, "pending records not loaded; retrying");

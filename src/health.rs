@@ -7,7 +7,15 @@
 //!
 //! In: `{}`
 //! Out: `{ gated, gate_binding_id?, parked: [trigger_type], config: {ok, rule_errors},
-//!        settings: {mode: "cache", cached, loaded}, held, standby, uptime_ms }`
+//!        settings: {mode: "cache", cached, loaded}, held, standby, standby_waited_ms?,
+//!        uptime_ms }`
+//!
+//! `standby` says how the answering instance started: `true` when another
+//! live instance held the worker name at its first attempt and this one
+//! stood by, then took over. An instance that is standing by now registers
+//! nothing (not even this function), so it never answers: the instance that
+//! answers is always the active one, and while two run, the standby is known
+//! only by its log (`standing by: …`).
 
 use std::sync::Arc;
 
@@ -62,8 +70,15 @@ pub struct Health {
     pub settings: SettingsHealth,
     /// Calls held now.
     pub held: usize,
-    /// Whether this instance is a standby waiting for the active one.
+    /// Whether this instance started as a standby: another live instance
+    /// held the worker name when it started, and it took over when the name
+    /// came free. (A standby still waiting registers nothing and cannot be
+    /// asked; the instance that answers is the active one.)
     pub standby: bool,
+    /// How long it stood by before taking over; absent for an instance
+    /// that found the name free.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standby_waited_ms: Option<u64>,
     /// Time since boot.
     pub uptime_ms: u64,
 }
@@ -101,7 +116,8 @@ pub(crate) async fn health(worker: &Worker) -> Health {
             loaded: true,
         },
         held: worker.inbox.len(),
-        standby: false,
+        standby: worker.claim.stood_by.is_some(),
+        standby_waited_ms: worker.claim.stood_by.map(|d| d.as_millis() as u64),
         uptime_ms: worker.started.elapsed().as_millis() as u64,
     }
 }

@@ -44,7 +44,10 @@ mod time;
 mod worker;
 
 // Running the worker.
-pub use boot::{boot, unbind, BootError, BootOptions, Running, DESCRIPTION, WORKER_NAME};
+pub use boot::{
+    boot, standing_by, unbind, BootError, BootOptions, Running, DEFAULT_STANDBY_RETRY, DESCRIPTION,
+    NAME_CONFIRM_WINDOW, WORKER_NAME,
+};
 pub use config::{load_seed, ApprovalConfig, BootstrapError, ConfigError, SeedError, CONFIG_ID};
 pub use function_table::FUNCTION_IDS;
 pub use logs::{allowed as log_allowed, filter as log_filter, RedactingStderr};

@@ -7,9 +7,16 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use approval_gate::{
-    boot, load_seed, log_allowed, log_filter, manifest_json, signal, unbind, BootOptions,
-    RedactingStderr,
+    boot, load_seed, log_allowed, log_filter, manifest_json, signal, standing_by, unbind,
+    BootOptions, RedactingStderr, DEFAULT_STANDBY_RETRY,
 };
+
+/// Exit status when the engine refused this instance after boot: a
+/// reconnect found the worker name taken by another instance (a standby
+/// that took over while this one's connection was down). The SDK never
+/// reconnects after that; a supervisor restarts the process, which then
+/// stands by behind the new active instance.
+const EXIT_NAME_LOST: u8 = 3;
 
 /// Human-in-the-loop approval gate for iii function calls.
 #[derive(Debug, Parser)]
@@ -29,6 +36,12 @@ struct Cli {
     /// Seconds to wait for the engine at start-up before giving up.
     #[arg(long, default_value_t = 30, value_name = "SECS", global = true)]
     connect_timeout: u64,
+    /// While another live approval-gate holds the worker name, try again
+    /// every MS milliseconds (this instance stands by, registering nothing,
+    /// and takes over when the name is free).
+    #[arg(long, default_value_t = DEFAULT_STANDBY_RETRY.as_millis() as u64, value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    standby_retry_ms: u64,
     /// Log output format.
     #[arg(long, value_enum, default_value_t = LogFormat::Pretty, global = true)]
     log_format: LogFormat,
@@ -55,14 +68,28 @@ enum Command {
 fn init_logs(format: LogFormat) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
+    // A standby's retries each make the SDK log a connect and a refusal;
+    // the worker says once that it stands by instead.
+    let quiet_standby = tracing_subscriber::filter::filter_fn(|meta| {
+        !(standing_by() && meta.target().starts_with("iii_sdk"))
+    });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(log_filter())
         .with_writer(RedactingStderr);
     let never_dumps = tracing_subscriber::filter::filter_fn(log_allowed);
     // A second subscriber cannot be installed in this process; the first wins.
     let _ = match format {
-        LogFormat::Pretty => builder.finish().with(never_dumps).try_init(),
-        LogFormat::Json => builder.json().finish().with(never_dumps).try_init(),
+        LogFormat::Pretty => builder
+            .finish()
+            .with(never_dumps)
+            .with(quiet_standby)
+            .try_init(),
+        LogFormat::Json => builder
+            .json()
+            .finish()
+            .with(never_dumps)
+            .with(quiet_standby)
+            .try_init(),
     };
 }
 
@@ -110,8 +137,17 @@ async fn main() -> ExitCode {
         seed,
         connect_timeout: timeout,
         otel: otel_enabled(),
+        standby_retry: Duration::from_millis(cli.standby_retry_ms),
     };
-    let running = match boot(options).await {
+    // A standby may wait for hours: a stop signal ends the wait too.
+    let booted = tokio::select! {
+        booted = boot(options) => booted,
+        () = signal() => {
+            tracing::info!("stopped before boot completed");
+            return ExitCode::SUCCESS;
+        }
+    };
+    let running = match booted {
         Ok(running) => running,
         Err(err) => {
             tracing::error!(error = %err, "boot failed");
@@ -119,7 +155,18 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    signal().await;
+    tokio::select! {
+        () = signal() => {}
+        err = running.stopped() => {
+            tracing::error!(
+                error = %err,
+                exit_code = EXIT_NAME_LOST,
+                "the engine refused this instance after a reconnect: another approval-gate holds the worker name now; exiting so a supervisor restarts this one as its standby"
+            );
+            eprintln!("approval-gate: the engine refused this instance after a reconnect: {err}");
+            return ExitCode::from(EXIT_NAME_LOST);
+        }
+    }
     tracing::info!("shutting down: finishing handlers in flight");
     running.shutdown(Duration::from_secs(10)).await;
     ExitCode::SUCCESS

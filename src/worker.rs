@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::boot::Claim;
 use crate::config::cell::ConfigCell;
 use crate::engine::Engine;
 use crate::gate::binding::GateBinding;
@@ -30,20 +31,28 @@ pub(crate) struct Worker {
     pub(crate) link_routes: LinkRoutes,
     /// When the worker booted.
     pub(crate) started: std::time::Instant,
+    /// How it came to hold the worker name (stood by first or not).
+    pub(crate) claim: Claim,
     in_flight: AtomicUsize,
 }
 
 impl Worker {
-    /// Builds the shared state.
-    pub(crate) fn new(engine: Engine, config: ConfigCell) -> Arc<Worker> {
-        let config = Arc::new(config);
+    /// Builds the shared state around `inbox`, which boot may have filled
+    /// already (the held calls are read while the worker name is confirmed).
+    pub(crate) fn new(
+        engine: Engine,
+        config: Arc<ConfigCell>,
+        claim: Claim,
+        inbox: PendingStore,
+    ) -> Arc<Worker> {
         Arc::new(Worker {
             settings: SettingsStore::new(engine.clone(), config.clone()),
-            inbox: PendingStore::new(engine.clone(), config.clone()),
+            inbox,
             grant_watch: GrantWatch::new(engine.clone()),
             gate_binding: GateBinding::default(),
             link_routes: LinkRoutes::default(),
             started: std::time::Instant::now(),
+            claim,
             engine,
             config,
             in_flight: AtomicUsize::new(0),

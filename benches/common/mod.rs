@@ -177,6 +177,7 @@ pub async fn start_in_process_with(url: &str, seed: Option<Value>) -> Running {
         seed,
         connect_timeout: Duration::from_secs(15),
         otel: false,
+        ..BootOptions::new(url)
     })
     .await
     .unwrap_or_else(|e| panic!("worker did not boot: {e}"))

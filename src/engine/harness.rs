@@ -8,13 +8,21 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use super::{CallError, Engine, BUILTIN_TIMEOUT};
+use super::{CallError, Engine};
 
 /// Timeout for `harness::function::resolve`: short enough that a resolve
 /// answers before its caller gives up (the console and `iii trigger` wait
 /// 10 s or more); a harness slower than this keeps the record and the caller
 /// retries.
 pub(crate) const HARNESS_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// Timeout for `harness::workspace::grant` while a folder prompt is
+/// released. Every call to another worker carries a short timeout of its
+/// own: the engine can drop a reply (`architecture/integration.md` § Lost
+/// replies), and the SDK's default would leave the resolver waiting 30 s. A
+/// grant that does not answer in time falls back to the release's
+/// `extra_roots`, so the click still works.
+pub(crate) const WORKSPACE_GRANT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// A decision carried to the harness: which held call, and what to do.
 ///
@@ -141,7 +149,7 @@ impl Engine {
             .call(
                 "harness::workspace::grant",
                 json!({"session_id": session_id, "root": root}),
-                BUILTIN_TIMEOUT,
+                WORKSPACE_GRANT_TIMEOUT,
             )
             .await?;
         Ok(roots_of(&out))

@@ -35,7 +35,7 @@ pub(crate) use list::{list_pending, ListPendingRequest, GET_ID, LIST_ID};
 pub use record::{GrantRequest, Metadata, PendingRecord, RecordKey, RecordKind, SortKey};
 pub(crate) use removed::Removal;
 pub use store::{all_scopes, bucket_scope, state_key, LOAD_CONCURRENCY};
-pub(crate) use store::{Claim, Written};
+pub(crate) use store::{Claim, PendingStore, Written};
 
 /// Registers the inbox reads.
 pub(crate) fn register(worker: &Arc<Worker>) {

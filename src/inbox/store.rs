@@ -246,21 +246,31 @@ impl PendingStore {
     }
 
     /// Rebuilds the index from `state::list` of every bucket (a few at a
-    /// time). Tombstones and unreadable values are skipped; records of the
-    /// legacy single scope are moved into their bucket. Returns the number of
-    /// records loaded.
+    /// time), then moves records of the legacy single scope into their
+    /// bucket ([`read_buckets`](Self::read_buckets) then
+    /// [`migrate_legacy`](Self::migrate_legacy)). Returns the number of
+    /// records held.
+    pub(crate) async fn load(&self) -> Result<usize, CallError> {
+        self.read_buckets().await?;
+        self.migrate_legacy().await?;
+        Ok(self.len())
+    }
+
+    /// Fills the index from `state::list` of every bucket (a few at a time),
+    /// reading only: boot runs it while the engine may still refuse the
+    /// worker name. Tombstones and unreadable values are skipped. Returns the
+    /// number of records held.
     ///
     /// Each bucket is indexed as soon as its reply arrives, so only the
     /// replies in flight exist as JSON values at once. A parsed value costs
     /// about 4.7 KB per ~1 KB record (`cargo bench --bench e2e`); holding all
     /// 64 replies until the last arrived kept every record twice and set the
     /// worker's resident peak at 100k held calls.
-    pub(crate) async fn load(&self) -> Result<usize, CallError> {
+    pub(crate) async fn read_buckets(&self) -> Result<usize, CallError> {
         use futures_util::stream::{self, StreamExt};
         let mut replies = stream::iter((0..PENDING_BUCKETS).map(Scope::pending_bucket))
             .map(|scope| async move { self.engine.state_list(&scope).await })
             .buffer_unordered(LOAD_CONCURRENCY);
-        let mut n = 0;
         while let Some(values) = replies.next().await {
             let records = values?
                 .into_iter()
@@ -269,16 +279,15 @@ impl PendingStore {
             self.with_index(|index| {
                 for record in records {
                     index.insert(record);
-                    n += 1;
                 }
             });
         }
-        n += self.migrate_legacy().await?;
-        Ok(n)
+        Ok(self.len())
     }
 
-    /// Moves records of the legacy scope into their buckets.
-    async fn migrate_legacy(&self) -> Result<usize, CallError> {
+    /// Moves records of the legacy scope into their buckets; returns how
+    /// many moved.
+    pub(crate) async fn migrate_legacy(&self) -> Result<usize, CallError> {
         let mut moved = 0;
         for value in self.engine.state_list(&Scope::PENDING_LEGACY).await? {
             let Ok(record) = serde_json::from_value::<PendingRecord>(value) else {

@@ -5,7 +5,8 @@
 //! an `iii` on `PATH`. Each real engine runs in a fresh temporary directory
 //! with a generated config (worker manager on a free loopback port, `iii-state`
 //! on a file store under the directory so [`EngineFixture::restart`] keeps
-//! state, `iii-http` on another free loopback port with [`HTTP_TIMEOUT`]),
+//! state — or on a `redis-server` the fixture starts, see [`StateBackend`]
+//! — and `iii-http` on another free loopback port with [`HTTP_TIMEOUT`]),
 //! with its output in `engine.log` there; it is killed, by its own
 //! pid, when the fixture drops (set `III_ENGINE_KEEP_DIR=1` to keep the
 //! directory and its log). The `configuration` worker is mandatory in the
@@ -30,6 +31,7 @@ use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::engine::TestEngine;
+use super::redis::{redis_server_binary, RedisServer};
 
 /// The timeout [`call`] gives every call.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -59,6 +61,55 @@ const STATE_SAVE_INTERVAL_MS: u64 = 100;
 /// `engine.log`, after the test.
 pub const KEEP_DIR_VAR: &str = "III_ENGINE_KEEP_DIR";
 
+/// Where a real engine keeps its state: the `iii-state` worker's adapter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateBackend {
+    /// The `kv` adapter on files under the engine's directory, each changed
+    /// scope rewritten every `save_interval_ms` (the engine's minimum is
+    /// 100, its default 5000): a SIGKILL of the engine loses what changed
+    /// since the last save.
+    File {
+        /// The flush period, milliseconds.
+        save_interval_ms: u64,
+    },
+    /// The `redis` adapter on a `redis-server` the fixture starts on a free
+    /// loopback port with its append-only file on (see [`crate::redis`]);
+    /// it outlives engine restarts.
+    Redis,
+}
+
+impl StateBackend {
+    /// The file store at the engine's minimum flush period, the fixture's
+    /// default.
+    pub const FILE: StateBackend = StateBackend::File {
+        save_interval_ms: STATE_SAVE_INTERVAL_MS,
+    };
+
+    /// A short name for test output: `file kv (100 ms)`, `redis`.
+    pub fn label(&self) -> String {
+        match self {
+            StateBackend::File { save_interval_ms } => format!("file kv ({save_interval_ms} ms)"),
+            StateBackend::Redis => "redis".to_string(),
+        }
+    }
+}
+
+impl Default for StateBackend {
+    fn default() -> Self {
+        StateBackend::FILE
+    }
+}
+
+/// How a real engine is started.
+#[derive(Debug, Clone, Default)]
+pub struct RealEngineOptions {
+    /// Where it keeps state.
+    pub state: StateBackend,
+    /// The engine's log filter (`iii-observability`'s `level`, an EnvFilter
+    /// string such as `"info,iii::engine=debug"`); `None` keeps its default.
+    pub log_filter: Option<String>,
+}
+
 /// Which engine a fixture runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EngineKind {
@@ -70,7 +121,7 @@ pub enum EngineKind {
 
 enum Engine {
     Test(TestEngine),
-    Real(RealEngine),
+    Real(Box<RealEngine>),
 }
 
 /// A running engine plus the SDK clients made for it.
@@ -115,7 +166,9 @@ impl EngineFixture {
     /// tail of its log.
     pub async fn start() -> EngineFixture {
         match real_engine_binary() {
-            Some(bin) => Self::with(Engine::Real(RealEngine::launch(bin).await)),
+            Some(bin) => Self::with(Engine::Real(Box::new(
+                RealEngine::launch(bin, RealEngineOptions::default(), None).await,
+            ))),
             None => Self::start_test().await,
         }
     }
@@ -138,13 +191,42 @@ impl EngineFixture {
     ///
     /// As [`start`](Self::start).
     pub async fn start_real(test: &str) -> Option<EngineFixture> {
-        match real_engine_binary() {
-            Some(bin) => Some(Self::with(Engine::Real(RealEngine::launch(bin).await))),
-            None => {
-                eprintln!("SKIP {test}: no real iii engine (set III_ENGINE_BIN)");
-                None
-            }
-        }
+        Self::start_real_with(test, RealEngineOptions::default()).await
+    }
+
+    /// A real engine started with `options`, or `None` (after printing one
+    /// `SKIP` line saying why) when there is no engine binary, or when the
+    /// options ask for Redis and there is no `redis-server`.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start), or when `redis-server` does not answer.
+    pub async fn start_real_with(test: &str, options: RealEngineOptions) -> Option<EngineFixture> {
+        let Some(bin) = real_engine_binary() else {
+            eprintln!("SKIP {test}: no real iii engine (set III_ENGINE_BIN)");
+            return None;
+        };
+        let redis = match options.state {
+            StateBackend::Redis => match RedisServer::start().await {
+                Some(redis) => Some(redis),
+                None => {
+                    eprintln!(
+                        "SKIP {test} on redis: no redis-server (install the redis-server package or set REDIS_SERVER_BIN)"
+                    );
+                    return None;
+                }
+            },
+            StateBackend::File { .. } => None,
+        };
+        Some(Self::with(Engine::Real(Box::new(
+            RealEngine::launch(bin, options, redis).await,
+        ))))
+    }
+
+    /// Whether a `redis-server` binary is available for
+    /// [`StateBackend::Redis`].
+    pub fn redis_available() -> bool {
+        redis_server_binary().is_some()
     }
 
     fn with(engine: Engine) -> EngineFixture {
@@ -182,12 +264,60 @@ impl EngineFixture {
         format!("http://127.0.0.1:{port}")
     }
 
+    /// Where a real engine keeps state; `None` on the test engine (state in
+    /// memory, kept across its restarts).
+    pub fn state_backend(&self) -> Option<StateBackend> {
+        match &self.engine {
+            Engine::Test(_) => None,
+            Engine::Real(engine) => Some(engine.options.state),
+        }
+    }
+
+    /// A short name of the engine and its state backend for test output.
+    pub fn label(&self) -> String {
+        match self.state_backend() {
+            None => "test engine".to_string(),
+            Some(state) => format!("real engine, {}", state.label()),
+        }
+    }
+
+    /// A real engine's log so far (`engine.log`); `None` on the test engine.
+    pub fn engine_log(&self) -> Option<String> {
+        match &self.engine {
+            Engine::Test(_) => None,
+            Engine::Real(engine) => Some(std::fs::read_to_string(&engine.log).unwrap_or_default()),
+        }
+    }
+
     /// The test engine, for fault injection and counters; `None` on a real
     /// engine.
     pub fn test_engine(&self) -> Option<&TestEngine> {
         match &self.engine {
             Engine::Test(engine) => Some(engine),
             Engine::Real(_) => None,
+        }
+    }
+
+    /// Kills the engine with SIGKILL, without waiting for anything to be
+    /// flushed, and starts it again on the same port and state: what a
+    /// crash loses, it loses (a file store its writes since the last save;
+    /// Redis nothing it acknowledged). The test engine keeps its state in
+    /// memory across the restart, as [`restart`](Self::restart) does.
+    ///
+    /// # Panics
+    ///
+    /// When the engine does not come back.
+    pub async fn kill_and_restart(&self) {
+        match &self.engine {
+            Engine::Test(engine) => engine
+                .restart()
+                .await
+                .unwrap_or_else(|err| panic!("test engine did not come back: {err}")),
+            Engine::Real(engine) => {
+                engine.kill();
+                engine.spawn();
+                engine.wait_ready().await;
+            }
         }
     }
 
@@ -334,6 +464,10 @@ pub async fn wait_for_functions(client: &IIIClient, ids: &[&str]) {
 
 struct RealEngine {
     bin: PathBuf,
+    options: RealEngineOptions,
+    /// The state server of [`StateBackend::Redis`], kept alive with the
+    /// engine and dropped after it.
+    _redis: Option<RedisServer>,
     /// Removed on drop unless [`KEEP_DIR_VAR`] is set.
     dir: Option<tempfile::TempDir>,
     root: PathBuf,
@@ -351,29 +485,67 @@ fn free_port() -> u16 {
         .unwrap_or_else(|err| panic!("no free loopback port: {err}"))
 }
 
-fn config_yaml(port: u16, http_port: u16, state_dir: &Path) -> String {
-    // JSON strings are YAML strings: the path needs no further quoting.
-    let state_dir = json!(state_dir.to_string_lossy());
-    format!(
+fn config_yaml(
+    port: u16,
+    http_port: u16,
+    state_dir: &Path,
+    options: &RealEngineOptions,
+    redis: Option<&RedisServer>,
+) -> String {
+    let mut yaml = format!(
         "workers:\n\
          \x20 - name: iii-worker-manager\n\
          \x20   config:\n\
          \x20     host: 127.0.0.1\n\
-         \x20     port: {port}\n\
-         \x20 - name: iii-state\n\
-         \x20   config:\n\
-         \x20     adapter:\n\
-         \x20       name: kv\n\
-         \x20       config:\n\
-         \x20         store_method: file_based\n\
-         \x20         file_path: {state_dir}\n\
-         \x20         save_interval_ms: {STATE_SAVE_INTERVAL_MS}\n\
-         \x20 - name: iii-http\n\
+         \x20     port: {port}\n"
+    );
+    yaml.push_str(&state_yaml(state_dir, options.state, redis));
+    yaml.push_str(&format!(
+        "\x20 - name: iii-http\n\
          \x20   config:\n\
          \x20     host: 127.0.0.1\n\
          \x20     port: {http_port}\n\
          \x20     default_timeout: {}\n",
         HTTP_TIMEOUT.as_millis()
+    ));
+    if let Some(filter) = &options.log_filter {
+        // A JSON string is a YAML string.
+        yaml.push_str(&format!(
+            "\x20 - name: iii-observability\n\
+             \x20   config:\n\
+             \x20     enabled: false\n\
+             \x20     level: {}\n",
+            json!(filter)
+        ));
+    }
+    yaml
+}
+
+/// The `iii-state` block: the file store under `state_dir`, or the Redis
+/// adapter on `redis`.
+fn state_yaml(state_dir: &Path, state: StateBackend, redis: Option<&RedisServer>) -> String {
+    // JSON strings are YAML strings: they need no further quoting.
+    let adapter = match (state, redis) {
+        (StateBackend::Redis, Some(redis)) => format!(
+            "\x20       name: redis\n\
+             \x20       config:\n\
+             \x20         redis_url: {}\n",
+            json!(redis.url())
+        ),
+        (StateBackend::Redis, None) => unreachable!("a Redis engine is launched with its server"),
+        (StateBackend::File { save_interval_ms }, _) => format!(
+            "\x20       name: kv\n\
+             \x20       config:\n\
+             \x20         store_method: file_based\n\
+             \x20         file_path: {}\n\
+             \x20         save_interval_ms: {save_interval_ms}\n",
+            json!(state_dir.to_string_lossy())
+        ),
+    };
+    format!(
+        "\x20 - name: iii-state\n\
+         \x20   config:\n\
+         \x20     adapter:\n{adapter}"
     )
 }
 
@@ -387,7 +559,11 @@ fn log_tail(log: &Path) -> String {
 }
 
 impl RealEngine {
-    async fn launch(bin: PathBuf) -> RealEngine {
+    async fn launch(
+        bin: PathBuf,
+        options: RealEngineOptions,
+        redis: Option<RedisServer>,
+    ) -> RealEngine {
         let dir = tempfile::Builder::new()
             .prefix("iii-engine-")
             .tempdir()
@@ -397,10 +573,19 @@ impl RealEngine {
         let root = dir.path().to_path_buf();
         let config = root.join("config.yaml");
         let log = root.join("engine.log");
-        std::fs::write(&config, config_yaml(port, http_port, &root.join("state")))
+        let yaml = config_yaml(
+            port,
+            http_port,
+            &root.join("state"),
+            &options,
+            redis.as_ref(),
+        );
+        std::fs::write(&config, yaml)
             .unwrap_or_else(|err| panic!("cannot write {}: {err}", config.display()));
         let engine = RealEngine {
             bin,
+            options,
+            _redis: redis,
             dir: Some(dir),
             root,
             port,
@@ -490,8 +675,11 @@ impl RealEngine {
     }
 
     async fn restart(&self) {
-        // Let the file store flush the last writes before the process dies.
-        tokio::time::sleep(Duration::from_millis(STATE_SAVE_INTERVAL_MS * 3)).await;
+        // Let the file store flush the last writes before the process dies
+        // (Redis has them already).
+        if let StateBackend::File { save_interval_ms } = self.options.state {
+            tokio::time::sleep(Duration::from_millis(save_interval_ms * 3)).await;
+        }
         self.kill();
         self.spawn();
         self.wait_ready().await;

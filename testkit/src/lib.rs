@@ -9,6 +9,7 @@
 pub mod engine;
 pub mod fixture;
 pub mod harness;
+pub mod redis;
 pub mod session;
 pub mod shell;
 pub mod targets;

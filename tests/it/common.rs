@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use approval_gate::{boot, BootOptions, Running};
-use approval_gate_testkit::fixture::{call, wait_for_functions, EngineFixture};
+use approval_gate_testkit::fixture::{
+    call, wait_for_functions, EngineFixture, RealEngineOptions, StateBackend,
+};
 use approval_gate_testkit::harness::{HarnessDouble, HarnessOptions};
 use approval_gate_testkit::session::SessionDouble;
 use approval_gate_testkit::targets::TargetWorker;
@@ -51,6 +53,7 @@ pub async fn start_in_process_with(url: &str, seed: Option<Value>) -> InProcess 
         seed,
         connect_timeout: Duration::from_secs(15),
         otel: false,
+        ..BootOptions::new(url)
     })
     .await
     .unwrap_or_else(|e| panic!("worker did not boot: {e}"));
@@ -112,6 +115,30 @@ where
     }
 }
 
+/// Runs `scenario` on the test engine, then on a real engine keeping state
+/// in its file store and on a real engine keeping it in Redis, when each is
+/// available (one `SKIP` line for what is not): the durability scenarios.
+pub async fn on_each_state_backend<F, Fut>(test: &str, scenario: F)
+where
+    F: Fn(EngineFixture) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let test_engine = EngineFixture::start_test().await;
+    run_bounded(test, test_engine, &scenario).await;
+    for state in [StateBackend::FILE, StateBackend::Redis] {
+        let options = RealEngineOptions {
+            state,
+            ..RealEngineOptions::default()
+        };
+        match EngineFixture::start_real_with(test, options).await {
+            Some(real) => run_bounded(test, real, &scenario).await,
+            // No engine at all: said once, not once per backend.
+            None if state == StateBackend::FILE => return,
+            None => {}
+        }
+    }
+}
+
 /// Runs `scenario` on the test engine only (fault injection).
 pub async fn on_test_engine<F, Fut>(test: &str, scenario: F)
 where
@@ -126,13 +153,11 @@ where
     F: Fn(EngineFixture) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let kind = engine.kind();
-    eprintln!("{test}: on the {kind:?} engine");
+    let label = engine.label();
+    eprintln!("{test}: on the {label}");
     tokio::time::timeout(SCENARIO_LIMIT, scenario(engine))
         .await
-        .unwrap_or_else(|_| {
-            panic!("{test} on the {kind:?} engine did not finish in {SCENARIO_LIMIT:?}")
-        });
+        .unwrap_or_else(|_| panic!("{test} on the {label} did not finish in {SCENARIO_LIMIT:?}"));
 }
 
 /// The remote error code of a failed call.

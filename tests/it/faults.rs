@@ -4,10 +4,11 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use approval_gate_testkit::fixture::call;
+use approval_gate_testkit::fixture::{call, StateBackend};
 use approval_gate_testkit::harness::{CallSpec, CallState, HarnessDouble, HarnessOptions};
 use approval_gate_testkit::targets::TargetWorker;
 use approval_gate_testkit::worker::WorkerProcess;
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use crate::common::*;
@@ -181,7 +182,7 @@ fn ids(list: &Value, key: &str, field: &str) -> HashSet<String> {
 
 #[tokio::test]
 async fn fault_engine_restart_keeps_everything_live() {
-    on_each_engine("fault_engine_restart", |engine| async move {
+    on_each_state_backend("fault_engine_restart", |engine| async move {
         let scene = Scene::start(engine).await;
         let created = scene.sink("restart-created", "approval::pending-created", json!({})).await;
         for i in 0..5 {
@@ -253,7 +254,7 @@ async fn fault_engine_restart_keeps_everything_live() {
 
 #[tokio::test]
 async fn fault_sigkill_under_load_loses_and_duplicates_nothing() {
-    on_each_engine("fault_sigkill_under_load", |engine| async move {
+    on_each_state_backend("fault_sigkill_under_load", |engine| async move {
         let harness = HarnessDouble::start(&engine.url(), HarnessOptions::default()).await;
         let _targets = TargetWorker::start(&engine.url(), TARGETS).await;
         let probe = engine.client("probe").await;
@@ -423,6 +424,84 @@ async fn fault_engine_restart_that_forgets_durable_bindings_gets_the_gate_bound_
             .call(CallSpec::new("s", "t", "c", "demo::echo", json!({})))
             .await;
         assert!(out.is_held(), "calls are gated again: {out:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn fault_engine_sigkill_right_after_holds_loses_nothing_on_redis() {
+    // What an engine crash costs depends on where the engine keeps state: a
+    // file store loses what changed since its last save (all-or-nothing per
+    // scope), Redis with its append-only file nothing it acknowledged. The
+    // running worker still lists every held call (its index is in memory);
+    // a worker started afterwards knows only what state kept.
+    on_each_state_backend("fault_engine_sigkill", |engine| async move {
+        const HOLDS: usize = 200;
+        let harness = HarnessDouble::start(&engine.url(), HarnessOptions::default()).await;
+        let _targets = TargetWorker::start(&engine.url(), TARGETS).await;
+        let probe = engine.client("probe").await;
+        let mut worker =
+            WorkerProcess::spawn(BIN.as_ref(), &engine.url(), &[], Duration::from_secs(30)).await;
+        assert!(harness
+            .wait_for_binding("harness::hook::pre-trigger", "approval::gate", WAIT)
+            .await
+            .is_some());
+        let holds = (0..HOLDS).map(|i| {
+            let harness = harness.clone();
+            async move {
+                harness
+                    .call(CallSpec::new(format!("ek_s{}", i % 8), format!("ek_t{i}"), format!("ek_c{i}"), "demo::echo", json!({})))
+                    .await
+            }
+        });
+        let outcomes = futures_util::stream::iter(holds)
+            .buffer_unordered(8)
+            .collect::<Vec<_>>()
+            .await;
+        assert!(outcomes.iter().all(CallState::is_held), "{outcomes:?}");
+        engine.kill_and_restart().await;
+
+        // The worker reconnects by itself and gates again.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while call(&probe, "approval::health", json!({})).await.map(|h| h["gated"] == true).ok() != Some(true) {
+            assert!(Instant::now() < deadline, "the worker never gated again:\n{}", worker.output());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let live = call(&probe, "approval::health", json!({})).await.unwrap()["held"].as_u64().unwrap();
+        let mut in_state = 0;
+        for scope in approval_gate::all_scopes() {
+            let values = call(&probe, "state::list", json!({"scope": scope})).await.unwrap();
+            in_state += values.as_array().map(|a| a.iter().filter(|v| !v.is_null()).count()).unwrap_or(0);
+        }
+        worker.kill();
+        let _worker = WorkerProcess::spawn(BIN.as_ref(), &engine.url(), &[], Duration::from_secs(30)).await;
+        let after = call(&probe, "approval::list-pending", json!({"limit": 500})).await.unwrap();
+        let after: HashSet<String> = after["pending"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["function_call_id"].as_str().unwrap().to_string())
+            .collect();
+        eprintln!(
+            "engine SIGKILL right after {HOLDS} holds, {}: the running worker lists {live}; {in_state} records in state after the restart; {} listed by a worker started afterwards",
+            engine.label(),
+            after.len()
+        );
+        assert_eq!(live, HOLDS as u64, "the running worker keeps its index");
+        // A held call state lost: the harness still parks it, and nobody
+        // can resolve it any more (it ends with its turn).
+        for i in (0..HOLDS).filter(|i| !after.contains(&format!("ek_c{i}"))) {
+            let sid = format!("ek_s{}", i % 8);
+            assert!(harness.state(&sid, &format!("ek_c{i}")).is_some_and(|s| s.is_held()));
+            let out = call(&probe, "approval::resolve", json!({"session_id": sid, "function_call_id": format!("ek_c{i}"), "decision": "allow"}))
+                .await
+                .unwrap();
+            assert_eq!(out["resolved"], false, "{out}");
+        }
+        if !matches!(engine.state_backend(), Some(StateBackend::File { .. })) {
+            assert_eq!(in_state, HOLDS, "an acknowledged hold is in state after the crash");
+            assert_eq!(after.len(), HOLDS, "and listed by the next worker");
+        }
     })
     .await;
 }

@@ -130,7 +130,7 @@ async fn bindings_made_before_the_harness_exists_activate_when_it_appears() {
 
 #[tokio::test]
 async fn hundred_holds_survive_a_sigkill_without_a_second_announcement() {
-    on_each_engine("hundred_holds_survive_sigkill", |engine| async move {
+    on_each_state_backend("hundred_holds_survive_sigkill", |engine| async move {
         let harness = HarnessDouble::start(&engine.url(), HarnessOptions::default()).await;
         let _targets = TargetWorker::start(&engine.url(), TARGETS).await;
         let probe = engine.client("probe").await;

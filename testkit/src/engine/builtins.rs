@@ -13,7 +13,8 @@ use tokio::sync::oneshot;
 
 use super::configuration::{self, ConfigurationTriggerConfig, Refusal};
 use super::core::{
-    new_id, Activation, Binding, BuiltinTrigger, ConnId, Core, Provider, WorkerInfo,
+    new_id, sanitize_worker_text, Activation, Binding, BuiltinTrigger, ConnId, Core, Provider,
+    WorkerInfo,
 };
 use super::state::{self, StateEvent, StateTriggerConfig};
 use super::wire::{ErrorBody, DEFAULT_NAMESPACE};
@@ -159,6 +160,9 @@ pub(crate) fn is_builtin(function_id: &str) -> bool {
 /// What a built-in call produced.
 pub(crate) enum Outcome {
     Done(Result<Option<Value>, ErrorBody>),
+    /// Never answered: `engine::workers::register` for a refused name (the
+    /// refusal closes the connection before any answer could go out).
+    Unanswered,
     /// `engine::register_trigger` on a worker-provided type: the answer
     /// waits for the provider's verdict.
     AwaitTriggerAck {
@@ -218,13 +222,6 @@ fn config_summary(config: &Value) -> String {
         cut.push('…');
         cut
     }
-}
-
-/// Strips control characters and surrounding space; nothing left is no name.
-fn clean_text(raw: Option<String>) -> Option<String> {
-    raw.map(|text| text.chars().filter(|c| !c.is_control()).collect::<String>())
-        .map(|text| text.trim().to_string())
-        .filter(|text| !text.is_empty())
 }
 
 #[derive(Deserialize)]
@@ -386,7 +383,10 @@ impl Core {
                 input(function_id, data).map(|i| Some(self.workers_list(caller, i)))
             }
             "engine::workers::register" => {
-                input(function_id, data).and_then(|i| self.workers_register(caller, i))
+                match input(function_id, data).and_then(|i| self.workers_register(caller, i)) {
+                    Ok(None) => return Outcome::Unanswered,
+                    done => done,
+                }
             }
             "engine::register_trigger" => {
                 return match input(function_id, data) {
@@ -504,6 +504,8 @@ impl Core {
 
     // ── engine::* ──────────────────────────────────────────────────────
 
+    /// `engine::workers::register`: `{success: true}`, or `None` (no
+    /// answer at all) when the name is refused.
     fn workers_register(
         &mut self,
         caller: Option<ConnId>,
@@ -533,12 +535,15 @@ impl Core {
             runtime: Some(input.runtime.unwrap_or_else(|| "unknown".to_string())),
             version: input.version,
             os: input.os,
-            description: clean_text(input.description),
+            description: sanitize_worker_text(input.description),
             pid: input.pid,
             isolation: input.isolation,
         };
-        let success = self.register_worker(conn, namespace, clean_text(input.name), info);
-        Ok(Some(json!({ "success": success })))
+        // A refused name gets no answer: the real engine closes the
+        // connection first, so its `{success: false}` never reaches it.
+        Ok(self
+            .register_worker(conn, namespace, sanitize_worker_text(input.name), info)
+            .then(|| json!({ "success": true })))
     }
 
     /// `engine::register_trigger`: a binding nobody owns, so no disconnect

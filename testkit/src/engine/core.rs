@@ -31,6 +31,41 @@ pub(crate) type TypeKey = (String, String);
 /// How long `engine::register_trigger` waits for a worker provider's verdict.
 pub(crate) const TRIGGER_ACK_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long after a refused `engine::workers::register` the refusal
+/// reaches the client. The real engine (0.23) decides at once, but its
+/// `registrationrejected` frame arrives 7–99 ms after the greeting
+/// (typically ~55–90 ms on loopback): long enough that the SDK's
+/// `wait_until_registered` usually returns `Ok` first. Imitated so a client
+/// that trusts the greeting alone fails here as it would there.
+pub(crate) const NAME_REFUSAL_DELAY: Duration = Duration::from_millis(60);
+
+/// Characters the real engine strips from a worker's name and description
+/// before it stores or compares them: control characters, the bidi
+/// embedding and isolate controls, and the line and paragraph separators.
+fn is_unsafe_display_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
+}
+
+/// The longest worker name or description the real engine keeps, in
+/// characters (the rest is cut before trimming).
+const WORKER_TEXT_MAX_CHARS: usize = 280;
+
+/// A worker's name or description as the real engine keeps it: unsafe
+/// display characters removed, cut to 280 characters, trimmed; `None` when
+/// nothing is left. Names are compared in this form, case-sensitively, so
+/// `"approval-gate "` and `"approval\u{202e}-gate"` collide with
+/// `"approval-gate"` and `"Approval-Gate"` does not.
+pub(crate) fn sanitize_worker_text(raw: Option<String>) -> Option<String> {
+    let cleaned: String = raw?
+        .chars()
+        .filter(|c| !is_unsafe_display_char(*c))
+        .take(WORKER_TEXT_MAX_CHARS)
+        .collect();
+    let trimmed = cleaned.trim();
+    (!trimmed.is_empty()).then(|| trimmed.to_string())
+}
+
 /// What a connection's socket task writes next.
 #[derive(Debug)]
 pub(crate) enum Outbound {
@@ -162,6 +197,9 @@ enum NamespaceState {
     /// `engine::workers::register` has not arrived: registrations queue.
     Pending(Vec<Inbound>),
     Resolved(String),
+    /// Its worker name was refused: nothing it registered or registers
+    /// applies, and its refusal and close are on their way.
+    Refused,
 }
 
 /// What a worker said about itself in `engine::workers::register`.
@@ -190,7 +228,7 @@ impl Conn {
     pub fn namespace(&self) -> &str {
         match &self.namespace {
             NamespaceState::Resolved(ns) => ns,
-            NamespaceState::Pending(_) => DEFAULT_NAMESPACE,
+            NamespaceState::Pending(_) | NamespaceState::Refused => DEFAULT_NAMESPACE,
         }
     }
 }
@@ -527,9 +565,13 @@ impl Core {
             return;
         };
         if frame.is_registration() {
-            if let NamespaceState::Pending(queue) = &mut state.namespace {
-                queue.push(frame);
-                return;
+            match &mut state.namespace {
+                NamespaceState::Pending(queue) => {
+                    queue.push(frame);
+                    return;
+                }
+                NamespaceState::Refused => return,
+                NamespaceState::Resolved(_) => {}
             }
         }
         self.apply(conn, frame);
@@ -543,7 +585,7 @@ impl Core {
         };
         let queue = match &mut state.namespace {
             NamespaceState::Pending(queue) => std::mem::take(queue),
-            NamespaceState::Resolved(_) => return,
+            NamespaceState::Resolved(_) | NamespaceState::Refused => return,
         };
         state.namespace = NamespaceState::Resolved(namespace.to_string());
         for frame in queue {
@@ -756,8 +798,15 @@ impl Core {
     }
 
     /// `engine::workers::register`: names the connection (one live name per
-    /// namespace, a second one is rejected and closed before any of its
-    /// registrations apply), then releases its queued registrations.
+    /// namespace), then releases its queued registrations.
+    ///
+    /// A name another live connection holds is refused as the real engine
+    /// refuses it: the lease stays with the holder, the connection's queued
+    /// and later registrations never apply, and `registrationrejected
+    /// {code: WORKER_NAMESPACE_CONFLICT, namespace, worker_name,
+    /// owner_worker_id}` followed by a close frame reach the client
+    /// [`NAME_REFUSAL_DELAY`] after this call (the connection serves calls
+    /// until then). `name` is already sanitized ([`sanitize_worker_text`]).
     pub fn register_worker(
         &mut self,
         conn: ConnId,
@@ -768,7 +817,7 @@ impl Core {
         let namespace = match self.conns.get(&conn).map(|c| &c.namespace) {
             Some(NamespaceState::Resolved(fixed)) => fixed.clone(),
             Some(NamespaceState::Pending(_)) => namespace,
-            None => return false,
+            Some(NamespaceState::Refused) | None => return false,
         };
         if let Some(name) = &name {
             let key = (namespace.clone(), name.clone());
@@ -785,7 +834,7 @@ impl Core {
                     %owner_worker_id,
                     "test engine: worker name already held by a live worker; rejected"
                 );
-                self.send_to(
+                self.refuse_name(
                     conn,
                     wire::registration_rejected(
                         "WORKER_NAMESPACE_CONFLICT",
@@ -795,10 +844,6 @@ impl Core {
                         &owner_worker_id,
                     ),
                 );
-                if let Some(state) = self.conns.get(&conn) {
-                    let _ = state.outbox.send(Outbound::Close);
-                }
-                self.disconnect(conn);
                 return false;
             }
             self.name_leases
@@ -811,6 +856,30 @@ impl Core {
         }
         self.resolve_namespace(conn, &namespace);
         true
+    }
+
+    /// Drops a refused connection's registrations and sends it `refusal`
+    /// and a close frame after [`NAME_REFUSAL_DELAY`]; its socket task
+    /// tears it down when the close goes out.
+    fn refuse_name(&mut self, conn: ConnId, refusal: Value) {
+        let Some(state) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        state.namespace = NamespaceState::Refused;
+        let outbox = state.outbox.clone();
+        let send = move || {
+            send_frame(&outbox, refusal);
+            let _ = outbox.send(Outbound::Close);
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    tokio::time::sleep(NAME_REFUSAL_DELAY).await;
+                    send();
+                });
+            }
+            Err(_) => send(),
+        }
     }
 
     // ── calls ──────────────────────────────────────────────────────────
@@ -934,6 +1003,7 @@ impl Core {
                         reply.send(outcome);
                     }
                 }
+                super::builtins::Outcome::Unanswered => {}
                 super::builtins::Outcome::AwaitTriggerAck {
                     verdict,
                     binding,

@@ -9,10 +9,15 @@
 //!   reattach_token}`, answers `ping` with `pong`, never sends
 //!   `functionregistered`;
 //! * queues a connection's registrations until its `engine::workers::register`
-//!   (or 5 s), which names it: one live worker name per namespace, a second
-//!   one is rejected (`WORKER_NAMESPACE_CONFLICT`) and closed; one live owner
-//!   per function id, a second one is rejected
-//!   (`FUNCTION_NAMESPACE_CONFLICT`) and keeps its connection;
+//!   (or 5 s), which names it: one live worker name per namespace (compared
+//!   after stripping control and bidi characters and trimming), a second one
+//!   is refused — its registrations never apply, and `registrationrejected
+//!   {code: WORKER_NAMESPACE_CONFLICT, namespace, worker_name,
+//!   owner_worker_id}` then a close reach it tens of milliseconds after the
+//!   greeting, with no answer to the register call — and the name is free
+//!   the moment the holder's socket closes; one live owner per function id,
+//!   a second one is rejected (`FUNCTION_NAMESPACE_CONFLICT`) and keeps its
+//!   connection;
 //! * routes `invokefunction` to a built-in or the owning connection, stamps
 //!   `_caller_worker_id` into object payloads, answers `function_not_found`,
 //!   and `invocation_stopped` when the callee disconnects mid-call;

@@ -6,4 +6,5 @@
 
 mod doubles;
 mod http;
+mod name_lease;
 mod test_engine;

@@ -341,11 +341,11 @@ async fn an_engine_provider_refuses_a_bad_config() {
 
 // ── the wire, seen by a hand-written client ────────────────────────────
 
-type RawSocket =
+pub(crate) type RawSocket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// A client without the SDK: connects and returns the greeting.
-async fn raw_connect(engine: &EngineFixture) -> (RawSocket, Value) {
+pub(crate) async fn raw_connect(engine: &EngineFixture) -> (RawSocket, Value) {
     let (mut socket, _) = tokio_tungstenite::connect_async(format!("{}/", engine.url()))
         .await
         .unwrap();
@@ -353,7 +353,7 @@ async fn raw_connect(engine: &EngineFixture) -> (RawSocket, Value) {
     (socket, hello)
 }
 
-async fn raw_send(socket: &mut RawSocket, frame: Value) {
+pub(crate) async fn raw_send(socket: &mut RawSocket, frame: Value) {
     socket
         .send(WsMessage::Text(frame.to_string().into()))
         .await
@@ -361,7 +361,7 @@ async fn raw_send(socket: &mut RawSocket, frame: Value) {
 }
 
 /// The next JSON frame, or `None` when the engine closed the socket.
-async fn raw_next(socket: &mut RawSocket) -> Option<Value> {
+pub(crate) async fn raw_next(socket: &mut RawSocket) -> Option<Value> {
     loop {
         match tokio::time::timeout(WAIT, socket.next()).await {
             Ok(Some(Ok(WsMessage::Text(text)))) => {
