@@ -12,9 +12,11 @@
 //! `E2E_SESSIONS` (default 1000000) stored sessions' settings for the
 //! sessions phase, `E2E_BURST` (default 10000) holds expiring within one
 //! second, `E2E_SKIP_LATENCY=1` / `E2E_SKIP_SCALE=1` / `E2E_SKIP_SESSIONS=1` /
-//! `E2E_SKIP_BURST=1` / `E2E_SKIP_CAP=1` to leave phases out, `E2E_CASES=b,c`
-//! to measure only some cases. The failover and engine-crash phases
-//! (`e2e/failover.rs`) have knobs of their own.
+//! `E2E_SKIP_BURST=1` / `E2E_SKIP_CAP=1` / `E2E_SKIP_FAILOVER=1` /
+//! `E2E_SKIP_ENGINE_KILL=1` to leave phases out, or `E2E_ONLY=scale,burst`
+//! (any of latency, scale, sessions, burst, cap, failover, engine_kill) to run
+//! only some; `E2E_CASES=b,c` to measure only some cases. The failover and
+//! engine-crash phases (`e2e/failover.rs`) have knobs of their own.
 //!
 //! Everything is loopback, every loop is bounded in count and in time, and
 //! the run stops by itself ([`TOTAL_LIMIT`]). The machine is shared, so the
@@ -141,27 +143,62 @@ fn main() {
     std::process::exit(0);
 }
 
+/// The phases, by the name `E2E_ONLY` takes, with the flag that leaves each
+/// out.
+const PHASES: [(&str, &str); 7] = [
+    ("latency", "E2E_SKIP_LATENCY"),
+    ("scale", "E2E_SKIP_SCALE"),
+    ("sessions", "E2E_SKIP_SESSIONS"),
+    ("burst", "E2E_SKIP_BURST"),
+    ("cap", "E2E_SKIP_CAP"),
+    ("failover", "E2E_SKIP_FAILOVER"),
+    ("engine_kill", "E2E_SKIP_ENGINE_KILL"),
+];
+
+/// Whether a phase runs: `E2E_ONLY=scale,burst` runs only those; otherwise
+/// every phase runs unless its `E2E_SKIP_…` flag is set.
+fn phase_on(name: &str) -> bool {
+    let skip = PHASES
+        .iter()
+        .find(|(phase, _)| *phase == name)
+        .map(|(_, flag)| *flag)
+        .unwrap_or("E2E_SKIP_UNKNOWN");
+    match std::env::var("E2E_ONLY") {
+        Ok(only) => only.split(',').any(|p| p.trim() == name),
+        Err(_) => !env_flag(skip),
+    }
+}
+
 async fn run() {
     print_machine();
-    if !env_flag("E2E_SKIP_LATENCY") {
+    if let Ok(only) = std::env::var("E2E_ONLY") {
+        for name in only.split(',').map(str::trim) {
+            assert!(
+                PHASES.iter().any(|(phase, _)| *phase == name),
+                "E2E_ONLY: unknown phase {name:?}; the phases are {:?}",
+                PHASES.map(|(phase, _)| phase)
+            );
+        }
+    }
+    if phase_on("latency") {
         latency_phase().await;
     }
-    if !env_flag("E2E_SKIP_SCALE") {
+    if phase_on("scale") {
         scale_phase().await;
     }
-    if !env_flag("E2E_SKIP_SESSIONS") {
+    if phase_on("sessions") {
         sessions_phase().await;
     }
-    if !env_flag("E2E_SKIP_BURST") {
+    if phase_on("burst") {
         burst_phase().await;
     }
-    if !env_flag("E2E_SKIP_CAP") {
+    if phase_on("cap") {
         cap_phase().await;
     }
-    if !env_flag("E2E_SKIP_FAILOVER") {
+    if phase_on("failover") {
         failover::failover_phase().await;
     }
-    if !env_flag("E2E_SKIP_ENGINE_KILL") {
+    if phase_on("engine_kill") {
         failover::engine_kill_phase().await;
     }
 }

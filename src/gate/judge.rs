@@ -156,3 +156,78 @@ pub fn judge_passing_over<'r>(
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::{ApprovalConfig, Snapshot};
+    use crate::engine::SessionContext;
+    use crate::gate::hook::parse_hook_input;
+    use crate::gate::record::build_record;
+    use crate::inbox::RecordKind;
+    use crate::redact::calls;
+
+    fn input(function_id: &str) -> HookInput {
+        parse_hook_input(json!({
+            "point": "pre_trigger", "session_id": "s1", "turn_id": "t1", "step": 0, "depth": 0,
+            "call": {"id": "c1", "function_id": function_id, "arguments": {
+                "cmd": "curl -H 'Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl'",
+                "api_key": "sk-live-0123456789abcdef0123456789abcdef",
+                "long": "x".repeat(20_000)
+            }}
+        }))
+        .expect("a valid hook input")
+    }
+
+    /// Continue and deny do no redaction at all, however secret-laden the
+    /// arguments: only a hold (which builds a record) redacts.
+    #[test]
+    fn continue_and_deny_never_redact_and_a_hold_does() {
+        let config = ApprovalConfig::from_value(&json!({
+            "default_mode": "manual",
+            "rules": ["!approval::*", "!shell::rm", "shell::ls"]
+        }))
+        .expect("config");
+        let snapshot = Snapshot::compile(config);
+        // What the gate answers, as text, and how many times judging it
+        // entered the redactor.
+        let judge_of = |fid: &str| {
+            let hook = input(fid);
+            let before = calls::so_far();
+            let judgement = judge(&hook, &snapshot.defaults, &snapshot.rules);
+            let redactions = calls::so_far() - before;
+            (format!("{judgement:?}"), redactions)
+        };
+        let (judgement, redactions) = judge_of("shell::ls");
+        assert!(judgement.starts_with("Continue"), "{judgement}");
+        assert_eq!(redactions, 0, "continue redacted");
+        let (judgement, redactions) = judge_of("shell::rm");
+        assert!(judgement.starts_with("Deny"), "{judgement}");
+        assert_eq!(redactions, 0, "deny redacted");
+        let (judgement, redactions) = judge_of("approval::resolve");
+        assert!(judgement.starts_with("Deny"), "{judgement}");
+        assert_eq!(redactions, 0, "the guard's deny redacted");
+
+        // The counter can fail: a hold's record is redacted.
+        let hold = input("deploy::prod");
+        let (judgement, redactions) = judge_of("deploy::prod");
+        assert!(judgement.starts_with("Hold"), "{judgement}");
+        assert_eq!(redactions, 0, "judging a hold does not redact either");
+        let before = calls::so_far();
+        let call = hold.call.as_ref().expect("a call");
+        let record = build_record(
+            &hold,
+            call,
+            RecordKind::Function,
+            SessionContext::of(&json!({})),
+        );
+        assert!(calls::so_far() > before, "building a record redacts");
+        assert!(!record
+            .arguments_excerpt
+            .to_value()
+            .to_string()
+            .contains("sk-live"));
+    }
+}

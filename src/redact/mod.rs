@@ -120,6 +120,8 @@ const NUMBER_COST: usize = 24;
 
 /// The redacted copy of `value` (see the module docs for the rules).
 pub fn redact(value: &Value) -> Value {
+    #[cfg(test)]
+    calls::count();
     Redactor { used: 0 }.value(value, 0)
 }
 
@@ -128,11 +130,34 @@ pub fn redact(value: &Value) -> Value {
 /// object: session titles, descriptions and metadata values, log fields.
 /// Nothing is clipped; text without a secret is returned as it is.
 pub fn redact_text(text: &str) -> Cow<'_, str> {
+    #[cfg(test)]
+    calls::count();
     let found = detect::scan(text);
     if found.spans.is_empty() {
         return Cow::Borrowed(text);
     }
     Cow::Owned(detect::apply(text, &found).text)
+}
+
+/// How many times this thread entered the redactor (unit tests only): the
+/// gate's tests prove continue and deny never do.
+#[cfg(test)]
+pub(crate) mod calls {
+    use std::cell::Cell;
+
+    thread_local! {
+        static CALLS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    pub(super) fn count() {
+        CALLS.with(|c| c.set(c.get() + 1));
+    }
+
+    /// Entries into [`super::redact`] and [`super::redact_text`] so far on
+    /// this thread.
+    pub(crate) fn so_far() -> u64 {
+        CALLS.with(Cell::get)
+    }
 }
 
 /// A string value or key: detected, then clipped (see "Order of
