@@ -8,8 +8,8 @@
 
 #![no_main]
 
-use approval_gate::pending::cursor::{decode, encode};
-use approval_gate::pending::record::SortKey;
+use approval_gate::SortKey;
+use approval_gate::{decode_cursor as decode, encode_cursor as encode};
 use arbitrary::{Result, Unstructured};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;

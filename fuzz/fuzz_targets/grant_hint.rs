@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use approval_gate::grant::hint::{contains, find_hint, recognise, JAIL_CODES};
+use approval_gate::{contains, find_hint, recognise, JAIL_CODES};
 use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Map, Value};
@@ -78,7 +78,7 @@ fn text(u: &mut Unstructured) -> Result<String> {
             0 => s.push_str(&u.arbitrary::<String>()?),
             1 => s.push_str(MARKER),
             2 => s.push_str(&hint_json(u)?),
-            3 => s.push_str(*u.choose(&[" ", "\n", "\t", " and more", "}", "\u{3000}"])?),
+            3 => s.push_str(u.choose(&[" ", "\n", "\t", " and more", "}", "\u{3000}"])?),
             _ => {
                 s.push_str(" grant_hint=");
                 s.push_str(&hint_json(u)?);

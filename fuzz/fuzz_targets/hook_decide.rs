@@ -1,6 +1,7 @@
-//! Any bytes → JSON → `parse_hook_input` → the gate's pure path (decide with
-//! several settings and rule sets, the deny reason, the denial envelope, the
-//! held record) → a valid `HookOutput`.
+//! Any bytes → JSON → `parse_hook_input` → `judge` (the gate's whole
+//! decision before any I/O) under several settings, rule sets and both rule
+//! precedences → the held record, the user's denial envelope → a valid
+//! `HookOutput`; `approval::evaluate`'s `explain` agrees with every judgement.
 //!
 //! The first byte steers: at `0xF0` and above, one field of the input is
 //! buried under 100,000 levels of nesting before parsing, as a value built
@@ -10,18 +11,13 @@
 
 use std::sync::LazyLock;
 
-use approval_gate::config::{ApprovalConfig, Snapshot};
-use approval_gate::error::validate_id;
-use approval_gate::functions::gate::{
-    build_record, context_of, parse_hook_input, HookInput, HookOutput,
+use approval_gate::{
+    build_record, builtin_guard, explain, is_valid_id, judge, parse_hook_input, redact,
+    ApprovalConfig, ApprovalSettings, CompiledRules, CompiledSettings, DenialEnvelope, Entry,
+    GrantedBy, HookInput, HookOutput, Judgement, Mode, PendingRecord, RecordKind, RulePrecedence,
+    RuleSpec, SessionContext, Snapshot, WireVerdict, HUMAN_ONLY_RULE,
 };
-use approval_gate::pending::record::{PendingRecord, RecordKind};
-use approval_gate::policy::{
-    decide, is_human_only, Call, CompiledRules, CompiledSettings, DenialEnvelope, RuleSpec,
-    Verdict, HUMAN_ONLY_RULE,
-};
-use approval_gate::redact::redact;
-use approval_gate::settings::model::{ApprovalSettings, Entry, GrantedBy, Mode};
+use approval_gate_fuzz::reference::pattern_matches;
 use approval_gate_fuzz::walk::redaction_violation;
 use approval_gate_fuzz::{dismantle, nest_arrays};
 use libfuzzer_sys::fuzz_target;
@@ -32,9 +28,13 @@ const DEEP: usize = 100_000;
 
 struct Fixture {
     name: &'static str,
-    settings: CompiledSettings,
     mode: Mode,
+    settings: CompiledSettings,
     rules: CompiledRules,
+    /// The configuration `explain` reads deadlines from.
+    config: ApprovalConfig,
+    /// The operator's extra human-only globs the rules carry.
+    extra_guards: Vec<String>,
 }
 
 fn entries(ids: &[&str]) -> Vec<Entry> {
@@ -43,11 +43,33 @@ fn entries(ids: &[&str]) -> Vec<Entry> {
         .collect()
 }
 
+/// Bounded grants: argument-scoped with uses left, used up, expired.
+fn bounded() -> Vec<Entry> {
+    let args = |v: Value| Some(serde_json::from_value(v).expect("fixture args parse"));
+    vec![
+        Entry {
+            args: args(json!({"command": {"prefix": "git "}})),
+            uses_left: Some(2),
+            ..Entry::new("shell::exec", 0, GrantedBy::UserClick)
+        },
+        Entry {
+            uses_left: Some(0),
+            ..Entry::new("shell::*", 0, GrantedBy::UserClick)
+        },
+        Entry {
+            expires_at: Some(1),
+            ..Entry::new("*", 0, GrantedBy::UserClick)
+        },
+    ]
+}
+
 fn settings(mode: Mode, always_allow: &[&str], approved_always: &[&str]) -> ApprovalSettings {
+    let mut approved = entries(approved_always);
+    approved.extend(bounded());
     ApprovalSettings {
         mode,
         always_allow: entries(always_allow),
-        approved_always: entries(approved_always),
+        approved_always: approved,
         mode_set_at: 0,
     }
 }
@@ -64,54 +86,64 @@ fn rich_rules() -> Value {
         {"function": "coder::*", "action": "deny", "modes": ["manual"]},
         {"function": "demo::*", "action": "allow", "modes": ["auto"]},
         "mcp::*::read",
+        "?deploy::*",
+        {"function": "shell::exec", "action": "ask", "modes": ["manual", "full"],
+         "args": {"command": {"prefix": "sudo "}}, "timeout_ms": 60000,
+         "escalate_after_ms": 5000},
         "!*::delete"
     ])
 }
 
 static FIXTURES: LazyLock<Vec<Fixture>> = LazyLock::new(|| {
-    let compile = |v: Value| {
-        let specs: Vec<RuleSpec> = serde_json::from_value(v).expect("fixture rules parse");
-        CompiledRules::compile(&specs).expect("fixture rules compile")
-    };
+    let specs: Vec<RuleSpec> = serde_json::from_value(rich_rules()).expect("fixture rules parse");
     let mut out = Vec::new();
-    for (name, s) in [
-        ("manual", settings(Mode::Manual, &[], &[])),
-        (
-            "auto",
-            settings(
-                Mode::Auto,
-                &["demo::*", "shell::ls", "weird::["],
-                &["state::set"],
+    for precedence in [RulePrecedence::FirstMatch, RulePrecedence::DenyAskAllow] {
+        for (name, s) in [
+            ("manual", settings(Mode::Manual, &[], &[])),
+            (
+                "auto",
+                settings(
+                    Mode::Auto,
+                    &["demo::*", "shell::ls", "weird::["],
+                    &["state::set"],
+                ),
             ),
-        ),
-        ("full", settings(Mode::Full, &["x"], &["y"])),
-    ] {
-        for rules in [
-            CompiledRules::compile(&approval_gate::policy::default_rules()).expect("defaults"),
-            compile(rich_rules()),
-            CompiledRules::empty(),
+            ("full", settings(Mode::Full, &["x"], &["y"])),
         ] {
+            for rules in [
+                CompiledRules::compile(&approval_gate::default_rules()).expect("defaults"),
+                CompiledRules::compile(&specs).expect("fixture rules compile"),
+                CompiledRules::empty(),
+            ] {
+                out.push(Fixture {
+                    name,
+                    mode: s.mode,
+                    settings: CompiledSettings::new(&s),
+                    rules: rules.with_precedence(precedence),
+                    config: ApprovalConfig::default(),
+                    extra_guards: Vec::new(),
+                });
+            }
+        }
+        // The defaults a configuration gives sessions with nothing stored.
+        for mode in ["manual", "auto", "full"] {
+            let extra_guards = vec!["ops::*".to_owned(), "db::[".to_owned()];
+            let config = ApprovalConfig::from_value(&json!({
+                "default_mode": mode, "rules": rich_rules(), "rule_precedence": precedence,
+                "human_only_extra": extra_guards, "pending_timeout_ms": 120000
+            }))
+            .expect("fixture config parses");
+            let snapshot = Snapshot::compile(config);
+            assert!(snapshot.rule_errors.is_empty());
             out.push(Fixture {
-                name,
-                mode: s.mode,
-                settings: CompiledSettings::new(&s),
-                rules,
+                name: "config defaults",
+                mode: snapshot.default_settings.mode,
+                settings: snapshot.defaults,
+                rules: snapshot.rules,
+                config: snapshot.config,
+                extra_guards,
             });
         }
-    }
-    // The defaults a configuration gives sessions with nothing stored.
-    for mode in ["manual", "auto", "full"] {
-        let config =
-            ApprovalConfig::from_value(&json!({"default_mode": mode, "rules": rich_rules()}))
-                .expect("fixture config parses");
-        let snapshot = Snapshot::compile(config);
-        assert!(snapshot.rule_errors.is_empty());
-        out.push(Fixture {
-            name: "config defaults",
-            mode: snapshot.default_settings.mode,
-            settings: snapshot.defaults,
-            rules: snapshot.rules,
-        });
     }
     out
 });
@@ -147,72 +179,46 @@ fn bury(input: &mut Value, which: u8) {
     }
 }
 
-/// What the gate does before any I/O: answer, or hold with this record.
-enum Answer {
-    Out(HookOutput),
-    Hold(Box<PendingRecord>),
-}
-
-/// The gate's decision path (`functions::gate::gate` without the worker):
-/// the same checks in the same order.
-fn answer(input: &HookInput, fixture: &Fixture, session_reply: &Value) -> Answer {
-    let Some(call) = input.call.as_ref() else {
-        return Answer::Out(HookOutput::Deny {
-            reason: "approval-gate received a pre_trigger hook input without a call payload".into(),
-        });
-    };
-    let ids_ok = validate_id("session_id", &input.session_id).is_ok()
-        && validate_id("function_call_id", &call.id).is_ok();
-    let decision = decide(
-        &fixture.settings,
-        &fixture.rules,
-        &Call {
-            function_id: &call.function_id,
-            arguments: call.arguments.as_ref(),
+/// The answer the gate gives for `judgement`; a hold's record is built and
+/// checked on the way.
+fn output_of(judgement: &Judgement<'_>, input: &HookInput, session_reply: &Value) -> HookOutput {
+    match judgement {
+        Judgement::Continue { spend, .. } => {
+            // Only a grant with uses left asks for a use to be written.
+            if let Some(spend) = spend {
+                assert!(spend.entry.uses_left.is_some_and(|n| n > 0), "{spend:?}");
+            }
+            HookOutput::Continue
+        }
+        Judgement::Deny { reason, .. } => HookOutput::Deny {
+            reason: reason.clone(),
         },
-    );
-    // The reason, the rule id and the envelope exist for every decision.
-    let reason = decision.reason(&call.function_id);
-    assert!(!reason.is_empty());
-    let envelope = DenialEnvelope::from_decision(
-        &call.function_id,
-        &decision,
-        call.arguments.as_ref().map(redact),
-    );
-    let env = serde_json::to_value(&envelope).expect("envelope serializes");
-    assert_eq!(env["schema_version"], 1);
-    assert_eq!(env["status"], "denied");
-    if let Some(excerpt) = env.get("args_excerpt") {
-        if let Some(v) = redaction_violation(excerpt) {
-            panic!("envelope excerpt: {v}");
-        }
-    }
-    if !ids_ok && decision.rule_id() != Some(HUMAN_ONLY_RULE) {
-        return Answer::Out(HookOutput::Deny {
-            reason: format!(
-                "approval-gate cannot evaluate {}: session_id / function_call_id must be non-empty and must not contain \"/\"",
-                call.function_id
-            ),
-        });
-    }
-    match decision.verdict {
-        Verdict::Allow => Answer::Out(HookOutput::Continue),
-        Verdict::Deny => {
-            assert!(
-                reason.starts_with(&format!(
-                    "Permission denied: {} matched rule ",
-                    call.function_id
-                )),
-                "{reason}"
+        Judgement::Hold { .. } => {
+            let call = input.call.as_ref().expect("held calls have a call");
+            let record = build_record(
+                input,
+                call,
+                RecordKind::Function,
+                SessionContext::of(session_reply),
             );
-            Answer::Out(HookOutput::Deny { reason })
+            check_record(&record, input);
+            // A human's denial of the held call carries a redacted excerpt.
+            let envelope = DenialEnvelope::by_user(
+                &call.function_id,
+                "no",
+                Some(record.arguments_excerpt.to_value()),
+            );
+            let env = serde_json::to_value(&envelope).expect("envelope serializes");
+            assert_eq!(env["schema_version"], 1);
+            assert_eq!(env["status"], "denied");
+            assert_eq!(env["denied_by"], "user");
+            if let Some(excerpt) = env.get("args_excerpt") {
+                if let Some(v) = redaction_violation(excerpt) {
+                    panic!("envelope excerpt: {v}");
+                }
+            }
+            HookOutput::Hold
         }
-        Verdict::Hold => Answer::Hold(Box::new(build_record(
-            input,
-            call,
-            RecordKind::Function,
-            context_of(session_reply),
-        ))),
     }
 }
 
@@ -248,11 +254,63 @@ fn check_record(record: &PendingRecord, input: &HookInput) {
     {
         assert!(!s.is_empty());
     }
+    let value = serde_json::to_value(record).expect("record serializes");
+    if let Some(meta) = value.get("session_metadata") {
+        if let Some(v) = redaction_violation(meta) {
+            panic!("record session metadata: {v}");
+        }
+    }
     let text = serde_json::to_string(record).expect("record serializes");
     let back: PendingRecord = serde_json::from_str(&text).expect("record reads back");
     assert_eq!(back.key(), record.key());
     assert_eq!(back.kind, RecordKind::Function);
     assert_eq!(back.turn_id, record.turn_id);
+}
+
+/// `approval::evaluate` runs the gate's ladder: on every call it can see
+/// (it refuses unusable ids) it gives the same verdict, rule and reason,
+/// its trace ends in that verdict, and a hold's deadline is the ask rule's
+/// own, else the configuration's.
+fn check_explained(fixture: &Fixture, input: &HookInput, judgement: &Judgement<'_>) {
+    let call = input.call.as_ref().expect("a call");
+    let explained = explain(
+        &fixture.settings,
+        &fixture.rules,
+        &fixture.config,
+        &call.function_id,
+        call.arguments.as_ref(),
+    );
+    let (verdict, rule, reason, deadline) = match judgement {
+        Judgement::Continue { rule, .. } => (WireVerdict::Allow, *rule, None, None),
+        Judgement::Deny { reason, rule } => (WireVerdict::Deny, *rule, Some(reason.as_str()), None),
+        Judgement::Hold { ask } => (
+            WireVerdict::NeedsApproval,
+            ask.map(|a| a.rule_id),
+            None,
+            ask.and_then(|a| a.timeout_ms)
+                .or(fixture.config.pending_timeout_ms),
+        ),
+    };
+    assert_eq!(
+        explained.verdict, verdict,
+        "{}: {explained:?}",
+        fixture.name
+    );
+    assert_eq!(explained.rule_id.as_deref(), rule, "{explained:?}");
+    if let Some(reason) = reason {
+        assert_eq!(explained.reason, reason);
+    }
+    assert_eq!(explained.deadline_ms, deadline, "{explained:?}");
+    let last = explained
+        .trace
+        .last()
+        .map(|s| serde_json::to_value(s.outcome).expect("outcome"));
+    let expected = match verdict {
+        WireVerdict::Allow => "allow",
+        WireVerdict::Deny => "deny",
+        WireVerdict::NeedsApproval => "hold",
+    };
+    assert_eq!(last, Some(json!(expected)), "{:?}", explained.trace);
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -272,31 +330,76 @@ fuzz_target!(|data: &[u8]| {
         Err(_) => return,
     };
     for fixture in FIXTURES.iter() {
-        let out = match answer(&hook, fixture, &session_reply) {
-            Answer::Out(out) => out,
-            Answer::Hold(record) => {
-                check_record(&record, &hook);
-                HookOutput::Hold
-            }
-        };
+        let judgement = judge(&hook, &fixture.settings, &fixture.rules);
+        let out = output_of(&judgement, &hook, &session_reply);
         check_output(&out);
         let Some(call) = hook.call.as_ref() else {
             assert!(matches!(out, HookOutput::Deny { .. }));
             continue;
         };
-        let ids_ok = validate_id("session_id", &hook.session_id).is_ok()
-            && validate_id("function_call_id", &call.id).is_ok();
-        // The human-only surface and unusable ids are denied, whatever the
-        // settings and rules; full mode lets every other call through.
-        if is_human_only(&call.function_id) || !ids_ok {
+        let ids_ok = is_valid_id(&hook.session_id) && is_valid_id(&call.id);
+        let guarded = builtin_guard(&call.function_id, call.arguments.as_ref()).is_some()
+            || fixture
+                .extra_guards
+                .iter()
+                .any(|g| pattern_matches(g, &call.function_id));
+        // The gate's own levers and unusable ids are denied, whatever the
+        // settings and rules.
+        if guarded || !ids_ok {
             assert!(
                 matches!(out, HookOutput::Deny { .. }),
                 "{}: {} → {out:?}",
                 fixture.name,
                 call.function_id
             );
-        } else if fixture.mode == Mode::Full {
-            assert_eq!(out, HookOutput::Continue, "{}", fixture.name);
+        }
+        if guarded {
+            assert!(
+                matches!(
+                    judgement,
+                    Judgement::Deny {
+                        rule: Some(HUMAN_ONLY_RULE),
+                        ..
+                    }
+                ),
+                "{}: {judgement:?}",
+                fixture.name
+            );
+        }
+        if !guarded && ids_ok && fixture.mode == Mode::Full {
+            // Full mode: only an ask rule (a human floor) holds, and under
+            // first_match nothing denies.
+            assert!(
+                !matches!(judgement, Judgement::Hold { ask: None }),
+                "{}: {judgement:?}",
+                fixture.name
+            );
+            if fixture.rules.precedence() == RulePrecedence::FirstMatch {
+                assert!(
+                    matches!(
+                        judgement,
+                        Judgement::Continue { .. } | Judgement::Hold { ask: Some(_) }
+                    ),
+                    "{}: {judgement:?}",
+                    fixture.name
+                );
+            }
+        }
+        if let Judgement::Deny {
+            reason,
+            rule: Some(rule),
+        } = &judgement
+        {
+            if *rule != HUMAN_ONLY_RULE {
+                let prefix = format!(
+                    "Permission denied: {} matched rule {rule}",
+                    call.function_id
+                );
+                assert!(reason.starts_with(&prefix), "{reason}");
+            }
+        }
+        if ids_ok || guarded {
+            check_explained(fixture, &hook, &judgement);
         }
     }
     dismantle(session_reply);

@@ -9,7 +9,7 @@
 
 #![no_main]
 
-use approval_gate::redact::redact;
+use approval_gate::redact;
 use approval_gate_fuzz::gen::Gen;
 use approval_gate_fuzz::walk::redaction_violation;
 use arbitrary::Unstructured;

@@ -1,19 +1,24 @@
-//! Arbitrary `rules` JSON (built from the input: shorthands, rule objects
-//! with modes and argument constraints, junk) → `Vec<RuleSpec>` →
-//! `CompiledRules::compile`, and the whole configuration entry →
-//! `ApprovalConfig::from_value` → `Snapshot::compile`. Never panics; when the
-//! rules compile, `decide` on arbitrary calls agrees with a naive linear
-//! reference, for arbitrary settings and for the configuration's defaults.
+//! Arbitrary `rules` JSON (built from the input: shorthands with `!` and
+//! `?`, rule objects with allow / deny / ask actions, modes, argument
+//! constraints, ask deadlines and examples, junk) → `Vec<RuleSpec>` →
+//! `CompiledRules::compile`, and the whole configuration entry (precedence,
+//! `human_only_extra`) → `ApprovalConfig::from_value` → `Snapshot::compile`.
+//! Never panics; compile errors carry valid indices; when the rules compile,
+//! every example agrees with the naive reference's reading of its rule, and
+//! `decide` on arbitrary calls agrees with the naive reference ladder under
+//! both precedences — for arbitrary settings (bounded, argument-scoped and
+//! seed entries) and for the configuration's defaults — and `explain`
+//! agrees with `decide`.
 
 #![no_main]
 
-use approval_gate::config::{default_settings, ApprovalConfig, Snapshot};
-use approval_gate::policy::{
-    decide, Basis, Call, CompiledRules, CompiledSettings, RuleAction, RuleSpec, Verdict,
+use approval_gate::{
+    decide, default_settings, explain, ApprovalConfig, ApprovalSettings, Basis, Call,
+    CompiledRules, CompiledSettings, Entry, GrantedBy, Mode, RuleAction, RulePrecedence, RuleSpec,
+    Snapshot, Verdict, WireVerdict,
 };
-use approval_gate::settings::model::{ApprovalSettings, Entry, GrantedBy, Mode};
 use approval_gate_fuzz::gen::Gen;
-use approval_gate_fuzz::reference::{self, outcome_of, RefRule};
+use approval_gate_fuzz::reference::{outcome_of, Policy, RefRule};
 use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Map, Value};
@@ -29,25 +34,58 @@ fn mode_text(g: &mut Gen) -> Result<Value> {
 }
 
 fn constraint(g: &mut Gen) -> Result<Value> {
-    Ok(match g.u.int_in_range(0..=5)? {
+    Ok(match g.u.int_in_range(0..=7)? {
         0 | 1 => json!({"equals": g.value(3)?}),
         2..=4 => json!({"matches": g.regex()?}),
+        5 | 6 => json!({"prefix": g.string()?}),
         _ => g.value(2)?,
     })
 }
 
+fn args_object(g: &mut Gen) -> Result<Value> {
+    let n = g.u.int_in_range(0..=3)?;
+    let mut args = Map::new();
+    for _ in 0..n {
+        args.insert(g.field()?, constraint(g)?);
+    }
+    Ok(Value::Object(args))
+}
+
+/// A deadline in ms, around the 1000 ms minimum.
+fn deadline(g: &mut Gen) -> Result<Value> {
+    Ok(json!(*g.u.choose(&[0u64, 999, 1000, 60_000, u64::MAX])?))
+}
+
+/// An example call: often the rule's own glob as the id, so some pass.
+fn probe(g: &mut Gen, function: &str) -> Result<Value> {
+    let function_id = if g.u.ratio(1, 2)? {
+        function.to_owned()
+    } else {
+        g.function_id()?
+    };
+    let mut probe = json!({"function_id": function_id});
+    if let Some(args) = arguments(g)? {
+        probe["arguments"] = args;
+    }
+    Ok(probe)
+}
+
 fn rule(g: &mut Gen) -> Result<Value> {
-    Ok(match g.u.int_in_range(0..=7)? {
+    Ok(match g.u.int_in_range(0..=8)? {
         0 | 1 => Value::String(g.glob()?),
         2 => Value::String(format!("!{}", g.glob()?)),
-        3..=6 => {
+        3 => Value::String(format!("?{}", g.glob()?)),
+        4..=7 => {
             let mut obj = Map::new();
-            obj.insert("function".into(), Value::String(g.glob()?));
+            let function = g.glob()?;
+            obj.insert("function".into(), Value::String(function.clone()));
             let action = match g.u.int_in_range(0..=12)? {
                 0 => json!("hold"),
-                1..=6 => json!("allow"),
-                _ => json!("deny"),
+                1..=5 => json!("allow"),
+                6..=9 => json!("deny"),
+                _ => json!("ask"),
             };
+            let ask = action == "ask";
             obj.insert("action".into(), action);
             if g.u.ratio(1, 3)? {
                 obj.insert("rule_id".into(), Value::String(g.u.arbitrary()?));
@@ -61,12 +99,29 @@ fn rule(g: &mut Gen) -> Result<Value> {
                 obj.insert("modes".into(), Value::Array(modes));
             }
             if g.u.ratio(1, 2)? {
-                let n = g.u.int_in_range(0..=3)?;
-                let mut args = Map::new();
-                for _ in 0..n {
-                    args.insert(g.field()?, constraint(g)?);
+                obj.insert("args".into(), args_object(g)?);
+            }
+            // Deadlines belong to ask rules (elsewhere they are errors).
+            let deadlines = if ask { 3 } else { 16 };
+            if g.u.ratio(1, deadlines)? {
+                obj.insert("timeout_ms".into(), deadline(g)?);
+            }
+            if g.u.ratio(1, deadlines)? {
+                obj.insert("escalate_after_ms".into(), deadline(g)?);
+            }
+            if g.u.ratio(1, 6)? {
+                let mut examples = Map::new();
+                for key in ["match", "no_match"] {
+                    if g.u.ratio(1, 2)? {
+                        let n = g.u.int_in_range(0..=2)?;
+                        let mut probes = Vec::new();
+                        for _ in 0..n {
+                            probes.push(probe(g, &function)?);
+                        }
+                        examples.insert(key.into(), Value::Array(probes));
+                    }
                 }
-                obj.insert("args".into(), Value::Object(args));
+                obj.insert("examples".into(), Value::Object(examples));
             }
             if g.u.ratio(1, 32)? {
                 obj.insert("mode".into(), json!([]));
@@ -77,11 +132,28 @@ fn rule(g: &mut Gen) -> Result<Value> {
     })
 }
 
+/// Allow-list entries: unbounded mostly, else expired (at 0 or 1 ms since
+/// the epoch) or never expiring, with uses left or used up, with argument
+/// constraints (which may not compile: the entry then matches nothing), or
+/// seeded from a rule.
 fn entries(g: &mut Gen) -> Result<Vec<Entry>> {
     let n = g.u.int_in_range(0..=3)?;
     let mut out = Vec::new();
     for _ in 0..n {
-        out.push(Entry::new(g.glob()?, 0, GrantedBy::UserClick));
+        let by = if g.u.ratio(1, 4)? {
+            GrantedBy::Seed
+        } else {
+            GrantedBy::UserClick
+        };
+        let mut entry = Entry::new(g.glob()?, 0, by);
+        if g.u.ratio(1, 2)? {
+            entry.expires_at = *g.u.choose(&[None, Some(0), Some(1), Some(u64::MAX)])?;
+            entry.uses_left = *g.u.choose(&[None, Some(0), Some(1), Some(5)])?;
+            if g.u.ratio(1, 2)? {
+                entry.args = serde_json::from_value(args_object(g)?).ok();
+            }
+        }
+        out.push(entry);
     }
     Ok(out)
 }
@@ -90,6 +162,10 @@ fn arguments(g: &mut Gen) -> Result<Option<Value>> {
     Ok(match g.u.int_in_range(0..=5)? {
         0 => None,
         1 => Some(g.value(2)?),
+        // A state call's scope: the gate guards its own scopes.
+        2 => Some(json!({"scope": *g.u.choose(&[
+            "approval", "APPROVAL_settings", " approval.x", "approvals", "other", "",
+        ])?})),
         _ => {
             let n = g.u.int_in_range(0..=4)?;
             let mut map = Map::new();
@@ -108,12 +184,12 @@ fn arguments(g: &mut Gen) -> Result<Option<Value>> {
     })
 }
 
-/// Compares the crate's decision with the reference's.
+/// Compares the crate's decision with the reference's, and `explain`'s.
 fn agree(
     compiled: &CompiledSettings,
     settings: &ApprovalSettings,
     rules: &CompiledRules,
-    reference_rules: &[RefRule],
+    policy: &Policy,
     fid: &str,
     args: Option<&Value>,
 ) {
@@ -122,29 +198,50 @@ fn agree(
         arguments: args,
     };
     let d = decide(compiled, rules, &call);
-    let expected = reference::decide(settings, reference_rules, fid, args);
-    assert_eq!(outcome_of(&d), expected, "{fid:?} {args:?}");
+    let expected = policy.decide(settings, fid, args);
+    assert_eq!(
+        outcome_of(&d),
+        expected,
+        "{fid:?} {args:?} under {:?}",
+        rules.precedence()
+    );
     let verdict = match &d.basis {
-        Basis::HumanOnly => Verdict::Deny,
+        Basis::HumanOnly { .. } => Verdict::Deny,
         Basis::Rule { index, action, .. } => {
-            assert_eq!(*action, reference_rules[*index].action());
+            assert_eq!(*action, policy.rules[*index].action());
             match action {
                 RuleAction::Allow => Verdict::Allow,
                 RuleAction::Deny => Verdict::Deny,
+                RuleAction::Ask => panic!("an ask rule decided as a rule: {d:?}"),
             }
         }
+        Basis::Ask { index, .. } => {
+            assert_eq!(policy.rules[*index].action(), RuleAction::Ask);
+            Verdict::Hold
+        }
         Basis::NoMatch => Verdict::Hold,
-        _ => Verdict::Allow,
+        Basis::ModeFull | Basis::ApprovedAlways { .. } | Basis::AlwaysAllow { .. } => {
+            Verdict::Allow
+        }
     };
     assert_eq!(d.verdict, verdict);
     let reason = d.reason(fid);
-    if d.verdict == Verdict::Deny {
+    if d.verdict == Verdict::Deny && !matches!(d.basis, Basis::HumanOnly { .. }) {
         let id = d.rule_id().expect("a deny names its rule");
         assert!(
             reason.starts_with(&format!("Permission denied: {fid} matched rule {id}")),
             "{reason}"
         );
     }
+    let explained = explain(compiled, rules, &ApprovalConfig::default(), fid, args);
+    let wire = match d.verdict {
+        Verdict::Allow => WireVerdict::Allow,
+        Verdict::Deny => WireVerdict::Deny,
+        Verdict::Hold => WireVerdict::NeedsApproval,
+    };
+    assert_eq!(explained.verdict, wire, "{explained:?}");
+    assert_eq!(explained.rule_id.as_deref(), d.rule_id());
+    assert_eq!(explained.reason, reason);
 }
 
 fn run(u: &mut Unstructured) -> Result<()> {
@@ -159,6 +256,23 @@ fn run(u: &mut Unstructured) -> Result<()> {
     let mut config_json = json!({"default_mode": default_mode, "rules": rules_json.clone()});
     if g.u.ratio(1, 2)? {
         config_json["grant_reask_limit"] = json!(g.u.int_in_range(0..=5)?);
+    }
+    let precedence =
+        *g.u.choose(&[RulePrecedence::FirstMatch, RulePrecedence::DenyAskAllow])?;
+    if g.u.ratio(3, 4)? {
+        config_json["rule_precedence"] = if g.u.ratio(1, 16)? {
+            json!("last_match")
+        } else {
+            json!(precedence)
+        };
+    }
+    let n_extra = g.u.int_in_range(0..=2)?;
+    let mut extra_guards = Vec::new();
+    for _ in 0..n_extra {
+        extra_guards.push(g.glob()?);
+    }
+    if !extra_guards.is_empty() {
+        config_json["human_only_extra"] = json!(extra_guards);
     }
     let mode = *g.u.choose(&[Mode::Manual, Mode::Auto, Mode::Full])?;
     let settings = ApprovalSettings {
@@ -194,13 +308,32 @@ fn run(u: &mut Unstructured) -> Result<()> {
         .iter()
         .map(|s| RefRule::of(s).expect("a compiled rule compiles alone"))
         .collect();
+    // Examples are checked against the rule alone (glob and args).
+    for (spec, rule) in specs.iter().zip(&reference_rules) {
+        if let RuleSpec::Object(obj) = spec {
+            if let Some(examples) = &obj.examples {
+                for p in &examples.matching {
+                    assert!(rule.matches(&p.function_id, p.arguments.as_ref()), "{p:?}");
+                }
+                for p in &examples.no_match {
+                    assert!(!rule.matches(&p.function_id, p.arguments.as_ref()), "{p:?}");
+                }
+            }
+        }
+    }
+    let rules = compiled.with_precedence(precedence);
+    let policy = Policy {
+        rules: &reference_rules,
+        precedence,
+        extra_guards: &[],
+    };
     let compiled_settings = CompiledSettings::new(&settings);
     for (fid, args) in &calls {
         agree(
             &compiled_settings,
             &settings,
-            &compiled,
-            &reference_rules,
+            &rules,
+            &policy,
             fid,
             args.as_ref(),
         );
@@ -209,33 +342,59 @@ fn run(u: &mut Unstructured) -> Result<()> {
     // The configuration entry around the same rules, and its defaults.
     if let Ok(config) = ApprovalConfig::from_value(&config_json) {
         assert_eq!(config.rules, specs);
-        let defaults = default_settings(&config, &compiled, 0);
-        // Seeds come from allow rules that list `auto` and have no `args`.
-        for seed in &defaults.always_allow {
-            assert!(
-                specs.iter().any(|s| matches!(s, RuleSpec::Object(o)
-                    if o.function == seed.function_id
-                        && o.action == RuleAction::Allow
-                        && o.args.is_none()
-                        && o.modes.as_ref().is_some_and(|m| m.contains(&Mode::Auto)))),
-                "seed {:?}",
-                seed.function_id
-            );
+        let defaults = default_settings(&config, &rules, 0);
+        // Seeds: the allow rules that list `auto` and have no `args`, in
+        // rule order, each glob once.
+        let mut seeds: Vec<&str> = Vec::new();
+        for s in &specs {
+            if let RuleSpec::Object(o) = s {
+                if o.action == RuleAction::Allow
+                    && o.args.is_none()
+                    && o.modes.as_ref().is_some_and(|m| m.contains(&Mode::Auto))
+                    && !seeds.contains(&o.function.as_str())
+                {
+                    seeds.push(&o.function);
+                }
+            }
         }
-        let compiled_defaults = CompiledSettings::new(&defaults);
+        let seeded: Vec<&str> = defaults
+            .always_allow
+            .iter()
+            .map(|e| e.function_id.as_str())
+            .collect();
+        assert_eq!(seeded, seeds);
+        assert!(defaults
+            .always_allow
+            .iter()
+            .all(|e| e.granted_by == GrantedBy::Seed));
+        let snapshot = Snapshot::compile(config);
+        assert!(snapshot.rule_errors.is_empty());
+        assert_eq!(snapshot.rules.len(), specs.len());
+        assert_eq!(snapshot.rules.precedence(), snapshot.config.rule_precedence);
+        assert_eq!(snapshot.default_settings, defaults);
+        let policy = Policy {
+            rules: &reference_rules,
+            precedence: snapshot.config.rule_precedence,
+            extra_guards: &snapshot.config.human_only_extra,
+        };
         for (fid, args) in &calls {
             agree(
-                &compiled_defaults,
-                &defaults,
-                &compiled,
-                &reference_rules,
+                &snapshot.defaults,
+                &snapshot.default_settings,
+                &snapshot.rules,
+                &policy,
+                fid,
+                args.as_ref(),
+            );
+            agree(
+                &compiled_settings,
+                &settings,
+                &snapshot.rules,
+                &policy,
                 fid,
                 args.as_ref(),
             );
         }
-        let snapshot = Snapshot::compile(config);
-        assert!(snapshot.rule_errors.is_empty());
-        assert_eq!(snapshot.rules.len(), specs.len());
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! Shared pieces of the fuzz targets: JSON values and policy texts built from
 //! fuzz input, the output checks the targets run, and a naive reference of
-//! the decision ladder to compare [`approval_gate::policy::decide`] with.
+//! the decision ladder to compare [`approval_gate::decide`] with.
 
 pub mod gen;
 pub mod reference;
@@ -11,7 +11,14 @@ use serde_json::Value;
 /// Drops a value of any depth without recursion (the targets build values
 /// deeper than `serde_json`'s own `Drop` can take).
 pub fn dismantle(value: Value) {
-    approval_gate::deep::dismantle(value);
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => stack.extend(map.into_iter().map(|(_, v)| v)),
+            _ => {}
+        }
+    }
 }
 
 /// `n` nested one-element arrays around `leaf`, built without recursion.

@@ -1,6 +1,6 @@
 //! Iterative walks over JSON values: the redaction invariants, and sizes.
 
-use approval_gate::redact::{
+use approval_gate::{
     is_secret_key, MAX_DEPTH, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_STRING_CHARS, REDACTED,
 };
 use serde_json::Value;
