@@ -583,6 +583,7 @@ async fn after_reconnect(worker: &Worker) {
     if let Err(err) = config::reload(worker).await {
         tracing::error!(error = %err, "reconnected; configuration not re-read, keeping the last good one");
     }
+    worker.gate_binding.forget_parked();
     worker.gate_binding.check_soon();
 }
 

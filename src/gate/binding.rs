@@ -57,6 +57,11 @@ pub(crate) struct Status {
 #[derive(Default)]
 pub(crate) struct GateBinding {
     status: Mutex<Status>,
+    /// The parked binding this connection made, with its config: the
+    /// engine does not list parked bindings, so without it every check would
+    /// make another one (and remove the last). Forgotten on reconnect, when
+    /// the engine may have restarted and lost it.
+    parked: Mutex<Option<(String, Value)>>,
     /// Wakes the guard early (a configuration change, a reconnect).
     wake: tokio::sync::Notify,
 }
@@ -88,6 +93,12 @@ impl GateBinding {
         self.wake.notify_one();
     }
 
+    /// After a reconnect: the engine may have restarted and lost a parked
+    /// binding, so the next check makes one again rather than trust it.
+    pub(crate) fn forget_parked(&self) {
+        *lock(&self.parked) = None;
+    }
+
     /// Waits until [`GateBinding::check_soon`] is called.
     pub(crate) async fn woken(&self) {
         self.wake.notified().await;
@@ -97,9 +108,25 @@ impl GateBinding {
     /// desired config, the new one before any old one is removed, and
     /// records the result.
     pub(crate) async fn ensure(&self, engine: &Engine, priority: i64) -> Result<Status, CallError> {
-        let status = ensure(engine, &config(priority)).await?;
+        let desired = config(priority);
+        let trusted = lock(&self.parked)
+            .clone()
+            .filter(|(_, config)| *config == desired)
+            .map(|(id, _)| id);
+        let status = ensure(engine, &desired, trusted).await?;
+        *lock(&self.parked) = match (&status.id, status.parked) {
+            (Some(id), true) => Some((id.clone(), desired)),
+            _ => None,
+        };
         self.set(status.clone());
         Ok(status)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
     }
 }
 
@@ -114,7 +141,13 @@ async fn remembered(engine: &Engine) -> Option<String> {
 }
 
 /// One check: find or make the binding, then remove every other one.
-async fn ensure(engine: &Engine, desired: &Value) -> Result<Status, CallError> {
+/// `trusted`: a parked binding with the desired config that this connection
+/// made (the engine cannot list it); kept while the hook type is absent.
+async fn ensure(
+    engine: &Engine,
+    desired: &Value,
+    trusted: Option<String>,
+) -> Result<Status, CallError> {
     let present = engine.trigger_type_ids().await?;
     let parked = !present.iter().any(|t| t == PRE_TRIGGER);
     let active: Vec<_> = engine
@@ -126,6 +159,7 @@ async fn ensure(engine: &Engine, desired: &Value) -> Result<Status, CallError> {
     let previous = remembered(engine).await;
     let keep = match active.iter().find(|t| t.config == *desired) {
         Some(found) => found.id.clone(),
+        None if parked && trusted.is_some() => trusted.unwrap_or_default(),
         None => {
             let id = engine
                 .register_durable_trigger(PRE_TRIGGER, ID, desired)
@@ -139,13 +173,16 @@ async fn ensure(engine: &Engine, desired: &Value) -> Result<Status, CallError> {
         tracing::info!(id = %stale.id, "removing a stale or duplicate durable gate binding");
         engine.unregister_durable_trigger(&stale.id).await?;
     }
+    let already_remembered = previous.as_deref() == Some(keep.as_str());
     if let Some(old) = previous.filter(|old| *old != keep) {
         // Perhaps parked (the engine does not list parked bindings): remove
         // it by id so it cannot activate beside the new one.
         engine.unregister_durable_trigger(&old).await?;
     }
     let remember = json!(Remembered { id: keep.clone() });
-    if let Err(err) = engine
+    if already_remembered {
+        // Nothing to write.
+    } else if let Err(err) = engine
         .state_set(&Scope::BINDINGS, REMEMBERED_KEY, remember)
         .await
     {

@@ -214,16 +214,22 @@ async fn hold(
 pub(crate) async fn guard_binding(worker: Arc<Worker>, first: Result<Status, CallError>) {
     let mut retry = binding::FIRST_RETRY;
     let mut outcome = first;
+    // Said once per stretch of being parked, not at every check.
+    let mut said_parked = false;
     loop {
         let config = worker.config.load();
         let interval = Duration::from_millis(config.config.binding_check_interval_ms);
         let wait = match &outcome {
             Ok(status) if status.gated => {
+                said_parked = false;
                 retry = binding::FIRST_RETRY;
                 interval
             }
             Ok(status) if status.parked => {
-                tracing::warn!(trigger_type = binding::PRE_TRIGGER, id = status.id, "the harness's hook type does not exist; the gate binding is parked until it appears");
+                if !said_parked {
+                    tracing::warn!(trigger_type = binding::PRE_TRIGGER, id = status.id, "the harness's hook type does not exist; the gate binding is parked until it appears");
+                    said_parked = true;
+                }
                 retry = binding::FIRST_RETRY;
                 interval
             }

@@ -209,3 +209,82 @@ async fn fail_closed_a_resolve_the_harness_no_longer_holds_says_so() {
     })
     .await;
 }
+
+/// While the harness's hook type does not exist, the engine does not list
+/// the gate's parked binding: the worker keeps the one it made across its
+/// checks instead of making a new one each interval, and that binding is
+/// the one that activates when a harness appears — still exactly one.
+#[tokio::test]
+async fn fail_closed_a_parked_binding_is_kept_across_checks_and_activates_with_the_harness() {
+    on_each_engine("fail_closed_parked_kept", |engine| async move {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let seed = dir.path().join("seed.yaml");
+        std::fs::write(
+            &seed,
+            "rules: [\"!approval::*\"]\nbinding_check_interval_ms: 1000\n",
+        )
+        .expect("seed written");
+        let worker = approval_gate_testkit::worker::WorkerProcess::spawn(
+            BIN.as_ref(),
+            &engine.url(),
+            &["--config", seed.to_str().expect("utf-8 path")],
+            Duration::from_secs(30),
+        )
+        .await;
+        let probe = engine.client("probe").await;
+        let health = |probe: iii_sdk::IIIClient| async move {
+            approval_gate_testkit::fixture::call(&probe, "approval::health", json!({}))
+                .await
+                .expect("health answers")
+        };
+        let first = health(probe.clone()).await;
+        assert_eq!(first["gated"], false, "{first}");
+        let id = first["gate_binding_id"].clone();
+        assert!(id.is_string(), "{first}");
+        // Three checks later: the same binding, made once.
+        tokio::time::sleep(Duration::from_millis(3_500)).await;
+        let later = health(probe.clone()).await;
+        assert_eq!(later["gate_binding_id"], id, "{later}");
+        let made = worker
+            .output()
+            .lines()
+            .filter(|l| l.contains("durable gate binding made"))
+            .count();
+        assert_eq!(made, 1, "{}", worker.output());
+        let parked_warnings = worker
+            .output()
+            .lines()
+            .filter(|l| l.contains("the gate binding is parked until it appears"))
+            .count();
+        assert_eq!(parked_warnings, 1, "said once, not at every check");
+
+        // A harness appears: that same binding activates, and it is the only one.
+        let harness = approval_gate_testkit::harness::HarnessDouble::start(
+            &engine.url(),
+            approval_gate_testkit::harness::HarnessOptions::default(),
+        )
+        .await;
+        assert!(
+            eventually(Duration::from_secs(10), || harness
+                .bindings(PRE_TRIGGER)
+                .len()
+                == 1)
+            .await,
+            "the parked binding never activated"
+        );
+        let mut health_now = Value::Null;
+        for _ in 0..50 {
+            health_now = health(probe.clone()).await;
+            if health_now["gated"] == true {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(health_now["gated"], true, "{health_now}");
+        assert_eq!(json!(harness.bindings(PRE_TRIGGER)[0].id), id);
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert_eq!(harness.bindings(PRE_TRIGGER).len(), 1, "never two");
+        drop(worker);
+    })
+    .await;
+}
