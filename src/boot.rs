@@ -28,7 +28,7 @@ use crate::gate::binding::{self as gate_binding, PRE_TRIGGER};
 use crate::inbox::timer::Timer;
 use crate::inbox::{PendingRecord, PendingStore};
 use crate::settings::{ApprovalSettings, Known};
-use crate::worker::Worker;
+use crate::worker::{Claim, Worker};
 
 /// The worker's registered name (notification workers find the gate by it).
 pub const WORKER_NAME: &str = "approval-gate";
@@ -96,25 +96,6 @@ static STANDING_BY: AtomicBool = AtomicBool::new(false);
 /// minute after that, not two per retry.
 pub fn standing_by() -> bool {
     STANDING_BY.load(Ordering::Relaxed)
-}
-
-/// How this instance came to hold the worker name.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Claim {
-    /// `Some(time spent waiting)` when another live instance held the name
-    /// at the first attempt and this one took over when it came free.
-    pub(crate) stood_by: Option<Duration>,
-}
-
-impl Claim {
-    /// `standby` or `primary`, as the ready line says it.
-    pub(crate) fn started_as(&self) -> &'static str {
-        if self.stood_by.is_some() {
-            "standby"
-        } else {
-            "primary"
-        }
-    }
 }
 
 /// Why boot stopped.

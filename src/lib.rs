@@ -38,6 +38,7 @@ mod logs;
 mod manifest;
 mod policy;
 mod redact;
+mod schema;
 mod settings;
 mod shutdown;
 mod time;

@@ -3,8 +3,8 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::boot::Claim;
 use crate::config::cell::ConfigCell;
 use crate::engine::Engine;
 use crate::gate::binding::GateBinding;
@@ -78,5 +78,24 @@ pub(crate) struct InFlight(Arc<Worker>);
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// How this instance came to hold the worker name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Claim {
+    /// `Some(time spent waiting)` when another live instance held the name
+    /// at the first attempt and this one took over when it came free.
+    pub(crate) stood_by: Option<Duration>,
+}
+
+impl Claim {
+    /// `standby` or `primary`, as the ready line says it.
+    pub(crate) fn started_as(&self) -> &'static str {
+        if self.stood_by.is_some() {
+            "standby"
+        } else {
+            "primary"
+        }
     }
 }

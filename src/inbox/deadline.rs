@@ -13,6 +13,8 @@ use crate::config::ApprovalConfig;
 use crate::policy::{Basis, Decision};
 
 use super::record::{PendingRecord, RecordKind};
+use crate::engine::ReleaseAction;
+use crate::policy::DenialEnvelope;
 
 /// The limits the rule behind a hold gives it; a limit it leaves out falls
 /// back to the configuration's.
@@ -89,6 +91,26 @@ pub fn timeout_reason(record: &PendingRecord, waited_ms: u64) -> String {
     }
 }
 
+/// The deny the timer delivers when no one answered `record` by its
+/// `expires_at`: the reason for the model, with a `denied_by: "timeout"`
+/// envelope.
+pub(crate) fn timeout_denial(record: &PendingRecord) -> ReleaseAction {
+    let waited = record
+        .expires_at
+        .map(|at| at.saturating_sub(record.pending_at))
+        .unwrap_or(0);
+    let text = timeout_reason(record, waited);
+    let envelope = DenialEnvelope::by_timeout(
+        &record.function_id,
+        &text,
+        Some(record.arguments_excerpt.to_value()),
+    );
+    ReleaseAction::deny(
+        &text,
+        serde_json::to_value(envelope).unwrap_or(serde_json::Value::Null),
+    )
+}
+
 /// `30 minutes`, `1 hour`, `45 seconds`: the largest unit that divides the
 /// duration, else whole seconds.
 fn duration_text(ms: u64) -> String {
@@ -111,6 +133,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::engine::Release;
     use crate::inbox::GrantRequest;
 
     fn config(timeout: Option<u64>, escalate: Option<u64>) -> ApprovalConfig {
@@ -253,5 +276,23 @@ mod tests {
             timeout_reason(&folder, 60_000),
             "No one allowed access to /data/reports within 1 minute, so shell::run could not use it. Ask the user to grant access to /data/reports, or try another way."
         );
+    }
+
+    #[test]
+    fn the_timeout_denial_tells_the_model_and_says_timeout() {
+        let mut r = record(RecordKind::Function);
+        r.arguments_excerpt = json!({"cmd": "ls"}).into();
+        r.pending_at = 100;
+        r.expires_at = Some(100 + 1_800_000);
+        let Release { action, .. } = r.release(timeout_denial(&r));
+        let wire = serde_json::to_value(&action).expect("serializes");
+        let text = "No one approved shell::run within 30 minutes, so it was not run. Ask the user to approve it, or try another way.";
+        assert_eq!(wire["action"], "deliver");
+        assert_eq!(wire["is_error"], true);
+        assert_eq!(wire["content"], json!([{"type": "text", "text": text}]));
+        assert_eq!(wire["details"]["denied_by"], "timeout");
+        assert_eq!(wire["details"]["reason"], text);
+        assert_eq!(wire["details"]["function_id"], "shell::run");
+        assert_eq!(wire["details"]["args_excerpt"], json!({"cmd": "ls"}));
     }
 }

@@ -30,7 +30,7 @@ use serde_json::{Map, Value};
 use super::record::{Metadata, PendingRecord};
 use crate::config::ConfigCell;
 use crate::engine::Engine;
-use crate::functions::Inlined;
+use crate::schema::Inlined;
 
 /// `approval::pending-created`.
 pub const PENDING_CREATED: &str = "approval::pending-created";
@@ -266,7 +266,7 @@ impl Events {
                     },
                 )
                 .trigger_request_format::<BindingFilter>()
-                .call_request_format::<PendingEscalated>(),
+                .call_request_format::<Inlined<PendingEscalated>>(),
             );
         }
     }

@@ -218,22 +218,6 @@ impl PendingRecord {
         }
     }
 
-    /// The deny the timer delivers when no one answered by `expires_at`:
-    /// the reason for the model, with a `denied_by: "timeout"` envelope.
-    pub(crate) fn timeout_denial(&self) -> ReleaseAction {
-        let waited = self
-            .expires_at
-            .map(|at| at.saturating_sub(self.pending_at))
-            .unwrap_or(0);
-        let text = super::deadline::timeout_reason(self, waited);
-        let envelope = DenialEnvelope::by_timeout(
-            &self.function_id,
-            &text,
-            Some(self.arguments_excerpt.to_value()),
-        );
-        ReleaseAction::deny(&text, serde_json::to_value(envelope).unwrap_or(Value::Null))
-    }
-
     /// The record's place in the inbox order.
     pub fn sort_key(&self) -> SortKey {
         SortKey::new(self.pending_at, &self.session_id, &self.function_call_id)
@@ -329,21 +313,5 @@ mod tests {
         assert_eq!(value["escalated_at"], 702);
         let back: PendingRecord = serde_json::from_value(value).expect("reads back");
         assert_eq!(back, r);
-    }
-
-    #[test]
-    fn the_timeout_denial_tells_the_model_and_says_timeout() {
-        let mut r = record();
-        r.expires_at = Some(100 + 1_800_000);
-        let Release { action, .. } = r.release(r.timeout_denial());
-        let wire = serde_json::to_value(&action).expect("serializes");
-        let text = "No one approved shell::run within 30 minutes, so it was not run. Ask the user to approve it, or try another way.";
-        assert_eq!(wire["action"], "deliver");
-        assert_eq!(wire["is_error"], true);
-        assert_eq!(wire["content"], json!([{"type": "text", "text": text}]));
-        assert_eq!(wire["details"]["denied_by"], "timeout");
-        assert_eq!(wire["details"]["reason"], text);
-        assert_eq!(wire["details"]["function_id"], "shell::run");
-        assert_eq!(wire["details"]["args_excerpt"], json!({"cmd": "ls"}));
     }
 }

@@ -224,7 +224,7 @@ async fn expire(worker: &Worker, record: Arc<PendingRecord>, attempt: u32) -> Do
             attempt,
         };
     }
-    let release = record.release(record.timeout_denial());
+    let release = record.release(super::deadline::timeout_denial(&record));
     let released = match worker.engine.harness_resolve(&release).await {
         Ok(released) => released,
         Err(err) => {

@@ -27,9 +27,9 @@ use super::setup::Links;
 use super::token::{Kind, Revision, TokenError};
 use crate::decision::resolve::{decide, Decided, Decision, ResolveDecision};
 use crate::error::ApprovalError;
-use crate::functions::schema_of;
 use crate::grant_watch::GrantScope;
 use crate::inbox::{list_pending, ListPendingRequest, PendingRecord, RecordKind};
+use crate::schema::schema_of;
 use crate::worker::Worker;
 
 /// `GET /approvals/:token`.
