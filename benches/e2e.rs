@@ -1352,7 +1352,7 @@ async fn burst_phase() {
     let mut delivered_at: Option<Instant> = None;
     while Instant::now() < stop_by && Instant::now() < deadline {
         k += 1;
-        let (target, decision) = if k % 2 == 0 {
+        let (target, decision) = if k.is_multiple_of(2) {
             ("demo::echo", "continue")
         } else {
             ("demo::held", "hold")

@@ -114,9 +114,9 @@ pub(crate) fn timeout_denial(record: &PendingRecord) -> ReleaseAction {
 /// `30 minutes`, `1 hour`, `45 seconds`: the largest unit that divides the
 /// duration, else whole seconds.
 fn duration_text(ms: u64) -> String {
-    let (n, unit) = if ms >= 3_600_000 && ms % 3_600_000 == 0 {
+    let (n, unit) = if ms >= 3_600_000 && ms.is_multiple_of(3_600_000) {
         (ms / 3_600_000, "hour")
-    } else if ms >= 60_000 && ms % 60_000 == 0 {
+    } else if ms >= 60_000 && ms.is_multiple_of(60_000) {
         (ms / 60_000, "minute")
     } else {
         ((ms + 500) / 1000, "second")

@@ -121,7 +121,7 @@ async fn load_ten_thousand_calls_keep_every_invariant() {
                         .unwrap_or(Value::Null);
                     for r in page["pending"].as_array().cloned().unwrap_or_default() {
                         n += 1;
-                        let decision = if n % 3 == 0 { "deny" } else { "allow" };
+                        let decision = if n.is_multiple_of(3) { "deny" } else { "allow" };
                         match scene
                             .call(
                                 "approval::resolve",
