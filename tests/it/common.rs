@@ -115,6 +115,22 @@ where
     }
 }
 
+/// As [`on_each_engine`], with the real engine logging the replies it drops,
+/// for a scenario of many calls that checks them with [`LostReplies`].
+pub async fn on_each_engine_counting_drops<F, Fut>(test: &str, scenario: F)
+where
+    F: Fn(EngineFixture) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let test_engine = EngineFixture::start_test().await;
+    run_bounded(test, test_engine, &scenario).await;
+    if let Some(real) =
+        EngineFixture::start_real_with(test, LostReplies::real_engine_options()).await
+    {
+        run_bounded(test, real, &scenario).await;
+    }
+}
+
 /// Runs `scenario` on the test engine, then on a real engine keeping state
 /// in its file store and on a real engine keeping it in Redis, when each is
 /// available (one `SKIP` line for what is not): the durability scenarios.
@@ -187,6 +203,103 @@ pub async fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> b
             return false;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Replies the real engine (0.23) dropped during a scenario of many calls
+/// (`architecture/integration.md` § Lost replies): the engine forwards a
+/// call before it records it, and an answer that arrives in between is
+/// dropped, so the caller times out although the callee ran the call.
+///
+/// Only on a real engine, and only these shapes, are tolerated: a harness
+/// call denied because the gate's hook "timed out", a call that got no
+/// answer (`Timeout`), and a resolve that says the harness did not answer
+/// (`approval/harness_unavailable`). Each is counted, and [`check`] then
+/// requires the engine's own log to show at least as many dropped replies:
+/// an unanswered call with any other cause still fails the test. The test
+/// engine records a call before it forwards it, so there nothing is
+/// tolerated.
+///
+/// [`check`]: LostReplies::check
+pub struct LostReplies {
+    real: bool,
+    seen: std::sync::atomic::AtomicUsize,
+}
+
+/// The real engine's DEBUG line for an answer nobody waits for.
+pub const DROPPED_REPLY: &str = "Did not find caller for invocation";
+
+impl LostReplies {
+    /// Start a real engine with this, so its log shows the drops.
+    pub fn real_engine_options() -> RealEngineOptions {
+        RealEngineOptions {
+            log_filter: Some("info,iii::engine=debug".into()),
+            ..RealEngineOptions::default()
+        }
+    }
+
+    pub fn new(engine: &EngineFixture) -> Self {
+        LostReplies {
+            real: engine.kind() == approval_gate_testkit::fixture::EngineKind::Real,
+            seen: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    fn tolerate(&self, lost: bool) -> bool {
+        if lost && self.real {
+            self.seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            return true;
+        }
+        false
+    }
+
+    /// Whether the harness denied a call only because the gate's answer
+    /// never came (counted).
+    pub fn hook_timed_out(&self, out: &approval_gate_testkit::harness::CallState) -> bool {
+        let timed_out = matches!(
+            out,
+            approval_gate_testkit::harness::CallState::Denied { reason, .. }
+                if reason == "hook approval::gate timed out"
+        );
+        self.tolerate(timed_out)
+    }
+
+    /// Whether a failed call is one a dropped reply explains (counted).
+    pub fn unanswered(&self, err: &iii_sdk::Error) -> bool {
+        let lost = matches!(err, iii_sdk::Error::Timeout)
+            || code_of(err) == "approval/harness_unavailable";
+        self.tolerate(lost)
+    }
+
+    pub fn count(&self) -> usize {
+        self.seen.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Every tolerated failure is matched by a drop in the engine's log.
+    pub async fn check(&self, engine: &EngineFixture, test: &str) {
+        let seen = self.count();
+        if seen == 0 {
+            return;
+        }
+        let mut dropped = 0;
+        // The log is written asynchronously: let it catch up.
+        for _ in 0..20 {
+            dropped = engine
+                .engine_log()
+                .map(|log| log.matches(DROPPED_REPLY).count())
+                .unwrap_or(0);
+            if dropped >= seen {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            dropped >= seen,
+            "{test}: {seen} calls went unanswered, but the engine logged only {dropped} dropped replies"
+        );
+        eprintln!(
+            "{test}: {seen} calls unanswered, each explained by the engine's {dropped} dropped replies (architecture/integration.md § Lost replies)"
+        );
     }
 }
 

@@ -51,6 +51,7 @@ async fn load_ten_thousand_calls_keep_every_invariant() {
         )
         .await;
         let scene = Arc::new(scene_owned);
+        let lost = Arc::new(LostReplies::new(&scene.engine));
         scene.wait_for_gate_binding().await;
         scene
             .ok("configuration::set", json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "!demo::other"]}}))
@@ -106,11 +107,12 @@ async fn load_ten_thousand_calls_keep_every_invariant() {
 
         // A human resolving what is in the inbox, allow and deny in turn.
         let resolver = {
-            let (scene, stop, errors, resolves) = (
+            let (scene, stop, errors, resolves, lost) = (
                 scene.clone(),
                 stop.clone(),
                 errors.clone(),
                 resolves.clone(),
+                lost.clone(),
             );
             tokio::spawn(async move {
                 let mut n = 0usize;
@@ -132,6 +134,9 @@ async fn load_ten_thousand_calls_keep_every_invariant() {
                             Ok(_) => {
                                 resolves.fetch_add(1, Ordering::SeqCst);
                             }
+                            // A reply the real engine dropped is not the
+                            // worker's error (checked against its log below).
+                            Err(err) if lost.unanswered(&err) => {}
                             Err(_) => {
                                 errors.fetch_add(1, Ordering::SeqCst);
                             }
@@ -205,6 +210,14 @@ async fn load_ten_thousand_calls_keep_every_invariant() {
             .filter(|(_, _, o)| matches!(o, CallState::Held { .. }))
             .map(|(_, c, _)| c.clone())
             .collect();
+        // Calls the harness denied because the gate's answer was dropped by a
+        // real engine: the gate held them, so each was announced and must
+        // still leave exactly once.
+        let unanswered: HashSet<String> = outcomes
+            .iter()
+            .filter(|(_, _, o)| lost.hook_timed_out(o))
+            .map(|(_, c, _)| c.clone())
+            .collect();
         let continued = outcomes
             .iter()
             .filter(|(_, _, o)| matches!(o, CallState::Completed { .. }))
@@ -235,7 +248,10 @@ async fn load_ten_thousand_calls_keep_every_invariant() {
                 .entry(e["function_call_id"].as_str().unwrap().to_string())
                 .or_default() += 1;
         }
-        for h in &holds {
+        for h in holds
+            .iter()
+            .chain(unanswered.iter().filter(|c| created_per.contains_key(*c)))
+        {
             assert_eq!(
                 created_per.get(h),
                 Some(&1),
@@ -247,11 +263,13 @@ async fn load_ten_thousand_calls_keep_every_invariant() {
                 "hold {h}: pending-resolved count"
             );
         }
-        assert_eq!(
-            created_per.len(),
-            holds.len(),
+        assert!(
+            created_per
+                .keys()
+                .all(|c| holds.contains(c) || unanswered.contains(c)),
             "an announcement without a hold"
         );
+        assert!(created_per.len() >= holds.len());
         assert!(resolved_per.values().all(|&n| n <= 1));
         let mut runs: HashMap<String, usize> = HashMap::new();
         for r in scene.harness.runs_of("demo::echo") {
@@ -283,6 +301,7 @@ async fn load_ten_thousand_calls_keep_every_invariant() {
             resolves.load(Ordering::SeqCst), errors.load(Ordering::SeqCst), created.events().len(), resolved.events().len(), runs.len(), baseline, after
         );
         assert_eq!(errors.load(Ordering::SeqCst), 0, "resolve errors");
+        lost.check(&scene.engine, "load").await;
         assert!(
             after < baseline + 64 * 1024,
             "the worker's memory did not return near its baseline: {baseline} → {after} KiB"
@@ -293,7 +312,12 @@ async fn load_ten_thousand_calls_keep_every_invariant() {
     tokio::time::timeout(limit, run(EngineFixture::start_test().await))
         .await
         .expect("the load test is bounded");
-    if let Some(real) = EngineFixture::start_real("load_ten_thousand_calls").await {
+    if let Some(real) = EngineFixture::start_real_with(
+        "load_ten_thousand_calls",
+        LostReplies::real_engine_options(),
+    )
+    .await
+    {
         tokio::time::timeout(limit, run(real))
             .await
             .expect("the load test is bounded");

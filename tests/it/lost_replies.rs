@@ -17,14 +17,13 @@
 
 use std::time::{Duration, Instant};
 
-use approval_gate_testkit::fixture::{wait_for_functions, EngineFixture, RealEngineOptions};
-use futures_util::StreamExt;
+use approval_gate_testkit::fixture::{wait_for_functions, EngineFixture};
+use futures_util::{FutureExt, StreamExt};
 use iii_sdk::protocol::TriggerRequest;
 use iii_sdk::{IIIClient, RegisterFunction};
 use serde_json::{json, Value};
 
-/// The engine's DEBUG line for an answer nobody waits for.
-const DROPPED: &str = "Did not find caller for invocation";
+use crate::common::{LostReplies, DROPPED_REPLY as DROPPED};
 
 /// One run's figures.
 #[derive(Debug, Default)]
@@ -124,10 +123,7 @@ async fn lost_replies_are_answers_the_engine_drops_before_it_records_the_call() 
         );
     }
 
-    let options = RealEngineOptions {
-        log_filter: Some("info,iii::engine=debug".into()),
-        ..RealEngineOptions::default()
-    };
+    let options = LostReplies::real_engine_options();
     let Some(engine) = EngineFixture::start_real_with("lost_replies", options).await else {
         return;
     };
@@ -176,5 +172,51 @@ async fn lost_replies_are_answers_the_engine_drops_before_it_records_the_call() 
     eprintln!(
         "real engine: {lost_total} lost replies in {} calls",
         4 * calls
+    );
+}
+
+/// What the many-call scenarios tolerate (`common::LostReplies`): nothing
+/// on the test engine; on a real engine only failures its log explains.
+#[tokio::test]
+async fn lost_replies_are_tolerated_only_when_the_engine_logged_a_drop() {
+    let test = EngineFixture::start_test().await;
+    let strict = LostReplies::new(&test);
+    assert!(!strict.unanswered(&iii_sdk::Error::Timeout));
+    let denied = approval_gate_testkit::harness::CallState::Denied {
+        reason: "hook approval::gate timed out".into(),
+        point: approval_gate_testkit::harness::HookPoint::PreTrigger,
+        result: json!({}),
+    };
+    assert!(!strict.hook_timed_out(&denied));
+    assert_eq!(strict.count(), 0);
+
+    let Some(real) = EngineFixture::start_real_with(
+        "lost_replies_tolerance",
+        LostReplies::real_engine_options(),
+    )
+    .await
+    else {
+        return;
+    };
+    let tolerant = LostReplies::new(&real);
+    let other = iii_sdk::Error::Remote {
+        code: "approval/state_unavailable".into(),
+        message: "approval/state_unavailable: down".into(),
+        stacktrace: None,
+    };
+    assert!(
+        !tolerant.unanswered(&other),
+        "only an unanswered call is tolerated"
+    );
+    assert!(tolerant.unanswered(&iii_sdk::Error::Timeout));
+    assert!(tolerant.hook_timed_out(&denied));
+    assert_eq!(tolerant.count(), 2);
+    // No drop in the engine's log explains them: the check fails.
+    let failed = std::panic::AssertUnwindSafe(tolerant.check(&real, "tolerance"))
+        .catch_unwind()
+        .await;
+    assert!(
+        failed.is_err(),
+        "two unexplained unanswered calls must fail the check"
     );
 }
