@@ -25,8 +25,8 @@ use crate::config::{self, ApprovalConfig, BootstrapError, ConfigCell, Snapshot, 
 use crate::engine::{CallError, Engine};
 use crate::function_table::{self, FUNCTION_IDS};
 use crate::gate::binding::{self as gate_binding, PRE_TRIGGER};
-use crate::inbox::timer::Timer;
 use crate::inbox::{PendingRecord, PendingStore};
+use crate::release::{recover, timer::Timer};
 use crate::settings::{ApprovalSettings, Known};
 use crate::worker::{Claim, Worker};
 
@@ -324,7 +324,7 @@ async fn try_claim(url: &str, otel: bool, timeout: Duration) -> Result<Attempt, 
     let config = Arc::new(ConfigCell::new(
         Snapshot::compile(ApprovalConfig::default()),
     ));
-    let inbox = PendingStore::new(Engine::new(iii.clone()), config.clone());
+    let inbox = Arc::new(PendingStore::new(Engine::new(iii.clone()), config.clone()));
     let (late, read) = tokio::join!(
         refusal_within(&iii, NAME_CONFIRM_WINDOW.saturating_sub(EARLY_REFUSAL)),
         inbox.read_buckets()
@@ -415,7 +415,7 @@ pub(crate) struct Claimed {
     /// The configuration cell the inbox announces with; it holds the
     /// defaults until boot has read the stored configuration.
     config: Arc<ConfigCell>,
-    inbox: PendingStore,
+    inbox: Arc<PendingStore>,
     read: Result<usize, CallError>,
 }
 
@@ -433,11 +433,18 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
     match start(claimed, options).await {
         // After the ready line: holds whose deadline passed while the
         // worker was down are acted on at once.
-        Ok(worker) => Ok(Running {
-            timer: Timer::start(worker.clone()),
-            iii,
-            worker,
-        }),
+        Ok(worker) => {
+            // Releases under way when the worker stopped are settled from
+            // what the harness says, off the ready path.
+            tokio::spawn(recover::at_boot(worker.releaser.clone()));
+            tokio::spawn(recover::orphans(worker.releaser.clone()));
+            tokio::spawn(crate::folders::revokes::run(worker.folders.clone()));
+            Ok(Running {
+                timer: Timer::start(worker.releaser.clone()),
+                iii,
+                worker,
+            })
+        }
         Err(err) => {
             iii.shutdown_async().await;
             Err(err)
@@ -463,7 +470,14 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
         .map_err(|err| tracing::warn!(error = %err, "held calls not read while the name was confirmed; reading again"))
         .ok();
     let held = load_pending(&worker, read).await?;
-    match worker.grant_watch.memory.migrate().await {
+    match worker.folders.revokes.load().await {
+        Ok(0) => {}
+        Ok(kept) => tracing::info!(kept, "folder grants still to take back; retrying"),
+        Err(err) => {
+            tracing::warn!(error = %err, "folder grants to take back not read; they are retried after the next boot")
+        }
+    }
+    match worker.folders.memory.migrate().await {
         Ok(0) => {}
         Ok(moved) => tracing::info!(
             moved,
@@ -566,6 +580,7 @@ async fn after_reconnect(worker: &Worker) {
     }
     worker.gate_binding.forget_parked();
     worker.gate_binding.check_soon();
+    worker.folders.forget_generation();
 }
 
 /// Makes the ordinary start-up bindings; returns the trigger types that were

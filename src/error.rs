@@ -69,14 +69,11 @@ impl StateError {
 }
 
 impl From<CallError> for ApprovalError {
-    /// A failed harness call is `harness_unavailable`; any other failed call
-    /// (state, configuration) is `state_unavailable`.
+    /// A failed call to the worker's own state or configuration is
+    /// `state_unavailable`. A failed harness call is never converted: the
+    /// release path says `HarnessUnavailable` where it means it.
     fn from(err: CallError) -> Self {
-        if err.is_harness() {
-            ApprovalError::HarnessUnavailable(err)
-        } else {
-            ApprovalError::StateUnavailable(StateError::Call(err))
-        }
+        ApprovalError::StateUnavailable(StateError::Call(err))
     }
 }
 
@@ -161,13 +158,13 @@ mod tests {
     }
 
     #[test]
-    fn failed_calls_map_to_the_code_of_their_family() {
+    fn failed_calls_map_to_the_code_the_caller_names() {
         let failed = |function_id: &str| CallError {
             function_id: function_id.into(),
             code: ErrorCode::Timeout,
             message: "invocation timed out".into(),
         };
-        let harness = ApprovalError::from(failed("harness::function::resolve"));
+        let harness = ApprovalError::HarnessUnavailable(failed("harness::function::resolve"));
         assert_eq!(harness.code(), HARNESS_UNAVAILABLE);
         assert_eq!(
             harness.to_string(),

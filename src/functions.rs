@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::ApprovalError;
-use crate::gate::hook::{HookInput, HookOutput};
+use crate::hook::{HookInput, HookOutput};
 use crate::schema::schema_of;
 use crate::worker::Worker;
 

@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use crate::error::is_valid_id;
 use crate::functions::{register_typed, Ack};
-use crate::inbox::{Outcome, RecordKey};
+use crate::inbox::{Outcome, Purged, RecordKey};
 use crate::worker::Worker;
 
 /// `approval::on-turn-completed`.
@@ -46,12 +46,16 @@ pub struct SessionDeleted {
 async fn purge(worker: &Worker, keys: Vec<RecordKey>, why: &'static str) -> usize {
     let mut purged = 0;
     for (sid, cid) in keys {
-        match worker.inbox.settle(&sid, &cid, Outcome::Aborted, why).await {
-            Ok(Some(record)) => {
+        let lock = worker.inbox.lock(&sid, &cid).await;
+        match lock.purge(Outcome::Aborted, why).await {
+            Ok(Purged::Removed(record)) => {
                 purged += 1;
                 tracing::info!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, decision = "aborted", rule = why, "held call purged");
             }
-            Ok(None) => {}
+            Ok(Purged::Releasing) => {
+                tracing::info!(session_id = %sid, function_call_id = %cid, rule = why, "held call left to the decision under way; its release settles it");
+            }
+            Ok(Purged::Absent) => {}
             Err(err) => {
                 tracing::warn!(session_id = %sid, function_call_id = %cid, error = %err, "purge failed; retried on the next event")
             }
@@ -70,7 +74,7 @@ async fn on_turn_completed(worker: &Worker, event: TurnCompleted) -> usize {
         .collect();
     let purged = purge(worker, keys, "turn_completed").await;
     worker
-        .grant_watch
+        .folders
         .memory
         .forget_turn(&event.turn_id, event.session_id.as_deref())
         .await;
@@ -87,7 +91,7 @@ async fn on_session_deleted(worker: &Worker, event: SessionDeleted) -> usize {
     if let Err(err) = worker.settings.clear(sid).await {
         tracing::warn!(session_id = sid, error = %err, "settings not cleared");
     }
-    worker.grant_watch.memory.forget_session(sid).await;
+    worker.folders.memory.forget_session(sid).await;
     purged
 }
 

@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use crate::config::cell::ConfigCell;
 use crate::engine::Engine;
+use crate::folders::Folders;
 use crate::gate::binding::GateBinding;
-use crate::grant_watch::state::GrantWatch;
 use crate::inbox::store::PendingStore;
 use crate::links::LinkRoutes;
+use crate::release::Releaser;
 use crate::settings::store::SettingsStore;
 
 /// Shared state of the running worker.
@@ -20,11 +21,14 @@ pub(crate) struct Worker {
     /// The reactive configuration cell.
     pub(crate) config: Arc<ConfigCell>,
     /// Per-session settings and their in-memory view.
-    pub(crate) settings: SettingsStore,
+    pub(crate) settings: Arc<SettingsStore>,
     /// Held calls: state plus the in-memory index; announces them.
-    pub(crate) inbox: PendingStore,
-    /// The grant watch's memory and its folder grants.
-    pub(crate) grant_watch: GrantWatch,
+    pub(crate) inbox: Arc<PendingStore>,
+    /// Folder access: the grant watch's memory, the harness's grants,
+    /// revokes to retry.
+    pub(crate) folders: Arc<Folders>,
+    /// The one release path every decision takes.
+    pub(crate) releaser: Arc<Releaser>,
     /// The gate's durable binding, as last checked.
     pub(crate) gate_binding: GateBinding,
     /// The approval links' HTTP routes, bound while links are on.
@@ -43,12 +47,22 @@ impl Worker {
         engine: Engine,
         config: Arc<ConfigCell>,
         claim: Claim,
-        inbox: PendingStore,
+        inbox: Arc<PendingStore>,
     ) -> Arc<Worker> {
+        let settings = Arc::new(SettingsStore::new(engine.clone(), config.clone()));
+        let folders = Arc::new(Folders::new(engine.clone()));
+        let releaser = Releaser::new(
+            engine.clone(),
+            inbox.clone(),
+            settings.clone(),
+            folders.clone(),
+            config.clone(),
+        );
         Arc::new(Worker {
-            settings: SettingsStore::new(engine.clone(), config.clone()),
+            settings,
             inbox,
-            grant_watch: GrantWatch::new(engine.clone()),
+            folders,
+            releaser,
             gate_binding: GateBinding::default(),
             link_routes: LinkRoutes::default(),
             started: std::time::Instant::now(),

@@ -121,6 +121,9 @@ pub fn record(i: usize) -> PendingRecord {
         expires_at: Some(FAR_FUTURE_MS + i as u64 * 7),
         escalate_at: Some(FAR_FUTURE_MS - 1_200_000 + i as u64 * 7),
         escalated_at: None,
+        releasing: false,
+        release: None,
+        uncertain: false,
     }
 }
 

@@ -46,6 +46,12 @@ pub const DEFAULT_GRANT_REASK_LIMIT: u32 = 3;
 pub const DEFAULT_GATE_PRIORITY: i64 = 1000;
 /// Default interval between checks that the gate's binding still exists.
 pub const DEFAULT_BINDING_CHECK_INTERVAL_MS: u64 = 30_000;
+/// Default longest wait for the harness's answer to a release: today's
+/// harness answers an `execute` only when the call has run.
+pub const DEFAULT_RELEASE_TIMEOUT_MS: u64 = 1_800_000;
+/// Default longest wait a decider's call makes for the release's outcome
+/// (below the 10 s that SDK clients and consoles wait).
+pub const DEFAULT_RESOLVE_WAIT_MS: u64 = 8_000;
 
 /// The whole configuration. Unknown keys are rejected.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -107,6 +113,37 @@ pub struct ApprovalConfig {
         deserialize_with = "deadline_ms"
     )]
     pub escalate_after_ms: Option<u64>,
+    /// How long a release waits for the harness's answer before asking the
+    /// harness what became of the call.
+    #[serde(
+        default = "default_release_timeout_ms",
+        skip_serializing_if = "is_default_release_timeout_ms"
+    )]
+    pub release_timeout_ms: u64,
+    /// How long a decider's call waits for the release's outcome; past it
+    /// the answer is `{resolved: false, releasing: true}` and the outcome
+    /// event follows.
+    #[serde(
+        default = "default_resolve_wait_ms",
+        skip_serializing_if = "is_default_resolve_wait_ms"
+    )]
+    pub resolve_wait_ms: u64,
+}
+
+fn default_release_timeout_ms() -> u64 {
+    DEFAULT_RELEASE_TIMEOUT_MS
+}
+
+fn is_default_release_timeout_ms(ms: &u64) -> bool {
+    *ms == DEFAULT_RELEASE_TIMEOUT_MS
+}
+
+fn default_resolve_wait_ms() -> u64 {
+    DEFAULT_RESOLVE_WAIT_MS
+}
+
+fn is_default_resolve_wait_ms(ms: &u64) -> bool {
+    *ms == DEFAULT_RESOLVE_WAIT_MS
 }
 
 fn is_first_match(p: &RulePrecedence) -> bool {
@@ -160,6 +197,8 @@ impl Default for ApprovalConfig {
             links: None,
             pending_timeout_ms: None,
             escalate_after_ms: None,
+            release_timeout_ms: DEFAULT_RELEASE_TIMEOUT_MS,
+            resolve_wait_ms: DEFAULT_RESOLVE_WAIT_MS,
         }
     }
 }

@@ -4,7 +4,10 @@
 
 use serde_json::{json, Value};
 
-use super::{DEFAULT_BINDING_CHECK_INTERVAL_MS, DEFAULT_GATE_PRIORITY, DEFAULT_GRANT_REASK_LIMIT};
+use super::{
+    DEFAULT_BINDING_CHECK_INTERVAL_MS, DEFAULT_GATE_PRIORITY, DEFAULT_GRANT_REASK_LIMIT,
+    DEFAULT_RELEASE_TIMEOUT_MS, DEFAULT_RESOLVE_WAIT_MS,
+};
 use crate::links::token::MIN_SECRET_CHARS;
 use crate::policy::MIN_DEADLINE_MS;
 
@@ -143,6 +146,22 @@ pub fn schema() -> Value {
                 "minimum": 1000,
                 "default": DEFAULT_BINDING_CHECK_INTERVAL_MS,
                 "examples": [30000]
+            },
+            "release_timeout_ms": {
+                "title": "Release timeout (ms)",
+                "description": "How long a decision waits for the harness's answer. Today's harness answers an allowed call only when it has run, which can take many minutes. Past this, the worker asks the harness what became of the call: still held, it is pending again; otherwise its outcome is unknown.",
+                "type": "integer",
+                "minimum": 1000,
+                "default": DEFAULT_RELEASE_TIMEOUT_MS,
+                "examples": [1800000]
+            },
+            "resolve_wait_ms": {
+                "title": "Resolve wait (ms)",
+                "description": "How long approval::resolve (and a link's decision) waits for the release's outcome before answering {resolved: false, releasing: true}: the decision is taken and under way, and approval::pending-resolved follows when the harness answers. Keep it below the 10 s that consoles wait.",
+                "type": "integer",
+                "minimum": 0,
+                "default": DEFAULT_RESOLVE_WAIT_MS,
+                "examples": [8000]
             },
             "links": {
                 "title": "Approval links",

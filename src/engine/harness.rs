@@ -1,4 +1,5 @@
-//! The harness (`harness::function::resolve`, `harness::workspace::*`) and the
+//! The harness (`harness::function::resolve`, `harness::status`, the
+//! filesystem grants of either generation) and the
 //! session manager (`session::get`): the peers the decision plane and the
 //! hooks talk to. Their published shapes are in `architecture/contract.md`
 //! § Peers.
@@ -10,29 +11,60 @@ use serde_json::{json, Map, Value};
 
 use super::{CallError, Engine};
 
-/// Timeout for `harness::function::resolve`: short enough that a resolve
-/// answers before its caller gives up (the console and `iii trigger` wait
-/// 10 s or more); a harness slower than this keeps the record and the caller
-/// retries.
-pub(crate) const HARNESS_TIMEOUT: Duration = Duration::from_secs(8);
+/// Timeout for the harness's filesystem-grant calls (`grant`, `revoke`)
+/// while a folder prompt is released. Every call to another worker carries a
+/// short timeout of its own: the engine can drop a reply
+/// (`architecture/integration.md` § Lost replies), and the SDK's default
+/// would leave the resolver waiting 30 s. A grant that does not answer in
+/// time falls back to the release's one-shot root, so the click still works.
+pub(crate) const GRANT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Timeout for `harness::workspace::grant` while a folder prompt is
-/// released. Every call to another worker carries a short timeout of its
-/// own: the engine can drop a reply (`architecture/integration.md` § Lost
-/// replies), and the SDK's default would leave the resolver waiting 30 s. A
-/// grant that does not answer in time falls back to the release's
-/// `extra_roots`, so the click still works.
-pub(crate) const WORKSPACE_GRANT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Timeout for `harness::status` and the generation look-up.
+pub(crate) const STATUS_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Which harness the engine serves (`architecture/contract.md` § Two harness
+/// generations): told apart by the functions it registers, never configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Generation {
+    /// The brief's harness: `harness::workspace::*`, `extra_roots`, an
+    /// `execute` that answers once the call is re-dispatched.
+    G1,
+    /// Today's harness: `harness::filesystem::*`, `fs_scope.grants`, an
+    /// `execute` that runs the target inline, `harness::status`.
+    G2,
+}
+
+impl Generation {
+    /// The family of the durable filesystem grants.
+    fn grants_family(self) -> &'static str {
+        match self {
+            Generation::G1 => "harness::workspace::",
+            Generation::G2 => "harness::filesystem::",
+        }
+    }
+
+    /// The name logs give it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Generation::G1 => "g1",
+            Generation::G2 => "g2",
+        }
+    }
+}
 
 /// A decision carried to the harness: which held call, and what to do.
 ///
 /// # Format
 ///
 /// ```json
-/// { "session_id": "s", "turn_id": "t", "function_call_id": "c", "action": "execute", "extra_roots": ["/dir"] }
+/// { "session_id": "s", "turn_id": "t", "function_call_id": "c", "action": "execute",
+///   "extra_roots": ["/dir"], "fs_scope": {"grants": ["/dir"]} }
 /// { "session_id": "s", "turn_id": "t", "function_call_id": "c", "action": "deliver",
 ///   "is_error": true, "content": [{"type": "text", "text": "<reason>"}], "details": <DenialEnvelope> }
 /// ```
+///
+/// A one-shot root goes out in both spellings: each harness generation reads
+/// its own and ignores the other's.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Release {
     /// The held call's session.
@@ -46,15 +78,25 @@ pub(crate) struct Release {
     pub action: ReleaseAction,
 }
 
+/// `fs_scope` of a release: the one-shot roots of today's harness.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct OneShotScope {
+    /// Roots trusted for this run only.
+    pub grants: [String; 1],
+}
+
 /// What the harness does with a held call.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "action", rename_all = "lowercase")]
 pub(crate) enum ReleaseAction {
     /// Run the call through the rest of the hook chain, then the target.
     Execute {
-        /// One-shot roots trusted for this run only.
+        /// One-shot roots trusted for this run only (the brief's harness).
         #[serde(skip_serializing_if = "Option::is_none")]
         extra_roots: Option<[String; 1]>,
+        /// The same root, as today's harness reads it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        fs_scope: Option<OneShotScope>,
     },
     /// Answer the call with this result instead of running it.
     Deliver {
@@ -72,6 +114,9 @@ impl ReleaseAction {
     pub(crate) fn execute(extra_root: Option<&str>) -> ReleaseAction {
         ReleaseAction::Execute {
             extra_roots: extra_root.map(|dir| [dir.to_string()]),
+            fs_scope: extra_root.map(|dir| OneShotScope {
+                grants: [dir.to_string()],
+            }),
         }
     }
 
@@ -82,6 +127,11 @@ impl ReleaseAction {
             content: json!([{"type": "text", "text": text}]),
             details: envelope,
         }
+    }
+
+    /// Whether the call runs on this release.
+    pub(crate) fn is_execute(&self) -> bool {
+        matches!(self, ReleaseAction::Execute { .. })
     }
 }
 
@@ -127,11 +177,17 @@ impl SessionContext {
 }
 
 impl Engine {
-    /// `harness::function::resolve`: carries a decision to a held call.
-    pub(crate) async fn harness_resolve(&self, release: &Release) -> Result<Released, CallError> {
+    /// `harness::function::resolve`: carries a decision to a held call and
+    /// waits up to `timeout` for the answer (today's harness answers an
+    /// `execute` only when the target has run).
+    pub(crate) async fn harness_resolve(
+        &self,
+        release: &Release,
+        timeout: Duration,
+    ) -> Result<Released, CallError> {
         let payload = serde_json::to_value(release).unwrap_or(Value::Null);
         let reply = self
-            .call("harness::function::resolve", payload, HARNESS_TIMEOUT)
+            .call("harness::function::resolve", payload, timeout)
             .await?;
         Ok(Released {
             resolved: reply.get("resolved").and_then(Value::as_bool),
@@ -139,34 +195,103 @@ impl Engine {
         })
     }
 
-    /// `harness::workspace::grant {session_id, root}` → the session's roots.
-    pub(crate) async fn workspace_grant(
+    /// `harness::status {session_id, verbose: true}` → the ids of the
+    /// session's pending calls (today's harness only; the brief's has none,
+    /// and the call fails `function_not_found`).
+    pub(crate) async fn harness_pending_calls(
         &self,
+        session_id: &str,
+    ) -> Result<Vec<String>, CallError> {
+        let reply = self
+            .call(
+                "harness::status",
+                json!({"session_id": session_id, "verbose": true}),
+                STATUS_TIMEOUT,
+            )
+            .await?;
+        let Some(calls) = reply
+            .get("pending_function_calls")
+            .and_then(Value::as_array)
+        else {
+            return Err(CallError::malformed(
+                "harness::status",
+                format!(
+                    "pending_function_calls is {}",
+                    super::kind_of(&reply["pending_function_calls"])
+                ),
+            ));
+        };
+        Ok(calls
+            .iter()
+            .filter_map(|c| c.as_str().or_else(|| c.get("id").and_then(Value::as_str)))
+            .map(str::to_string)
+            .collect())
+    }
+
+    /// Which harness serves the engine now: today's when
+    /// `harness::filesystem::grants` exists, else the brief's when
+    /// `harness::workspace::grants` does, else `None` (no grant plane).
+    pub(crate) async fn harness_generation(&self) -> Result<Option<Generation>, CallError> {
+        let ids = self.function_ids("harness::").await?;
+        let has = |id: &str| ids.iter().any(|i| i == id);
+        Ok(if has("harness::filesystem::grants") {
+            Some(Generation::G2)
+        } else if has("harness::workspace::grants") {
+            Some(Generation::G1)
+        } else {
+            None
+        })
+    }
+
+    /// `harness::{workspace,filesystem}::grant {session_id, root}` → the
+    /// session's roots.
+    pub(crate) async fn fs_grant(
+        &self,
+        generation: Generation,
         session_id: &str,
         root: &str,
     ) -> Result<Vec<String>, CallError> {
+        let id = format!("{}grant", generation.grants_family());
         let out = self
             .call(
-                "harness::workspace::grant",
+                &id,
                 json!({"session_id": session_id, "root": root}),
-                WORKSPACE_GRANT_TIMEOUT,
+                GRANT_TIMEOUT,
             )
             .await?;
         Ok(roots_of(&out))
     }
 
-    /// `harness::workspace::grants {session_id}` → the session's durable roots.
-    pub(crate) async fn workspace_grants(
+    /// `harness::{workspace,filesystem}::revoke {session_id, root}` → the
+    /// session's roots.
+    pub(crate) async fn fs_revoke(
         &self,
+        generation: Generation,
+        session_id: &str,
+        root: &str,
+    ) -> Result<Vec<String>, CallError> {
+        let id = format!("{}revoke", generation.grants_family());
+        let out = self
+            .call(
+                &id,
+                json!({"session_id": session_id, "root": root}),
+                GRANT_TIMEOUT,
+            )
+            .await?;
+        Ok(roots_of(&out))
+    }
+
+    /// `harness::{workspace,filesystem}::grants {session_id}` → the session's
+    /// durable roots.
+    pub(crate) async fn fs_grants(
+        &self,
+        generation: Generation,
         session_id: &str,
         budget: Duration,
     ) -> Result<Vec<String>, CallError> {
+        let id = format!("{}grants", generation.grants_family());
         let out = self
-            .call(
-                "harness::workspace::grants",
-                json!({"session_id": session_id}),
-                budget,
-            )
+            .call(&id, json!({"session_id": session_id}), budget)
             .await?;
         Ok(roots_of(&out))
     }

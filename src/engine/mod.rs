@@ -20,7 +20,7 @@ use serde_json::Value;
 
 pub(crate) use configuration::Entry;
 pub use harness::SessionContext;
-pub(crate) use harness::{Release, ReleaseAction};
+pub(crate) use harness::{Generation, Release, ReleaseAction};
 pub(crate) use scope::{Scope, PENDING_BUCKETS};
 
 /// Timeout for calls to the engine's built-in workers.
@@ -150,9 +150,20 @@ impl CallError {
         )
     }
 
-    /// Whether the call went to the harness.
-    pub fn is_harness(&self) -> bool {
-        self.function_id.starts_with("harness::")
+    /// Whether the request surely never reached a handler: nothing was
+    /// connected, or nothing serves the function. Anything else (a timeout, a
+    /// callee that disconnected mid-call) may have been acted on.
+    pub fn surely_not_delivered(&self) -> bool {
+        matches!(
+            self.code,
+            ErrorCode::NotConnected | ErrorCode::FunctionNotFound
+        )
+    }
+
+    /// Whether the callee may have acted without its answer reaching us: the
+    /// reply did not come in time, or the callee went away mid-call.
+    pub fn answer_lost(&self) -> bool {
+        matches!(self.code, ErrorCode::Timeout | ErrorCode::InvocationStopped)
     }
 }
 

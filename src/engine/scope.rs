@@ -44,6 +44,8 @@ impl Scope {
     pub(crate) const GRANT_ATTEMPTS_LEGACY: Scope = guarded!("approval_grant_attempts");
     /// The dirs a session's user denied, keyed by session id.
     pub(crate) const GRANT_DENIED: Scope = guarded!("approval_grant_denied");
+    /// Folder grants a failed release must still revoke, keyed by session id.
+    pub(crate) const REVOKES: Scope = guarded!("approval_revokes");
     /// The id of the gate's durable binding (key `gate`).
     pub(crate) const BINDINGS: Scope = guarded!("approval_bindings");
 
@@ -65,6 +67,7 @@ impl Scope {
             Scope::GRANT_ASKS,
             Scope::GRANT_ATTEMPTS_LEGACY,
             Scope::GRANT_DENIED,
+            Scope::REVOKES,
             Scope::BINDINGS,
         ]
         .into_iter()
@@ -94,7 +97,7 @@ mod tests {
     #[test]
     fn the_gate_denies_an_agent_every_scope_the_worker_owns() {
         let owned = Scope::owned();
-        assert_eq!(owned.len(), 6 + PENDING_BUCKETS as usize);
+        assert_eq!(owned.len(), 7 + PENDING_BUCKETS as usize);
         for scope in owned {
             for function in ["state::set", "state::get", "state::list", "state::delete"] {
                 let args = json!({"scope": scope.as_str(), "key": "k", "value": {"mode": "full"}});

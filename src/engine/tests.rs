@@ -42,7 +42,7 @@ fn sdk_errors_become_typed_codes() {
     );
     let timeout = CallError::from_sdk("harness::function::resolve", iii_sdk::Error::Timeout);
     assert_eq!(timeout.code, ErrorCode::Timeout);
-    assert!(!timeout.is_definite() && timeout.is_harness());
+    assert!(!timeout.is_definite() && timeout.answer_lost() && !timeout.surely_not_delivered());
     let absent = CallError::from_sdk(
         "harness::workspace::grants",
         iii_sdk::Error::Remote {
@@ -51,5 +51,7 @@ fn sdk_errors_become_typed_codes() {
             stacktrace: None,
         },
     );
-    assert!(absent.is_function_not_found());
+    assert!(
+        absent.is_function_not_found() && absent.surely_not_delivered() && !absent.answer_lost()
+    );
 }

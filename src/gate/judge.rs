@@ -3,8 +3,8 @@
 //! of `approval::gate` that property tests and fuzzing exercise without an
 //! engine. See `architecture/contract.md` § The gate.
 
-use super::hook::{HookCall, HookInput};
 use crate::error::is_valid_id;
+use crate::hook::{HookCall, HookInput};
 use crate::policy::{
     decide_with, Basis, Call, CompiledRules, CompiledSettings, DecideOptions, GrantRef, Verdict,
 };
@@ -164,8 +164,8 @@ mod tests {
     use super::*;
     use crate::config::{ApprovalConfig, Snapshot};
     use crate::engine::SessionContext;
-    use crate::gate::hook::parse_hook_input;
-    use crate::gate::record::build_record;
+    use crate::hook::parse_hook_input;
+    use crate::hook::record::build_record;
     use crate::inbox::RecordKind;
     use crate::redact::calls;
 

@@ -1,9 +1,7 @@
 //! The gate: `approval::gate`, the pre-trigger hook that answers continue,
 //! deny or hold for every call (`architecture/contract.md` § The gate).
 //!
-//! * [`hook`] — the harness's hook protocol (shared with the grant watch);
 //! * [`judge`] — the answer as a pure function of input, settings and rules;
-//! * [`record`] — what a hold writes (shared with the grant watch);
 //! * [`binding`] — the durable binding that makes a dead gate deny.
 //!
 //! Continue and deny read the in-memory settings and the compiled rules: no
@@ -12,10 +10,7 @@
 //! under a budget, durable write before answering, `pending-created` after.
 
 pub(crate) mod binding;
-pub(crate) mod budget;
-pub(crate) mod hook;
 mod judge;
-pub(crate) mod record;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,12 +20,13 @@ use serde_json::Value;
 use crate::config::ApprovalConfig;
 use crate::engine::CallError;
 use crate::functions::register_hook;
+use crate::hook::budget::Deadline;
+use crate::hook::record;
+use crate::hook::{deny, parse_hook_input, HookCall, HookInput, HookOutput};
 use crate::inbox::{HoldLimits, RecordKind, Written};
 use crate::settings::Known;
 use crate::worker::Worker;
 use binding::Status;
-use budget::Deadline;
-use hook::{deny, parse_hook_input, HookCall, HookInput, HookOutput};
 
 pub use judge::{ids_are_valid, judge, judge_passing_over, AskHold, Judgement, Spend};
 pub(crate) use judge::{settings_unknown, GATE_UNAVAILABLE};
@@ -177,13 +173,13 @@ async fn hold(
     // The deadlines of the decision's rule, or the configuration it was
     // made under, counted from when the record is built.
     record::set_deadlines(&mut record, limits, config);
-    let _lock = worker.inbox.lock(sid, cid).await;
-    if worker.inbox.get(sid, cid).is_some() {
+    let lock = worker.inbox.lock(sid, cid).await;
+    if lock.get().is_some() {
         return HookOutput::Hold;
     }
-    let written = tokio::time::timeout_at(deadline.instant(), worker.inbox.write(record)).await;
+    let written = tokio::time::timeout_at(deadline.instant(), lock.write(record)).await;
     let Ok(written) = written else {
-        worker.inbox.discard(sid, cid).await;
+        lock.discard().await;
         tracing::warn!(session_id = sid, function_call_id = cid, function_id = %call.function_id, decision = "deny", "hold not recorded within the hook's budget; denying");
         return deny(format!(
             "approval-gate could not record the held call to {} in time; the call is denied rather than held without a record",

@@ -100,10 +100,7 @@ pub fn recognise(result: &Value) -> Option<GrantRequest> {
     })
 }
 
-/// Containment by path components: `/a/b` contains `/a/b` and `/a/b/c`, not `/a/bc`.
-pub fn contains(parent: &str, child: &str) -> bool {
-    !parent.is_empty() && Path::new(child).starts_with(Path::new(parent))
-}
+pub use crate::folders::contains;
 
 #[cfg(test)]
 mod tests {

@@ -14,9 +14,6 @@
 //! or a parent; the re-ask limit is reached.
 
 pub(crate) mod hint;
-mod memory;
-mod release;
-pub(crate) mod state;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,13 +22,12 @@ use serde_json::Value;
 
 use crate::error::is_valid_id;
 use crate::functions::register_hook;
-use crate::gate::budget::Deadline;
-use crate::gate::hook::{parse_hook_input, HookInput, HookOutput};
-use crate::gate::record::{build_record, session_context, set_deadlines, SESSION_BUDGET};
+use crate::hook::budget::Deadline;
+use crate::hook::record::{build_record, session_context, set_deadlines, SESSION_BUDGET};
+use crate::hook::{parse_hook_input, HookInput, HookOutput};
 use crate::inbox::{GrantRequest, HoldLimits, RecordKind};
 use crate::worker::Worker;
 use hint::{contains, recognise};
-pub use release::GrantScope;
 
 /// `approval::grant-watch`.
 pub(crate) const ID: &str = "approval::grant-watch";
@@ -124,8 +120,8 @@ pub(crate) async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, S
                 .filter(|_| is_valid_id(&input.session_id))
             {
                 if is_valid_id(&call.id) {
-                    let _lock = worker.inbox.lock(&input.session_id, &call.id).await;
-                    worker.inbox.discard(&input.session_id, &call.id).await;
+                    let lock = worker.inbox.lock(&input.session_id, &call.id).await;
+                    lock.discard().await;
                 }
             }
             Err(StandDown::OutOfTime)
@@ -144,14 +140,15 @@ async fn ask(
     let call = input.call.as_ref().ok_or(StandDown::NoCall)?;
     let (sid, cid) = (input.session_id.as_str(), call.id.as_str());
     let roots = worker
-        .engine
-        .workspace_grants(sid, deadline.cap(GRANTS_BUDGET, Duration::ZERO))
+        .folders
+        .granted_roots(sid, deadline.cap(GRANTS_BUDGET, Duration::ZERO))
         .await
-        .map_err(|_| StandDown::NoGrantPlane)?;
+        .map_err(|_| StandDown::NoGrantPlane)?
+        .ok_or(StandDown::NoGrantPlane)?;
     if roots.iter().any(|r| contains(r, &grant.dir)) {
         return Err(StandDown::AlreadyGranted);
     }
-    let memory = &worker.grant_watch.memory;
+    let memory = &worker.folders.memory;
     let denied = memory
         .denied_dirs(sid)
         .await
@@ -159,14 +156,22 @@ async fn ask(
     if denied.iter().any(|d| contains(d, &grant.dir)) {
         return Err(StandDown::Denied);
     }
-
+    // Session context before the key's lock (it may take its whole budget);
+    // the check, the count and the write then happen under one lock, so two
+    // deliveries of one call cannot both count and write.
+    let context = session_context(
+        &worker.engine,
+        sid,
+        deadline.cap(SESSION_BUDGET, WRITE_RESERVE),
+    )
+    .await;
     let lock = worker.inbox.lock(sid, cid).await;
-    if let Some(existing) = worker.inbox.get(sid, cid) {
+    if let Some(existing) = lock.get() {
         // The same prompt again is a redelivery, unless that prompt is being
-        // resolved right now: then the released call failed on the same dir
+        // released right now: then the released call failed on the same dir
         // again, which is a new ask.
         if existing.grant_request.as_deref() == Some(&grant)
-            && !worker.inbox.is_resolving(&existing)
+            && !worker.inbox.is_releasing(&existing)
         {
             return Ok(HookOutput::Hold);
         }
@@ -177,14 +182,6 @@ async fn ask(
         .await
         .map_err(|_| StandDown::StateFailed)?
         .ok_or(StandDown::ReaskLimit)?;
-    drop(lock);
-
-    let context = session_context(
-        &worker.engine,
-        sid,
-        deadline.cap(SESSION_BUDGET, WRITE_RESERVE),
-    )
-    .await;
     let mut record = build_record(input, call, RecordKind::FolderAccess, context);
     record.grant_request = Some(Box::new(grant));
     // A folder prompt has no rule behind it: the configuration's deadlines.
@@ -193,10 +190,7 @@ async fn ask(
         HoldLimits::default(),
         &worker.config.load().config,
     );
-    let _lock = worker.inbox.lock(sid, cid).await;
-    worker
-        .inbox
-        .write(record)
+    lock.write(record)
         .await
         .map_err(|_| StandDown::StateFailed)?;
     tracing::info!(session_id = sid, function_call_id = cid, function_id = %call.function_id, decision = "hold", rule = "folder_access", attempt, "folder access asked");

@@ -257,6 +257,9 @@ mod tests {
             expires_at: Some(1_800_000),
             escalate_at: None,
             escalated_at: None,
+            releasing: false,
+            release: None,
+            uncertain: false,
         }
     }
 

@@ -96,6 +96,10 @@ pub enum Outcome {
     Aborted,
     /// No one answered before its `expires_at`: the call was denied.
     Timeout,
+    /// A decision was carried to the harness, but what became of the call
+    /// cannot be told (its answer was lost and the harness cannot say): it
+    /// may have run.
+    Unknown,
 }
 
 /// `approval::pending-created` payload: the record, its `approval_url` when

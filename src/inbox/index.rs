@@ -276,6 +276,24 @@ impl PendingIndex {
         previous
     }
 
+    /// As [`insert`](Self::insert) for a new revision of the same hold (a
+    /// release's marks): the deadline view keeps the record only if it held
+    /// the previous one, so a record the timer took stays the timer's.
+    pub fn insert_keeping_due(&mut self, record: PendingRecord) -> Option<Arc<PendingRecord>> {
+        let was_due = self
+            .get(&record.session_id, &record.function_call_id)
+            .is_some_and(|previous| self.by_due.contains(&ByDue(previous)));
+        let (session_id, function_call_id) =
+            (record.session_id.clone(), record.function_call_id.clone());
+        let previous = self.insert(record);
+        if !was_due {
+            if let Some(current) = self.get(&session_id, &function_call_id) {
+                self.by_due.remove(&ByDue(current));
+            }
+        }
+        previous
+    }
+
     /// The record under `(session_id, function_call_id)`.
     pub fn get(&self, session_id: &str, function_call_id: &str) -> Option<Arc<PendingRecord>> {
         self.sessions
@@ -360,6 +378,17 @@ impl PendingIndex {
             .get(session_id)
             .map(|slot| slot.ordered.iter().map(|r| r.0.key()).collect())
             .unwrap_or_default()
+    }
+
+    /// The keys of the records marked `releasing` (a scan of the index:
+    /// boot's recovery only).
+    pub fn releasing_keys(&self) -> Vec<RecordKey> {
+        self.sessions
+            .values()
+            .flat_map(|slot| slot.by_call.iter())
+            .filter(|r| r.0.releasing)
+            .map(|r| r.0.key())
+            .collect()
     }
 
     /// The keys of a turn's records, in list order.
@@ -484,6 +513,9 @@ mod tests {
             expires_at: None,
             escalate_at: None,
             escalated_at: None,
+            releasing: false,
+            release: None,
+            uncertain: false,
         }
     }
 

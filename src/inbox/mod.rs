@@ -22,20 +22,22 @@ mod list;
 mod record;
 mod removed;
 pub(crate) mod store;
-pub(crate) mod timer;
 
 use std::sync::Arc;
 
 use crate::worker::Worker;
 
 pub use deadline::HoldLimits;
-pub(crate) use deadline::{deadlines, timeout_ms};
+pub(crate) use deadline::{deadlines, timeout_denial, timeout_ms};
 pub use events::{Outcome, PENDING_CREATED, PENDING_ESCALATED, PENDING_RESOLVED};
 pub(crate) use list::{list_pending, ListPendingRequest, GET_ID, LIST_ID};
-pub use record::{GrantRequest, Metadata, PendingRecord, RecordKey, RecordKind, SortKey};
+pub use record::{
+    GrantRequest, Metadata, NoteDecision, PendingRecord, RecordKey, RecordKind, ReleaseNote,
+    SortKey, Via,
+};
 pub(crate) use removed::Removal;
 pub use store::{all_scopes, bucket_scope, state_key, LOAD_CONCURRENCY};
-pub(crate) use store::{Claim, PendingStore, Written};
+pub(crate) use store::{Claim, PendingStore, Purged, StoreError, Take, Written};
 
 /// Registers the inbox reads.
 pub(crate) fn register(worker: &Arc<Worker>) {

@@ -93,6 +93,73 @@ pub struct PendingRecord {
     /// once, so a restarted worker does not escalate again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalated_at: Option<u64>,
+    /// A decision on this call is on its way to the harness: every other
+    /// decision answers `{resolved: false, releasing: true}` until the
+    /// harness's answer settles it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub releasing: bool,
+    /// The decision under way, while `releasing` (kept so a restarted worker
+    /// can settle it honestly).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<Box<ReleaseNote>>,
+    /// An earlier allow of this call lost its answer and the call was made
+    /// pending again: it may have run, so a later `resolved: false` is an
+    /// `unknown` outcome, never `not_held`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub uncertain: bool,
+}
+
+/// Who carried a decision to the harness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Via {
+    /// `approval::resolve`.
+    Resolve,
+    /// An approval link's POST.
+    Link,
+    /// `approval::resolve-batch`.
+    Batch,
+    /// The deadline timer (an expiry).
+    Timer,
+}
+
+impl Via {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::Resolve => "resolve",
+            Via::Link => "link",
+            Via::Batch => "batch",
+            Via::Timer => "timer",
+        }
+    }
+}
+
+/// What a release under way carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NoteDecision {
+    /// Run the call.
+    Allow,
+    /// Answer it with a human's denial.
+    Deny,
+    /// Answer it with the timeout's denial.
+    Timeout,
+}
+
+/// The decision a `releasing` record carries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ReleaseNote {
+    /// What was decided.
+    pub decision: NoteDecision,
+    /// How the decision came.
+    pub via: Via,
+    /// When the release started (ms since the epoch).
+    pub at: u64,
+    /// A folder granted to the session for this release, to take back if
+    /// the call does not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted: Option<String>,
 }
 
 /// A record as `list-pending` and `get-pending` show it: the record plus
@@ -169,7 +236,8 @@ impl PendingRecord {
     /// Whether `other` is the same hold: equal in everything but
     /// `escalated_at`, which the timer sets on a held record without making it
     /// another one (a resolve or a purge that started before the escalation
-    /// still removes it).
+    /// still removes it), and the release marks (`releasing`, `release`),
+    /// which a decision sets on the hold it carries.
     pub fn is_same_hold(&self, other: &PendingRecord) -> bool {
         // Destructured so that a new field must be placed on one side.
         let PendingRecord {
@@ -189,6 +257,9 @@ impl PendingRecord {
             expires_at,
             escalate_at,
             escalated_at: _,
+            releasing: _,
+            release: _,
+            uncertain: _,
         } = self;
         *session_id == other.session_id
             && *turn_id == other.turn_id
@@ -261,6 +332,9 @@ mod tests {
             expires_at: None,
             escalate_at: None,
             escalated_at: None,
+            releasing: false,
+            release: None,
+            uncertain: false,
         }
     }
 

@@ -30,7 +30,7 @@ use serde_json::Value;
 
 use super::events::{Events, Outcome, PendingResolved};
 use super::index::{ListPage, ListQuery, PendingIndex};
-use super::record::{PendingRecord, RecordKey, RecordKind};
+use super::record::{PendingRecord, RecordKey, RecordKind, ReleaseNote};
 use super::removed::{Removal, Removed};
 use crate::config::ConfigCell;
 use crate::engine::{CallError, Engine, Scope, PENDING_BUCKETS};
@@ -44,6 +44,9 @@ pub(crate) enum StoreError {
     /// The record could not be encoded as JSON.
     #[error("cannot encode the record: {0}")]
     Encode(#[from] serde_json::Error),
+    /// A record was written through the lock of another key.
+    #[error("a record was written through the lock of another key")]
+    WrongKey,
 }
 
 impl StoreError {
@@ -52,6 +55,7 @@ impl StoreError {
         match self {
             StoreError::State(err) => err.code.as_str(),
             StoreError::Encode(_) => "encode",
+            StoreError::WrongKey => "wrong_key",
         }
     }
 }
@@ -101,24 +105,28 @@ pub fn all_scopes() -> Vec<String> {
 }
 
 /// The `pending-resolved` reason of a record a new one replaced outside any
-/// resolve (a function hold that became a folder prompt).
+/// release (a function hold that became a folder prompt).
 const REPLACED: &str = "replaced";
 
-/// A resolve in flight for one record.
+/// A release under way, in memory: which revision it carries, and whether
+/// another record was written under its key meanwhile.
 #[derive(Debug)]
-struct Resolving {
+struct Releasing {
     record: Arc<PendingRecord>,
-    /// Another record was written under the same key while the resolve ran.
+    /// Another record was written under the same key while the release ran.
     superseded: bool,
+    /// A [`Claim`] in this process carries it (false: its claim was dropped
+    /// after the harness was asked, and the recovery may adopt it).
+    owned: bool,
 }
 
 /// How a hold write ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Written {
     /// The record is new and was announced (`pending-created`). A different
-    /// record it replaced with no resolve in flight for it was announced as
-    /// aborted (one replaced while its resolve runs is announced by that
-    /// resolve).
+    /// record it replaced with no release under way was announced as
+    /// aborted (one replaced while its release runs is announced by that
+    /// release).
     New,
     /// State already held a record under the key that the index did not
     /// know (a concurrent duplicate won): nothing was announced.
@@ -127,15 +135,26 @@ pub(crate) enum Written {
 
 /// What [`PendingStore::claim`] found.
 #[derive(Debug)]
-pub(crate) enum Claim {
-    /// The record, now marked as being resolved by the caller.
-    Claimed(Arc<PendingRecord>),
+pub(crate) enum Take {
+    /// The record is this caller's to release.
+    Claimed(Claim),
     /// No record under the key.
     Absent,
     /// A record, but not the expected revision (a newer hold replaced it).
     Stale,
-    /// Another decision on the record is in flight.
-    InFlight,
+    /// Another decision on the record is under way.
+    Releasing,
+}
+
+/// What a purge found under a key.
+#[derive(Debug)]
+pub(crate) enum Purged {
+    /// The record left through the emit gate and was announced.
+    Removed(Arc<PendingRecord>),
+    /// Nothing under the key.
+    Absent,
+    /// A decision on the record is under way: its release settles it.
+    Releasing,
 }
 
 /// The pending store.
@@ -144,15 +163,24 @@ pub(crate) enum Claim {
 /// * `index`, a std mutex, guards the in-memory index; it is held only for
 ///   in-memory work, never across an `.await`;
 /// * `stripes`, async mutexes striped by key, serialize every write of one
-///   key (hold, resolve's removal, purge) across the state calls they make.
-///   No stripe is held across a harness call: a released call may be held
-///   again by the grant watch while its resolve is still in flight.
+///   key (hold, claim, release's end, escalation, purge) across the state
+///   calls they make; [`KeyLock`] is the only way to take one. No stripe is
+///   held across a harness call: a released call may be held again by the
+///   grant watch while its release is still waiting for the harness.
 pub(crate) struct PendingStore {
     engine: Engine,
     events: Arc<Events>,
     index: Mutex<PendingIndex>,
     stripes: Vec<tokio::sync::Mutex<()>>,
-    resolving: DashMap<RecordKey, Resolving>,
+    /// Releases under way (the in-memory half of a claim; the durable half
+    /// is the record's `releasing` mark).
+    releasing: DashMap<RecordKey, Releasing>,
+    /// Releases whose owner went away after the harness was asked: the
+    /// release path recovers them (`take_orphans`).
+    orphans: tokio::sync::mpsc::UnboundedSender<RecordKey>,
+    orphaned: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<RecordKey>>>,
+    /// Where a dropped claim finishes its work.
+    runtime: tokio::runtime::Handle,
     /// How recent records left (what a link to one says); in-memory work
     /// only, like `index`.
     removed: Mutex<Removed>,
@@ -167,12 +195,16 @@ pub(crate) struct PendingStore {
 impl PendingStore {
     /// An empty store. `config` gives `pending-created` its `approval_url`.
     pub(crate) fn new(engine: Engine, config: Arc<ConfigCell>) -> PendingStore {
+        let (orphans, orphaned) = tokio::sync::mpsc::unbounded_channel();
         PendingStore {
             events: Arc::new(Events::new(engine.clone(), config)),
             engine,
             index: Mutex::new(PendingIndex::new()),
             stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
-            resolving: DashMap::new(),
+            releasing: DashMap::new(),
+            orphans,
+            orphaned: Mutex::new(Some(orphaned)),
+            runtime: tokio::runtime::Handle::current(),
             removed: Mutex::new(Removed::default()),
             timer_wake: tokio::sync::Notify::new(),
             timer_armed: AtomicU64::new(u64::MAX),
@@ -234,15 +266,18 @@ impl PendingStore {
         f(&mut guard)
     }
 
-    /// The lock serializing writes of one key.
-    pub(crate) async fn lock(
-        &self,
-        session_id: &str,
-        function_call_id: &str,
-    ) -> tokio::sync::MutexGuard<'_, ()> {
+    /// The lock of one key: every write and removal of the key goes
+    /// through the guard it returns, so none can happen without it.
+    pub(crate) async fn lock(&self, session_id: &str, function_call_id: &str) -> KeyLock<'_> {
         let mut h = DefaultHasher::new();
         (session_id, function_call_id).hash(&mut h);
-        self.stripes[(h.finish() as usize) % STRIPES].lock().await
+        let guard = self.stripes[(h.finish() as usize) % STRIPES].lock().await;
+        KeyLock {
+            store: self,
+            session_id: session_id.to_string(),
+            function_call_id: function_call_id.to_string(),
+            _guard: guard,
+        }
     }
 
     /// Rebuilds the index from `state::list` of every bucket (a few at a
@@ -340,198 +375,101 @@ impl PendingStore {
         self.with_index(|index| index.keys_of_session(session_id))
     }
 
-    /// Writes a record durably, then indexes it. Call with the key's lock
-    /// held. Replacing a record whose resolve is in flight marks that
-    /// resolve's record as superseded (it still gets its event).
-    pub(crate) async fn write(&self, record: PendingRecord) -> Result<Written, StoreError> {
-        let key = state_key(&record.session_id, &record.function_call_id);
-        let scope = bucket(&record.session_id, &record.function_call_id);
-        let value = serde_json::to_value(&record)?;
-        let outcome = self.engine.state_set(&scope, &key, value).await?;
-        let previous = self.with_index(|index| index.insert(record.clone()));
-        if let Some(due) = record.next_due() {
-            self.deadline_added(due);
-        }
-        let written = match previous {
-            // The index knew the old record: this is a replacement, not a
-            // lost race.
-            Some(previous) => {
-                if !previous.is_same_hold(&record) {
-                    match self.resolving.get_mut(&record.key()) {
-                        Some(mut resolving) if resolving.record.is_same_hold(&previous) => {
-                            resolving.superseded = true
-                        }
-                        _ => self.announce_resolved(
-                            &previous,
-                            Outcome::Aborted,
-                            Some(REPLACED.to_string()),
-                        ),
-                    }
-                }
-                Written::New
-            }
-            None if outcome.old_value.is_null() => Written::New,
-            None => Written::DuplicateWon,
-        };
-        if written == Written::New {
-            self.events.emit_created(&record);
-        }
-        Ok(written)
-    }
-
     /// Claims the record under `(session_id, function_call_id)` for a
-    /// decision: marks its resolve as in flight, as [`begin_resolve`] does.
-    /// With `expected`, the record must still be that revision
-    /// `(pending_at, kind)`. The check and the claim happen under the key's
-    /// lock, the one every write and removal of the key takes, so no new
-    /// hold can slip in between them: a claimed record is exactly the
-    /// revision the decider saw.
-    ///
-    /// [`begin_resolve`]: Self::begin_resolve
+    /// release: under the key's lock, checks it is still the `expected`
+    /// revision `(pending_at, kind)` when one is given and that no other
+    /// release carries it, then marks it `releasing` durably (one
+    /// `state::set`) before anyone calls the harness. The returned
+    /// [`Claim`] owns the record until it is settled or given back.
     pub(crate) async fn claim(
-        &self,
+        self: &Arc<Self>,
         session_id: &str,
         function_call_id: &str,
         expected: Option<(u64, RecordKind)>,
-    ) -> Claim {
-        let _lock = self.lock(session_id, function_call_id).await;
-        let Some(record) = self.get(session_id, function_call_id) else {
-            return Claim::Absent;
+        note: ReleaseNote,
+    ) -> Result<Take, StoreError> {
+        let lock = self.lock(session_id, function_call_id).await;
+        let Some(record) = lock.get() else {
+            return Ok(Take::Absent);
         };
         if let Some((pending_at, kind)) = expected {
             if record.pending_at != pending_at || record.kind != kind {
-                return Claim::Stale;
+                return Ok(Take::Stale);
             }
         }
-        if self.begin_resolve(&record) {
-            Claim::Claimed(record)
-        } else {
-            Claim::InFlight
+        if record.releasing || self.releasing.contains_key(&record.key()) {
+            return Ok(Take::Releasing);
         }
+        let mut marked = (*record).clone();
+        marked.releasing = true;
+        marked.release = Some(Box::new(note));
+        let marked = lock.replace(marked, false).await?;
+        self.releasing.insert(
+            marked.key(),
+            Releasing {
+                record: marked.clone(),
+                superseded: false,
+                owned: true,
+            },
+        );
+        Ok(Take::Claimed(Claim {
+            store: self.clone(),
+            record: marked,
+            sent: false,
+            settled: false,
+        }))
     }
 
-    /// Marks a resolve of `record` as in flight: a human's decision or the
-    /// timer's expiry, whichever claims the record first. `false` when
-    /// another resolve of the same key is already running, or `record` is no
-    /// longer the hold under its key (the caller answers `resolved: false`,
-    /// or the timer lets it be).
-    pub(crate) fn begin_resolve(&self, record: &Arc<PendingRecord>) -> bool {
-        match self.resolving.entry(record.key()) {
-            dashmap::mapref::entry::Entry::Occupied(_) => false,
-            dashmap::mapref::entry::Entry::Vacant(slot) => {
-                let current = self
-                    .get(&record.session_id, &record.function_call_id)
-                    .is_some_and(|current| current.is_same_hold(record));
-                if current {
-                    slot.insert(Resolving {
-                        record: record.clone(),
-                        superseded: false,
-                    });
-                }
-                current
-            }
-        }
-    }
-
-    /// Whether a resolve of exactly this record is in flight.
-    pub(crate) fn is_resolving(&self, record: &PendingRecord) -> bool {
-        self.resolving
-            .get(&record.key())
-            .map(|r| r.record.is_same_hold(record))
-            .unwrap_or(false)
-    }
-
-    /// Ends a resolve without a decision (the harness failed): the record stays.
-    pub(crate) fn abandon_resolve(&self, key: &RecordKey) {
-        self.resolving.remove(key);
-    }
-
-    /// Ends a resolve whose decision the harness took: removes the decided
-    /// record if it is still the one under the key. Returns whether this
-    /// resolve settled it (and so must emit `pending-resolved`): true when it
-    /// removed it, or when a follow-up record replaced it meanwhile (the
-    /// follow-up survives); false when a purge got there first.
-    pub(crate) async fn finish_resolve(
-        &self,
-        record: &Arc<PendingRecord>,
-        outcome: Outcome,
-        reason: Option<String>,
-    ) -> Result<bool, CallError> {
-        let key = record.key();
-        let _lock = self.lock(&key.0, &key.1).await;
-        let superseded = self
-            .resolving
-            .get(&key)
-            .map(|r| r.superseded)
-            .unwrap_or(false);
-        let result = match self.get(&key.0, &key.1) {
-            Some(current) if current.is_same_hold(record) => self.settle_locked(record).await,
-            Some(_) => Ok(superseded),
-            None => Ok(superseded),
-        };
-        if let Ok(settled) = result {
-            self.resolving.remove(&key);
-            if settled {
-                self.announce_resolved(record, outcome, reason);
-            }
-        }
-        result
-    }
-
-    /// Settles (removes) whatever record is under a key (the purges) and
-    /// announces it with `outcome`. Returns the removed record. Takes the
-    /// key's lock.
-    pub(crate) async fn settle(
-        &self,
+    /// Takes ownership of a record marked `releasing` whose release has no
+    /// owner in this process (read at boot, or orphaned): the harness may
+    /// have been asked, so the claim counts as sent.
+    pub(crate) async fn adopt(
+        self: &Arc<Self>,
         session_id: &str,
         function_call_id: &str,
-        outcome: Outcome,
-        reason: &str,
-    ) -> Result<Option<Arc<PendingRecord>>, CallError> {
-        let _lock = self.lock(session_id, function_call_id).await;
-        let Some(current) = self.get(session_id, function_call_id) else {
-            return Ok(None);
-        };
-        if self.settle_locked(&current).await? {
-            self.announce_resolved(&current, outcome, Some(reason.to_string()));
-            Ok(Some(current))
-        } else {
-            Ok(None)
+    ) -> Option<Claim> {
+        let lock = self.lock(session_id, function_call_id).await;
+        let record = lock.get().filter(|r| r.releasing)?;
+        if self.releasing.get(&record.key()).is_some_and(|r| r.owned) {
+            // A live owner's; not ours to take.
+            return None;
         }
+        self.releasing.insert(
+            record.key(),
+            Releasing {
+                record: record.clone(),
+                superseded: false,
+                owned: true,
+            },
+        );
+        Some(Claim {
+            store: self.clone(),
+            record,
+            sent: true,
+            settled: false,
+        })
     }
 
-    /// Escalates a held record, once: under the key's lock, if `record` is
-    /// still the hold under its key and was not escalated yet, its stored
-    /// value gets `escalated_at` first — so a restarted worker never
-    /// escalates it again — then the index, then
-    /// `approval::pending-escalated` goes out. The record stays held.
-    /// Returns whether it escalated; a state failure escalates nothing (the
-    /// timer tries again).
-    pub(crate) async fn escalate(
-        &self,
-        record: &PendingRecord,
-        at: u64,
-    ) -> Result<bool, StoreError> {
-        let (sid, cid) = (&record.session_id, &record.function_call_id);
-        let _lock = self.lock(sid, cid).await;
-        let Some(current) = self.get(sid, cid) else {
-            return Ok(false);
-        };
-        if !current.is_same_hold(record) || current.escalated_at.is_some() {
-            return Ok(false);
+    /// Whether a release of exactly this record is under way.
+    pub(crate) fn is_releasing(&self, record: &PendingRecord) -> bool {
+        record.releasing
+            || self
+                .releasing
+                .get(&record.key())
+                .is_some_and(|r| r.record.is_same_hold(record))
+    }
+
+    /// The keys of records marked `releasing` (boot's recovery).
+    pub(crate) fn releasing_keys(&self) -> Vec<RecordKey> {
+        self.with_index(|index| index.releasing_keys())
+    }
+
+    /// The receiver of orphaned releases; `None` after the first call.
+    pub(crate) fn take_orphans(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<RecordKey>> {
+        match self.orphaned.lock() {
+            Ok(mut slot) => slot.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
         }
-        let mut escalated = (*current).clone();
-        escalated.escalated_at = Some(at);
-        let value = serde_json::to_value(&escalated)?;
-        self.engine
-            .state_set(&bucket(sid, cid), &state_key(sid, cid), value)
-            .await?;
-        self.with_index(|index| index.insert(escalated.clone()));
-        if let Some(due) = escalated.next_due() {
-            self.deadline_added(due);
-        }
-        self.events.emit_escalated(&escalated);
-        Ok(true)
     }
 
     /// Takes the record with the earliest deadline at or before `now` out
@@ -566,22 +504,6 @@ impl PendingStore {
         }
     }
 
-    /// Removes from state a record whose write did not finish in time (the
-    /// hook gave up and answered without it; the harness never saw a hold).
-    /// Only when the index knows no record under the key: an announced
-    /// record leaves through the emit gate, never here. Call with the key's
-    /// lock held. Best effort: a failure is logged.
-    pub(crate) async fn discard(&self, session_id: &str, function_call_id: &str) {
-        if self.get(session_id, function_call_id).is_some() {
-            return;
-        }
-        let key = state_key(session_id, function_call_id);
-        let scope = bucket(session_id, function_call_id);
-        if let Err(err) = self.engine.state_delete(&scope, &key).await {
-            tracing::warn!(key, error = %err, "an unannounced record was not removed; it is listed after a restart and resolving it reports not_held");
-        }
-    }
-
     /// The emit gate proper; the key's lock is held. A state failure leaves
     /// the record in place (a later event retries).
     async fn settle_locked(&self, record: &Arc<PendingRecord>) -> Result<bool, CallError> {
@@ -593,6 +515,352 @@ impl PendingStore {
             tracing::warn!(key, error = %err, "tombstone not deleted; it is skipped at load");
         }
         Ok(removed)
+    }
+}
+
+/// The lock of one record key, and the only way to write or remove the
+/// record: a hold, a claim, an escalation, a purge and a release's end all go
+/// through it. Held for state calls only, never across a harness call (a
+/// released call may be held again by the grant watch while its release is
+/// still waiting for the harness).
+pub(crate) struct KeyLock<'s> {
+    store: &'s PendingStore,
+    session_id: String,
+    function_call_id: String,
+    _guard: tokio::sync::MutexGuard<'s, ()>,
+}
+
+impl KeyLock<'_> {
+    /// The live record under the key.
+    pub(crate) fn get(&self) -> Option<Arc<PendingRecord>> {
+        self.store.get(&self.session_id, &self.function_call_id)
+    }
+
+    fn check(&self, record: &PendingRecord) -> Result<(), StoreError> {
+        if record.session_id == self.session_id && record.function_call_id == self.function_call_id
+        {
+            Ok(())
+        } else {
+            Err(StoreError::WrongKey)
+        }
+    }
+
+    /// Writes a hold durably, then indexes and announces it. Replacing a
+    /// record whose release is under way marks that release as superseded
+    /// (it still announces its own record).
+    pub(crate) async fn write(&self, record: PendingRecord) -> Result<Written, StoreError> {
+        self.check(&record)?;
+        let store = self.store;
+        let key = state_key(&record.session_id, &record.function_call_id);
+        let scope = bucket(&record.session_id, &record.function_call_id);
+        let value = serde_json::to_value(&record)?;
+        let outcome = store.engine.state_set(&scope, &key, value).await?;
+        let previous = store.with_index(|index| index.insert(record.clone()));
+        if let Some(due) = record.next_due() {
+            store.deadline_added(due);
+        }
+        let written = match previous {
+            // The index knew the old record: this is a replacement, not a
+            // lost race.
+            Some(previous) => {
+                if !previous.is_same_hold(&record) {
+                    match store.releasing.get_mut(&record.key()) {
+                        Some(mut releasing) if releasing.record.is_same_hold(&previous) => {
+                            releasing.superseded = true
+                        }
+                        _ => store.announce_resolved(
+                            &previous,
+                            Outcome::Aborted,
+                            Some(REPLACED.to_string()),
+                        ),
+                    }
+                }
+                Written::New
+            }
+            None if outcome.old_value.is_null() => Written::New,
+            None => Written::DuplicateWon,
+        };
+        if written == Written::New {
+            store.events.emit_created(&record);
+        }
+        Ok(written)
+    }
+
+    /// Rewrites the record under the key as `record`, the same hold with new
+    /// marks (a claim, a note, a release given back, an escalation): state
+    /// first, then the index. Announces nothing. `fresh_deadline`: the record
+    /// enters the timer's deadline view anew (an escalation); otherwise it
+    /// keeps the previous revision's place (a record the timer took stays
+    /// the timer's).
+    async fn replace(
+        &self,
+        record: PendingRecord,
+        fresh_deadline: bool,
+    ) -> Result<Arc<PendingRecord>, StoreError> {
+        self.check(&record)?;
+        let store = self.store;
+        let value = serde_json::to_value(&record)?;
+        store
+            .engine
+            .state_set(
+                &bucket(&record.session_id, &record.function_call_id),
+                &state_key(&record.session_id, &record.function_call_id),
+                value,
+            )
+            .await?;
+        store.with_index(|index| {
+            if fresh_deadline {
+                index.insert(record)
+            } else {
+                index.insert_keeping_due(record)
+            }
+        });
+        let current = self.get().ok_or(StoreError::WrongKey)?;
+        if fresh_deadline {
+            if let Some(due) = current.next_due() {
+                store.deadline_added(due);
+            }
+        }
+        Ok(current)
+    }
+
+    /// Removes from state a record whose write did not finish in time (the
+    /// hook gave up and answered without it; the harness never saw a hold).
+    /// Only when the index knows no record under the key: an announced
+    /// record leaves through the emit gate, never here. Best effort: a
+    /// failure is logged.
+    pub(crate) async fn discard(&self) {
+        if self.get().is_some() {
+            return;
+        }
+        let key = state_key(&self.session_id, &self.function_call_id);
+        let scope = bucket(&self.session_id, &self.function_call_id);
+        if let Err(err) = self.store.engine.state_delete(&scope, &key).await {
+            tracing::warn!(key, error = %err, "an unannounced record was not removed; it is listed after a restart and resolving it reports not_held");
+        }
+    }
+
+    /// A purge: whatever record is under the key leaves through the emit
+    /// gate and is announced with `outcome` — unless a decision on it is
+    /// under way, whose release settles it with what the harness says.
+    pub(crate) async fn purge(&self, outcome: Outcome, reason: &str) -> Result<Purged, CallError> {
+        let Some(current) = self.get() else {
+            return Ok(Purged::Absent);
+        };
+        if self.store.is_releasing(&current) {
+            return Ok(Purged::Releasing);
+        }
+        if self.store.settle_locked(&current).await? {
+            self.store
+                .announce_resolved(&current, outcome, Some(reason.to_string()));
+            Ok(Purged::Removed(current))
+        } else {
+            Ok(Purged::Absent)
+        }
+    }
+
+    /// Escalates a held record, once: if `record` is still the hold under
+    /// the key, was not escalated yet and no decision on it is under way,
+    /// its stored value gets `escalated_at` first — so a restarted worker
+    /// never escalates it again — then the index, then
+    /// `approval::pending-escalated` goes out. The record stays held.
+    /// Returns whether it escalated; a state failure escalates nothing (the
+    /// timer tries again).
+    pub(crate) async fn escalate(
+        &self,
+        record: &PendingRecord,
+        at: u64,
+    ) -> Result<bool, StoreError> {
+        let Some(current) = self.get() else {
+            return Ok(false);
+        };
+        if !current.is_same_hold(record)
+            || current.escalated_at.is_some()
+            || self.store.is_releasing(&current)
+        {
+            return Ok(false);
+        }
+        let mut escalated = (*current).clone();
+        escalated.escalated_at = Some(at);
+        let escalated = self.replace(escalated, true).await?;
+        self.store.events.emit_escalated(&escalated);
+        Ok(true)
+    }
+}
+
+/// A claimed record: the one owner of its release, from the durable
+/// `releasing` mark to the record's end.
+///
+/// * [`Claim::finish`] settles it once, through the emit gate, with the
+///   harness's outcome; [`Claim::give_back`] makes it pending again (the
+///   harness surely did not act on it).
+/// * Dropped before [`Claim::sent`], the record goes back to pending.
+/// * Dropped after it, the record stays `releasing` (the harness may be
+///   running the call) and is handed to the release path's recovery, which
+///   asks the harness what became of the call.
+pub(crate) struct Claim {
+    store: Arc<PendingStore>,
+    record: Arc<PendingRecord>,
+    sent: bool,
+    settled: bool,
+}
+
+impl std::fmt::Debug for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claim")
+            .field("session_id", &self.record.session_id)
+            .field("function_call_id", &self.record.function_call_id)
+            .field("sent", &self.sent)
+            .field("settled", &self.settled)
+            .finish()
+    }
+}
+
+impl Claim {
+    /// The claimed record (marked `releasing`).
+    pub(crate) fn record(&self) -> &Arc<PendingRecord> {
+        &self.record
+    }
+
+    /// Notes, durably, a folder granted for this release (so a restart can
+    /// still take it back).
+    pub(crate) async fn note_grant(&mut self, dir: &str) -> Result<(), StoreError> {
+        let (sid, cid) = (&self.record.session_id, &self.record.function_call_id);
+        let lock = self.store.lock(sid, cid).await;
+        match lock.get() {
+            Some(current) if current.is_same_hold(&self.record) && current.releasing => {
+                let mut noted = (*current).clone();
+                if let Some(note) = noted.release.as_mut() {
+                    note.granted = Some(dir.to_string());
+                }
+                self.record = lock.replace(noted, false).await?;
+                if let Some(mut releasing) = self.store.releasing.get_mut(&self.record.key()) {
+                    releasing.record = self.record.clone();
+                }
+                Ok(())
+            }
+            // Replaced meanwhile: nothing to note on.
+            _ => Ok(()),
+        }
+    }
+
+    /// The harness is about to be asked: from now on a dropped claim leaves
+    /// the record `releasing`.
+    pub(crate) fn sent(&mut self) {
+        self.sent = true;
+    }
+
+    /// Settles the release with the harness's outcome: removes the record if
+    /// it is still the one released, and announces it. Returns whether this
+    /// release announced it (true when it removed it, or when a follow-up
+    /// hold replaced it meanwhile — the follow-up stays). On a state failure
+    /// the claim comes back for another try.
+    pub(crate) async fn finish(
+        mut self,
+        outcome: Outcome,
+        reason: Option<String>,
+    ) -> Result<bool, (Claim, CallError)> {
+        let store = self.store.clone();
+        let key = self.record.key();
+        let lock = store.lock(&key.0, &key.1).await;
+        let superseded = store
+            .releasing
+            .get(&key)
+            .map(|r| r.superseded)
+            .unwrap_or(false);
+        let result = match lock.get() {
+            Some(current) if current.is_same_hold(&self.record) => {
+                store.settle_locked(&current).await
+            }
+            _ => Ok(superseded),
+        };
+        match result {
+            Ok(settled) => {
+                store.releasing.remove(&key);
+                self.settled = true;
+                if settled {
+                    store.announce_resolved(&self.record, outcome, reason);
+                }
+                Ok(settled)
+            }
+            Err(err) => {
+                drop(lock);
+                Err((self, err))
+            }
+        }
+    }
+
+    /// Makes the record pending again (the harness did not act on this
+    /// decision, or still holds the call): the `releasing` mark goes, and
+    /// any decision may be taken anew. `uncertain`: the decision given back
+    /// may have run the call (its answer was lost).
+    pub(crate) async fn give_back(mut self, uncertain: bool) -> Result<(), (Claim, StoreError)> {
+        let store = self.store.clone();
+        match store.restore(&self.record, uncertain).await {
+            Ok(()) => {
+                self.settled = true;
+                Ok(())
+            }
+            Err(err) => Err((self, err)),
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let store = self.store.clone();
+        let record = self.record.clone();
+        if self.sent {
+            // The harness may be running the call: only it can say what
+            // became of it. The recovery adopts the record.
+            tracing::warn!(session_id = %record.session_id, function_call_id = %record.function_call_id, "a release ended without its outcome; asking the harness what became of the call");
+            if let Some(mut releasing) = store.releasing.get_mut(&record.key()) {
+                releasing.owned = false;
+            }
+            let _ = store.orphans.send(record.key());
+            return;
+        }
+        // Nothing reached the harness: the call is still held, and the
+        // record becomes pending again.
+        self.store.runtime.spawn(async move {
+            for attempt in 0..5u32 {
+                match store.restore(&record, false).await {
+                    Ok(()) => return,
+                    Err(err) => {
+                        tracing::warn!(session_id = %record.session_id, function_call_id = %record.function_call_id, attempt, error = %err, "a dropped claim could not give its record back; retrying");
+                        tokio::time::sleep(std::time::Duration::from_millis(250 << attempt)).await;
+                    }
+                }
+            }
+            tracing::error!(session_id = %record.session_id, function_call_id = %record.function_call_id, "a dropped claim's record stays marked releasing; a restart recovers it");
+        });
+    }
+}
+
+impl PendingStore {
+    /// Gives a claimed record back: pending again, unless another record
+    /// replaced it meanwhile.
+    async fn restore(
+        &self,
+        record: &Arc<PendingRecord>,
+        uncertain: bool,
+    ) -> Result<(), StoreError> {
+        let key = record.key();
+        let lock = self.lock(&key.0, &key.1).await;
+        if let Some(current) = lock.get() {
+            if current.is_same_hold(record) && current.releasing {
+                let mut pending = (*current).clone();
+                pending.releasing = false;
+                pending.release = None;
+                pending.uncertain |= uncertain;
+                lock.replace(pending, false).await?;
+            }
+        }
+        self.releasing.remove(&key);
+        Ok(())
     }
 }
 

@@ -104,6 +104,9 @@ pub struct CallView<'a> {
     pub expires_at: Option<u64>,
     /// The folder a `folder_access` prompt asks for.
     pub dir: Option<&'a str>,
+    /// A decision on the call is on its way to the agent (the call may be
+    /// running): the page shows that, and no choices.
+    pub releasing: bool,
 }
 
 /// One line of the inbox page.
@@ -165,6 +168,9 @@ impl GoneReason {
 
 /// The page for `GET /approvals/<token>` while its revision is held.
 pub fn call_page(view: &CallView<'_>) -> String {
+    if view.releasing {
+        return running_page(view);
+    }
     let body = html! {
         p.kicker { "Approval needed" }
         h1 { code { (visible(view.function_id)) } }
@@ -223,6 +229,26 @@ pub fn call_page(view: &CallView<'_>) -> String {
     document("Approval needed", body, true)
 }
 
+/// The page of a held call whose decision is under way: the call is
+/// running (or its denial is on its way), and no other decision can change
+/// it now.
+fn running_page(view: &CallView<'_>) -> String {
+    let body = html! {
+        p.kicker { "Running" }
+        h1 { code { (visible(view.function_id)) } }
+        p.panel.info {
+            "A decision on this call was taken and is on its way to the agent; the call may be \
+             running now. Nothing can be decided here until the agent answers. Reload this page \
+             later: it is gone once the outcome is known."
+        }
+        (details(view))
+        h2 { "Arguments" }
+        p.note { "Secrets are redacted." }
+        pre { code { (visible_multiline(&pretty(view.arguments))) } }
+    };
+    document("Running", body, false)
+}
+
 /// The facts of a held call, one per row (one column on a phone).
 fn details(view: &CallView<'_>) -> Markup {
     html! {
@@ -263,6 +289,18 @@ fn result_panels() -> Markup {
             "Allowed. The call goes ahead now, and this function will not ask again in this session.",
         ),
         ("denied", "ok", "Denied. The agent has been told."),
+        (
+            "running",
+            "info",
+            "Running: the decision is taken and on its way; the call may take a while. \
+             Reload this page later for the outcome.",
+        ),
+        (
+            "unknown",
+            "bad",
+            "The agent's answer was lost, so no one can tell whether the call ran. Check the \
+             agent's transcript.",
+        ),
         (
             "not-held",
             "bad",

@@ -25,10 +25,10 @@ use super::http::{gone_reason, same_origin_json, HttpRequest, HttpResponse};
 use super::page::{self, CallView, GoneReason, InboxRow};
 use super::setup::Links;
 use super::token::{Kind, Revision, TokenError};
-use crate::decision::resolve::{decide, Decided, Decision, ResolveDecision};
-use crate::error::ApprovalError;
-use crate::grant_watch::GrantScope;
-use crate::inbox::{list_pending, ListPendingRequest, PendingRecord, RecordKind};
+use crate::decision::resolve::{operator_reason, response, ResolveDecision};
+use crate::folders::GrantScope;
+use crate::inbox::{list_pending, ListPendingRequest, PendingRecord, RecordKind, Via};
+use crate::release::{Answer, Decision, Request};
 use crate::schema::schema_of;
 use crate::worker::Worker;
 
@@ -145,6 +145,7 @@ fn view(record: &PendingRecord, arguments: &Value) -> String {
         pending_at: record.pending_at,
         expires_at: record.expires_at,
         dir: record.grant_request.as_ref().map(|g| g.dir.as_str()),
+        releasing: record.releasing,
     })
 }
 
@@ -243,19 +244,24 @@ async fn decide_call(worker: &Worker, request: &HttpRequest) -> HttpResponse {
         Kind::Function => RecordKind::Function,
         Kind::FolderAccess => RecordKind::FolderAccess,
     };
-    let decided = decide(
-        worker,
-        Decision {
-            session_id: revision.session_id().to_string(),
-            function_call_id: revision.function_call_id().to_string(),
-            decision: choice.decision,
-            reason: choice.reason,
+    let decision = match choice.decision {
+        ResolveDecision::Allow => Decision::Allow {
             grant_scope: choice.grant_scope,
             remember: choice.remember,
-            expected: Some((revision.pending_at(), kind)),
         },
-    )
-    .await;
+        ResolveDecision::Deny => Decision::Deny {
+            reason: operator_reason(&choice.reason),
+        },
+    };
+    let release = Request {
+        session_id: revision.session_id().to_string(),
+        function_call_id: revision.function_call_id().to_string(),
+        expected: Some((revision.pending_at(), kind)),
+        decision,
+        via: Via::Link,
+    };
+    let wait = worker.releaser.resolve_wait();
+    let answer = worker.releaser.release(release, Some(wait)).await;
     let gone = |stale| {
         let removal = worker.inbox.removal(
             revision.session_id(),
@@ -270,31 +276,45 @@ async fn decide_call(worker: &Worker, request: &HttpRequest) -> HttpResponse {
             json!({"reason": reason.as_str()}),
         )
     };
-    match decided {
-        Ok(Decided::Answered(answer)) => {
-            let mut body = json!({"resolved": answer.resolved});
-            if answer.not_held == Some(true) {
-                body["not_held"] = json!(true);
+    match answer {
+        Answer::Absent => gone(false),
+        Answer::Stale => gone(true),
+        Answer::Unavailable(_) => HttpResponse::error(
+            503,
+            "harness_unavailable",
+            "The decision did not reach the agent, and the call is still waiting. Try again.",
+            Value::Null,
+        ),
+        Answer::State(_) => HttpResponse::error(
+            503,
+            "state_unavailable",
+            "The decision could not be recorded, and the call is still waiting. Try again.",
+            Value::Null,
+        ),
+        // Taken, not held, unknown, or under way (this decision's or another
+        // one's, which this one did not change): the same answer as
+        // approval::resolve's.
+        other => match response(other) {
+            Ok(answer) => {
+                let mut body = json!({"resolved": answer.resolved});
+                for (key, flag) in [
+                    ("not_held", answer.not_held),
+                    ("releasing", answer.releasing),
+                    ("unknown", answer.unknown),
+                ] {
+                    if flag == Some(true) {
+                        body[key] = json!(true);
+                    }
+                }
+                HttpResponse::json(200, body)
             }
-            HttpResponse::json(200, body)
-        }
-        Ok(Decided::Absent) => gone(false),
-        Ok(Decided::Stale) => gone(true),
-        // Another decision on this call is on its way: this one changed nothing.
-        Ok(Decided::InFlight) => HttpResponse::json(200, json!({"resolved": false})),
-        Err(err) => {
-            let code = match err {
-                ApprovalError::HarnessUnavailable(_) => "harness_unavailable",
-                ApprovalError::StateUnavailable(_) => "state_unavailable",
-                ApprovalError::InvalidPayload(_) => "invalid_payload",
-            };
-            HttpResponse::error(
+            Err(_) => HttpResponse::error(
                 503,
-                code,
+                "harness_unavailable",
                 "The decision did not reach the agent, and the call is still waiting. Try again.",
                 Value::Null,
-            )
-        }
+            ),
+        },
     }
 }
 
@@ -344,6 +364,7 @@ fn inbox(worker: &Worker, request: &HttpRequest) -> HttpResponse {
                 pending_at: record.pending_at,
                 expires_at: record.expires_at,
                 dir: record.grant_request.as_ref().map(|g| g.dir.as_str()),
+                releasing: record.releasing,
             },
             approval_url: url,
         })

@@ -551,7 +551,7 @@ async fn links_the_inbox_needs_its_bearer_and_links_follow_the_configuration() {
 }
 
 #[tokio::test]
-async fn links_a_harness_failure_is_a_503_and_a_late_release_reports_not_held() {
+async fn links_a_harness_failure_is_a_503_and_a_long_release_shows_running() {
     on_test_engine("links_harness_failures", |engine| async move {
         let l = Links::start(engine, json!(["!approval::*"]), None).await;
         let created = l
@@ -584,24 +584,41 @@ async fn links_a_harness_failure_is_a_503_and_a_late_release_reports_not_held() 
         assert_eq!(body["error"]["code"], "harness_unavailable");
         assert_eq!(l.scene.inbox().await.len(), 1, "the call is still held");
 
-        // The harness takes the next release but its answer is lost: the
-        // page says so; a retry learns the harness no longer holds the call.
+        // The harness takes the next release but answers late (a long
+        // execute): the page hears "running"; another POST changes nothing;
+        // the page shows the call running until the outcome arrives.
+        let resolved = l
+            .scene
+            .sink("hf-resolved", "approval::pending-resolved", json!({}))
+            .await;
         faults.stall(
             "harness::function::resolve",
-            Duration::from_secs(25),
+            Duration::from_secs(12),
             Some(1),
         );
-        let r = l.decide(&url, json!({"decision": "allow"})).await;
-        assert_eq!(r.status(), 503);
         let r = l.decide(&url, json!({"decision": "allow"})).await;
         assert_eq!(r.status(), 200);
         assert_eq!(
             r.json::<Value>().await.unwrap(),
-            json!({"resolved": false, "not_held": true})
+            json!({"resolved": false, "releasing": true})
         );
+        let r = l.decide(&url, json!({"decision": "deny"})).await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(
+            r.json::<Value>().await.unwrap(),
+            json!({"resolved": false, "releasing": true})
+        );
+        let page = l.http.get(&url).send().await.unwrap();
+        assert_eq!(page.status(), 200);
+        let page = page.text().await.unwrap();
+        assert!(
+            page.contains("Running") && !page.contains("data-decision"),
+            "{page}"
+        );
+        assert!(eventually(Duration::from_secs(20), || resolved.events().len() == 1).await);
+        assert_eq!(resolved.events()[0]["outcome"], "allow");
         let r = l.http.get(&url).send().await.unwrap();
         assert_eq!(r.status(), 410);
-        assert!(r.text().await.unwrap().contains("stopped waiting"));
     })
     .await;
 }

@@ -39,5 +39,6 @@ mod playground;
 mod policy;
 mod properties;
 mod redaction;
+mod release;
 mod security;
 mod standby;

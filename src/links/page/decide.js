@@ -17,7 +17,8 @@
     });
   }
 
-  // The answer is {resolved, not_held?}; 410 and 403 come from the link itself.
+  // The answer is {resolved, not_held?, releasing?, unknown?}; 410 and 403
+  // come from the link itself.
   function outcomeOf(status, answer, body) {
     if (status === 410) return "gone";
     if (status === 403) return "forbidden";
@@ -28,6 +29,8 @@
       return "allowed";
     }
     if (answer.not_held === true) return "not-held";
+    if (answer.releasing === true) return "running";
+    if (answer.unknown === true) return "unknown";
     return "unchanged";
   }
 

@@ -55,6 +55,7 @@ fn view<'a>(args: &'a Value, kind: Kind) -> CallView<'a> {
             Kind::Function => None,
             Kind::FolderAccess => Some("/srv/data"),
         },
+        releasing: false,
     }
 }
 
@@ -380,6 +381,7 @@ fn hostile_text_renders_as_inert_text_everywhere() {
             pending_at: 0,
             expires_at: Some(u64::MAX),
             dir: Some(payload),
+            releasing: false,
         };
         let inbox_row = InboxRow {
             call: v,
@@ -928,4 +930,19 @@ fn run_node(input: &Value) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("utf-8")
+}
+
+#[test]
+fn a_record_whose_decision_is_under_way_shows_running_and_no_choices() {
+    let a = args();
+    let mut v = view(&a, Kind::Function);
+    v.releasing = true;
+    let page = call_page(&v);
+    assert!(page.contains("Running"), "{page}");
+    assert!(
+        !page.contains("data-decision"),
+        "no choice is offered: {page}"
+    );
+    v.releasing = false;
+    assert!(call_page(&v).contains("data-decision"));
 }

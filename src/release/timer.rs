@@ -15,16 +15,17 @@
 //! a bounded stream of harness calls, and the gate's handlers, which share
 //! the runtime and the engine connection, keep answering.
 //!
-//! An expiry is a resolve made by the timer, through the store's resolve
-//! machinery (`begin_resolve` / `finish_resolve` / `abandon_resolve`):
-//! exactly one of a human's resolve, the expiry or a purge takes a record
-//! out. Order: `harness::function::resolve` with a `denied_by: "timeout"`
-//! denial, then the emit-gated removal, then `pending-resolved` with outcome
-//! `timeout`. A harness that fails keeps the record, and the timer tries
-//! again with backoff (1 s, doubling, at most a minute) for as long as the
-//! record is held: the decision is never lost. A harness that answers
-//! `resolved: false` no longer holds the call: the record leaves with outcome
-//! `aborted`, reason `not_held`, as a resolve's would.
+//! An expiry is a decision made by the timer, carried by the one release
+//! path ([`super::Releaser`]): exactly one of a human's decision, the expiry
+//! or a purge takes a record out. Order: the claim, then
+//! `harness::function::resolve` with a `denied_by: "timeout"` denial, then
+//! the emit-gated removal, then `pending-resolved` with outcome `timeout`. A
+//! harness that fails leaves the record pending, and the timer tries again
+//! with backoff (1 s, doubling, at most a minute) for as long as the record
+//! is held: the decision is never lost. A harness that answers `resolved:
+//! false` no longer holds the call: the record leaves with outcome
+//! `aborted`, reason `not_held`, as a resolve's would. A record whose release
+//! is under way is left to that release.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,10 +34,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::events::Outcome;
-use super::record::PendingRecord;
+use super::{Answer, Decision, Releaser, Request};
+use crate::inbox::{PendingRecord, PendingStore, Via};
 use crate::time::now_ms;
-use crate::worker::Worker;
 
 /// Records acted on at once (each is one harness call and two state calls).
 pub const IN_FLIGHT: usize = 16;
@@ -46,14 +46,9 @@ const MAX_SLEEP: Duration = Duration::from_secs(30);
 const FIRST_RETRY_MS: u64 = 1_000;
 /// The longest wait between two retries of one record.
 const MAX_RETRY_MS: u64 = 60_000;
-/// How long the timer waits when a human's resolve of the record is in
-/// flight (if it ends the hold, the retry finds nothing to do).
+/// How long the timer waits when another decision on the record is under
+/// way (if it ends the hold, the retry finds nothing to do).
 const BUSY_RETRY_MS: u64 = 1_000;
-
-/// The `pending-resolved` reason of an expired hold.
-const TIMEOUT: &str = "timeout";
-/// The `pending-resolved` reason of a hold the harness no longer held.
-const NOT_HELD: &str = "not_held";
 
 /// What became of one record the timer acted on.
 enum Done {
@@ -78,11 +73,11 @@ pub(crate) struct Timer {
 impl Timer {
     /// Starts the timer. Boot calls this after the ready line, so records
     /// whose deadline passed while the worker was down are acted on at once.
-    pub(crate) fn start(worker: Arc<Worker>) -> Timer {
+    pub(crate) fn start(releaser: Arc<Releaser>) -> Timer {
         let (stop, stopped) = watch::channel(false);
         Timer {
             stop,
-            task: tokio::spawn(run(worker, stopped)),
+            task: tokio::spawn(run(releaser, stopped)),
         }
     }
 
@@ -101,8 +96,8 @@ impl Drop for Timer {
 }
 
 /// The timer's loop.
-async fn run(worker: Arc<Worker>, mut stopped: watch::Receiver<bool>) {
-    let store = &worker.inbox;
+async fn run(releaser: Arc<Releaser>, mut stopped: watch::Receiver<bool>) {
+    let store = &releaser.inbox;
     let mut jobs: JoinSet<Done> = JoinSet::new();
     // Records to act on again, by time (and a sequence number, so two
     // retries at the same millisecond are both kept).
@@ -127,7 +122,7 @@ async fn run(worker: Arc<Worker>, mut stopped: watch::Receiver<bool>) {
                     None => break,
                 }
             };
-            jobs.spawn(act(worker.clone(), record, attempt));
+            jobs.spawn(act(releaser.clone(), record, attempt));
         }
         let next = [
             store.next_due(),
@@ -181,25 +176,34 @@ fn backoff(attempt: u32) -> u64 {
 }
 
 /// Acts on one record whose deadline has come: expires it, or escalates it.
-async fn act(worker: Arc<Worker>, record: Arc<PendingRecord>, attempt: u32) -> Done {
-    let Some(current) = worker
-        .inbox
-        .get(&record.session_id, &record.function_call_id)
-    else {
+async fn act(releaser: Arc<Releaser>, record: Arc<PendingRecord>, attempt: u32) -> Done {
+    let store = &releaser.inbox;
+    let Some(current) = store.get(&record.session_id, &record.function_call_id) else {
         return Done::Finished;
     };
-    // Another record under the key, or this hold written again (escalated):
-    // the index tracks whatever deadline the current one has.
-    if !Arc::ptr_eq(&current, &record) {
+    // Another record under the key, or this hold escalated (it is in the
+    // deadline view again on its own): the index tracks whatever deadline
+    // the current one has. A release under way settles the record itself.
+    if !current.is_same_hold(&record) || current.escalated_at != record.escalated_at {
         return Done::Finished;
     }
+    if current.releasing {
+        // A decision on it is under way: if it gives the record back, the
+        // deadline still holds.
+        return Done::Retry {
+            at: now_ms() + BUSY_RETRY_MS,
+            record: current,
+            attempt,
+        };
+    }
+    let record = current;
     let now = now_ms();
     if record.expires_at.is_some_and(|at| at <= now) {
         // Past both deadlines (the worker was down): the expiry alone; an
         // escalation now would ask someone to answer a call that is over.
-        expire(&worker, record, attempt).await
+        expire(&releaser, record, attempt).await
     } else if record.next_due().is_some_and(|at| at <= now) {
-        escalate(&worker, record, attempt, now).await
+        escalate(store, record, attempt, now).await
     } else {
         // Not due after all (the wall clock moved back): wait for it.
         match record.next_due() {
@@ -213,54 +217,36 @@ async fn act(worker: Arc<Worker>, record: Arc<PendingRecord>, attempt: u32) -> D
     }
 }
 
-/// Denies a held call no one answered in time.
-async fn expire(worker: &Worker, record: Arc<PendingRecord>, attempt: u32) -> Done {
+/// Denies a held call no one answered in time, through the release path.
+async fn expire(releaser: &Arc<Releaser>, record: Arc<PendingRecord>, attempt: u32) -> Done {
     let (sid, cid) = (record.session_id.as_str(), record.function_call_id.as_str());
-    if !worker.inbox.begin_resolve(&record) {
-        // A human's resolve is in flight; if it fails, the expiry goes on.
-        return Done::Retry {
+    let request = Request {
+        session_id: sid.to_string(),
+        function_call_id: cid.to_string(),
+        expected: Some((record.pending_at, record.kind)),
+        decision: Decision::Timeout,
+        via: Via::Timer,
+    };
+    match releaser.release(request, None).await {
+        Answer::Taken { announced, .. } => {
+            tracing::info!(session_id = sid, function_call_id = cid, function_id = %record.function_id, decision = "deny", rule = super::TIMEOUT, announced, "held call expired");
+            Done::Finished
+        }
+        // Settled otherwise (not held, unknown), already gone or replaced:
+        // nothing more for the timer.
+        Answer::NotHeld | Answer::Unknown | Answer::Absent | Answer::Stale => Done::Finished,
+        // Carried by another decision: if that one gives the record back,
+        // the deadline still holds.
+        Answer::Releasing => Done::Retry {
             at: now_ms() + BUSY_RETRY_MS,
             record,
             attempt,
-        };
-    }
-    let release = record.release(super::deadline::timeout_denial(&record));
-    let released = match worker.engine.harness_resolve(&release).await {
-        Ok(released) => released,
-        Err(err) => {
-            worker.inbox.abandon_resolve(&record.key());
+        },
+        Answer::Unavailable(_) | Answer::State(_) => {
             let wait = backoff(attempt);
-            tracing::warn!(session_id = sid, function_call_id = cid, function_id = %record.function_id, attempt, retry_in_ms = wait, error = %err, "the harness did not take the timeout; the call stays held and the timer tries again");
-            return Done::Retry {
-                at: now_ms() + wait,
-                attempt: attempt.saturating_add(1),
-                record,
-            };
-        }
-    };
-    let taken = released.resolved == Some(true);
-    let (outcome, reason) = if taken {
-        (Outcome::Timeout, TIMEOUT)
-    } else {
-        (Outcome::Aborted, NOT_HELD)
-    };
-    match worker
-        .inbox
-        .finish_resolve(&record, outcome, Some(reason.to_string()))
-        .await
-    {
-        Ok(settled) if taken => {
-            tracing::info!(session_id = sid, function_call_id = cid, function_id = %record.function_id, decision = "deny", rule = TIMEOUT, settled, "held call expired");
-            Done::Finished
-        }
-        Ok(settled) => {
-            tracing::warn!(session_id = sid, function_call_id = cid, function_id = %record.function_id, settled, "the harness no longer held the expired call; its record is removed");
-            Done::Finished
-        }
-        Err(err) => {
-            worker.inbox.abandon_resolve(&record.key());
-            let wait = backoff(attempt);
-            tracing::warn!(session_id = sid, function_call_id = cid, error = %err, retry_in_ms = wait, "the expired call's record was not removed; trying again");
+            tracing::warn!(session_id = sid, function_call_id = cid, function_id = %record.function_id, attempt, retry_in_ms = wait, "the timeout was not carried to the harness; the call stays held and the timer tries again");
+            // The record given back is a new revision in the index; retry
+            // with whatever is under the key then.
             Done::Retry {
                 at: now_ms() + wait,
                 attempt: attempt.saturating_add(1),
@@ -271,8 +257,16 @@ async fn expire(worker: &Worker, record: Arc<PendingRecord>, attempt: u32) -> Do
 }
 
 /// Escalates a held call no one answered by its `escalate_at`.
-async fn escalate(worker: &Worker, record: Arc<PendingRecord>, attempt: u32, now: u64) -> Done {
-    match worker.inbox.escalate(&record, now).await {
+async fn escalate(
+    store: &PendingStore,
+    record: Arc<PendingRecord>,
+    attempt: u32,
+    now: u64,
+) -> Done {
+    let lock = store
+        .lock(&record.session_id, &record.function_call_id)
+        .await;
+    match lock.escalate(&record, now).await {
         Ok(escalated) => {
             if escalated {
                 tracing::info!(session_id = %record.session_id, function_call_id = %record.function_call_id, function_id = %record.function_id, "held call escalated");

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::hook::{HookCall, HookInput};
+use super::protocol::{HookCall, HookInput};
 use crate::config::ApprovalConfig;
 use crate::engine::{Engine, SessionContext};
 use crate::inbox::{deadlines, HoldLimits, Metadata, PendingRecord, RecordKind};
@@ -70,6 +70,9 @@ pub fn build_record(
         expires_at: None,
         escalate_at: None,
         escalated_at: None,
+        releasing: false,
+        release: None,
+        uncertain: false,
     }
 }
 

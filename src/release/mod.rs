@@ -1,0 +1,484 @@
+//! Releasing a held call (`architecture/contract.md` § Releasing a held
+//! call): the one path every decision takes — `approval::resolve`, a link's
+//! POST, an expiry and a batch alike — from the claim to the record's end.
+//!
+//! 1. **Claim.** The record is marked `releasing` durably before the harness
+//!    is called ([`PendingStore::claim`]); any other decision on it now
+//!    answers `releasing` and changes nothing. The [`Claim`] is the one
+//!    owner: dropped before the harness is asked, the record is pending
+//!    again; after, it stays `releasing` until the harness's answer — or the
+//!    recovery below — settles it.
+//! 2. **Before the harness.** A folder `session` / `always` grant is made
+//!    for a dir no grant covers yet (both harness generations stamp durable
+//!    grants on the re-run), and noted on the record so it can be taken back.
+//!    A folder denial remembers the dir.
+//! 3. **The harness** (`harness::function::resolve`), waited for up to
+//!    `release_timeout_ms`: today's harness answers an allowed call only when
+//!    it has run. The decider waits `resolve_wait_ms` at most and then hears
+//!    `releasing`; the outcome event follows.
+//! 4. **After the harness confirmed** (`resolved: true`), and only then: the
+//!    remembered function (`approve-always`, exact) and the `always` folder
+//!    persist into the shell's roots. The record leaves through the emit
+//!    gate with the decision's outcome.
+//! 5. **Otherwise**: `resolved: false` → the grant is taken back, outcome
+//!    `aborted` / `not_held`. A failure that surely did not reach the harness
+//!    (or that it answered with an error) → the grant is taken back and the
+//!    record is pending again (`approval/harness_unavailable`). A lost answer
+//!    (a timeout, a harness gone mid-call) → `harness::status` says whether
+//!    the call is still pending (then pending again); otherwise, and where
+//!    no status exists, the outcome is `unknown`: the call may have run, and
+//!    is never announced as `aborted`.
+//!
+//! A release whose owner went away after the harness was asked (an aborted
+//! task, a restart) is recovered the same way ([`recover`]).
+
+pub(crate) mod recover;
+pub(crate) mod timer;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::ConfigCell;
+use crate::engine::{CallError, Engine, ReleaseAction};
+use crate::folders::{contains, Folders, GrantScope};
+use crate::inbox::{
+    timeout_denial, Claim, NoteDecision, Outcome, PendingRecord, PendingStore, RecordKind,
+    ReleaseNote, StoreError, Take, Via,
+};
+use crate::settings::store::SettingsStore;
+use crate::time::now_ms;
+
+/// The `pending-resolved` reason of a call the harness no longer held.
+pub(crate) const NOT_HELD: &str = "not_held";
+/// The `pending-resolved` reason of an expired hold.
+pub(crate) const TIMEOUT: &str = "timeout";
+/// The `pending-resolved` reason when what became of the call is unknown.
+pub(crate) const UNKNOWN: &str = "unknown";
+/// What the logs name as the rule behind a human's decision, as the denial
+/// envelope names the decider (`denied_by: "user"`).
+const USER_RULE: &str = "user";
+/// The denial text when a human denies without a reason.
+pub(crate) const OPERATOR_REJECTED: &str = "Rejected by operator.";
+
+/// How long the durable grants of a session are looked up for.
+const ROOTS_BUDGET: Duration = Duration::from_secs(3);
+/// How many times a settled release retries its emit-gated removal.
+const FINISH_ATTEMPTS: u32 = 5;
+
+/// A decision to carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Run the call. Folder prompts: `grant_scope` (default once). Function
+    /// holds: `remember` approves the function always for the session, once
+    /// the harness confirmed.
+    Allow {
+        grant_scope: Option<GrantScope>,
+        remember: bool,
+    },
+    /// Answer it with a human's denial (`reason`, else the default text).
+    Deny { reason: Option<String> },
+    /// Answer it with the timeout's denial.
+    Timeout,
+}
+
+impl Decision {
+    fn note(&self) -> NoteDecision {
+        match self {
+            Decision::Allow { .. } => NoteDecision::Allow,
+            Decision::Deny { .. } => NoteDecision::Deny,
+            Decision::Timeout => NoteDecision::Timeout,
+        }
+    }
+
+    /// The outcome a taken decision is announced with, and its reason.
+    fn outcome(&self) -> (Outcome, Option<String>) {
+        match self {
+            Decision::Allow { .. } => (Outcome::Allow, None),
+            Decision::Deny { reason } => (Outcome::Deny, reason.clone()),
+            Decision::Timeout => (Outcome::Timeout, Some(TIMEOUT.to_string())),
+        }
+    }
+
+    /// The name logs give it.
+    pub(crate) fn as_str(&self) -> &'static str {
+        match self {
+            Decision::Allow { .. } => "allow",
+            Decision::Deny { .. } => "deny",
+            Decision::Timeout => "timeout",
+        }
+    }
+}
+
+/// One decision on one held call.
+#[derive(Debug, Clone)]
+pub(crate) struct Request {
+    /// The session (validated by the caller).
+    pub session_id: String,
+    /// The held call (validated by the caller).
+    pub function_call_id: String,
+    /// The revision `(pending_at, kind)` the decider saw, when it names one
+    /// (a link, a batch item, the timer): any other record is left alone.
+    pub expected: Option<(u64, RecordKind)>,
+    /// What was decided.
+    pub decision: Decision,
+    /// How the decision came.
+    pub via: Via,
+}
+
+/// What a decider hears.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// The harness took the decision (`resolved: true`). `announced`: this
+    /// release emitted the record's `pending-resolved`.
+    Taken {
+        turn_resumed: Option<bool>,
+        announced: bool,
+    },
+    /// The harness no longer held the call: nothing ran on this decision
+    /// (`aborted` / `not_held`).
+    NotHeld,
+    /// What became of the call cannot be told (`unknown`); it may have run.
+    Unknown,
+    /// The decision is under way (or another one is): the outcome event
+    /// follows.
+    Releasing,
+    /// No record under the ids.
+    Absent,
+    /// A record under the ids, but not the expected revision.
+    Stale,
+    /// The harness did not take the decision; the record is pending again.
+    Unavailable(CallError),
+    /// The record could not be marked; nothing was asked.
+    State(StoreError),
+}
+
+/// What the release path needs, each part from a lower module.
+pub(crate) struct Releaser {
+    engine: Engine,
+    inbox: Arc<PendingStore>,
+    settings: Arc<SettingsStore>,
+    folders: Arc<Folders>,
+    config: Arc<ConfigCell>,
+}
+
+impl Releaser {
+    pub(crate) fn new(
+        engine: Engine,
+        inbox: Arc<PendingStore>,
+        settings: Arc<SettingsStore>,
+        folders: Arc<Folders>,
+        config: Arc<ConfigCell>,
+    ) -> Arc<Releaser> {
+        Arc::new(Releaser {
+            engine,
+            inbox,
+            settings,
+            folders,
+            config,
+        })
+    }
+
+    /// The decider's wait (`resolve_wait_ms`).
+    pub(crate) fn resolve_wait(&self) -> Duration {
+        Duration::from_millis(self.config.load().config.resolve_wait_ms)
+    }
+
+    /// Claims the record and carries the decision; the decider waits at
+    /// most `wait` (`None`: until the release ends) and then hears
+    /// [`Answer::Releasing`] while the release goes on.
+    pub(crate) async fn release(
+        self: &Arc<Self>,
+        request: Request,
+        wait: Option<Duration>,
+    ) -> Answer {
+        let note = ReleaseNote {
+            decision: request.decision.note(),
+            via: request.via,
+            at: now_ms(),
+            granted: None,
+        };
+        let claim = match self
+            .inbox
+            .claim(
+                &request.session_id,
+                &request.function_call_id,
+                request.expected,
+                note,
+            )
+            .await
+        {
+            Ok(Take::Claimed(claim)) => claim,
+            Ok(Take::Absent) => return Answer::Absent,
+            Ok(Take::Stale) => return Answer::Stale,
+            Ok(Take::Releasing) => return Answer::Releasing,
+            Err(err) => return Answer::State(err),
+        };
+        let this = self.clone();
+        let mut task = tokio::spawn(async move { this.carry(claim, request).await });
+        let done = match wait {
+            None => (&mut task).await,
+            Some(wait) => match tokio::time::timeout(wait, &mut task).await {
+                Ok(done) => done,
+                Err(_) => return Answer::Releasing,
+            },
+        };
+        // A release task that did not return (a panic; the runtime going
+        // down) left its claim to the recovery.
+        done.unwrap_or(Answer::Releasing)
+    }
+
+    /// Carries a claimed decision to the harness and settles the record.
+    pub(crate) async fn carry(&self, mut claim: Claim, request: Request) -> Answer {
+        let record = claim.record().clone();
+        let (sid, cid) = (&record.session_id, &record.function_call_id);
+        let (action, granted) = self.prepare(&mut claim, &request.decision).await;
+        let runs = action.is_execute();
+        claim.sent();
+        let timeout = Duration::from_millis(self.config.load().config.release_timeout_ms);
+        let answered = self
+            .engine
+            .harness_resolve(&record.release(action), timeout)
+            .await;
+        match answered {
+            Ok(released) if released.resolved == Some(true) => {
+                self.after_confirmed(&record, &request.decision).await;
+                let (outcome, reason) = request.decision.outcome();
+                let announced = finish(claim, outcome, reason).await;
+                if request.via != Via::Timer {
+                    let (grant_scope, remembered) = match &request.decision {
+                        Decision::Allow {
+                            grant_scope,
+                            remember,
+                        } => (
+                            (record.kind == RecordKind::FolderAccess)
+                                .then(|| grant_scope.unwrap_or(GrantScope::Once).as_str()),
+                            *remember && record.kind == RecordKind::Function,
+                        ),
+                        _ => (None, false),
+                    };
+                    tracing::info!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, decision = request.decision.as_str(), rule = USER_RULE, via = request.via.as_str(), kind = record.kind.as_str(), grant_scope, remembered, settled = announced, "call resolved");
+                }
+                Answer::Taken {
+                    turn_resumed: released.turn_resumed,
+                    announced,
+                }
+            }
+            Ok(_) if record.uncertain && runs => {
+                // An earlier allow of this call may have run it: the harness
+                // not holding it now says nothing about that.
+                self.take_back(sid, granted.as_deref()).await;
+                tracing::warn!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, "the harness no longer holds a call an earlier decision may have run; its outcome is unknown");
+                finish(claim, Outcome::Unknown, Some(UNKNOWN.to_string())).await;
+                Answer::Unknown
+            }
+            Ok(_) => {
+                self.take_back(sid, granted.as_deref()).await;
+                tracing::warn!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, decision = request.decision.as_str(), "the harness no longer held the call; its record is removed and nothing ran on this decision");
+                finish(claim, Outcome::Aborted, Some(NOT_HELD.to_string())).await;
+                Answer::NotHeld
+            }
+            Err(err) if !err.answer_lost() => {
+                // Never reached the harness, or the harness said it failed:
+                // the call is still held.
+                self.take_back(sid, granted.as_deref()).await;
+                tracing::warn!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, decision = request.decision.as_str(), error = %err, "the harness did not take the decision; the call stays held");
+                give_back(claim, false).await;
+                Answer::Unavailable(err)
+            }
+            Err(err) => self.settle_lost(claim, granted, runs, err).await,
+        }
+    }
+
+    /// What the harness is asked to do, after the effects that must come
+    /// first; returns the folder granted for this release, if any.
+    async fn prepare(
+        &self,
+        claim: &mut Claim,
+        decision: &Decision,
+    ) -> (ReleaseAction, Option<String>) {
+        let record = claim.record().clone();
+        let dir = record.grant_request.as_ref().map(|g| g.dir.clone());
+        match (record.kind, decision, dir) {
+            (_, Decision::Timeout, _) => (timeout_denial(&record), None),
+            (RecordKind::Function, Decision::Allow { grant_scope, .. }, _) => {
+                if grant_scope.is_some() {
+                    tracing::info!(session_id = %record.session_id, function_call_id = %record.function_call_id, "grant_scope ignored: the record is not a folder-access prompt");
+                }
+                (ReleaseAction::execute(None), None)
+            }
+            (RecordKind::Function, Decision::Deny { reason }, _)
+            | (_, Decision::Deny { reason }, None) => (
+                record.user_denial(reason.as_deref().unwrap_or(OPERATOR_REJECTED)),
+                None,
+            ),
+            (_, Decision::Allow { .. }, None) => (ReleaseAction::execute(None), None),
+            (RecordKind::FolderAccess, Decision::Deny { reason }, Some(dir)) => {
+                if let Err(err) = self
+                    .folders
+                    .memory
+                    .remember_denied(&record.session_id, &dir)
+                    .await
+                {
+                    tracing::warn!(session_id = %record.session_id, error = %err, "denied dir not remembered");
+                }
+                let text = reason
+                    .clone()
+                    .unwrap_or_else(|| format!("user denied folder access to {dir}"));
+                (record.user_denial(&text), None)
+            }
+            (RecordKind::FolderAccess, Decision::Allow { grant_scope, .. }, Some(dir)) => {
+                match grant_scope.unwrap_or(GrantScope::Once) {
+                    GrantScope::Once => (ReleaseAction::execute(Some(&dir)), None),
+                    GrantScope::Session | GrantScope::Always => self.grant_first(claim, &dir).await,
+                }
+            }
+        }
+    }
+
+    /// A `session` / `always` folder grant before the release: only for a
+    /// dir no grant covers; a grant that fails falls back to a one-shot
+    /// root, so the click still works.
+    async fn grant_first(&self, claim: &mut Claim, dir: &str) -> (ReleaseAction, Option<String>) {
+        let sid = claim.record().session_id.clone();
+        if let Ok(Some(roots)) = self.folders.granted_roots(&sid, ROOTS_BUDGET).await {
+            if roots.iter().any(|root| contains(root, dir)) {
+                return (ReleaseAction::execute(None), None);
+            }
+        }
+        match self.folders.grant(&sid, dir).await {
+            Ok(()) => {
+                if let Err(err) = claim.note_grant(dir).await {
+                    tracing::warn!(session_id = %sid, dir, error = %err, "the folder grant is not noted on the record; a restart could not take it back");
+                }
+                (ReleaseAction::execute(None), Some(dir.to_string()))
+            }
+            Err(err) => {
+                tracing::warn!(session_id = %sid, dir, error = %err, "durable grant failed; releasing with a one-shot root");
+                (ReleaseAction::execute(Some(dir)), None)
+            }
+        }
+    }
+
+    /// The effects that wait for the harness's confirmation.
+    async fn after_confirmed(&self, record: &PendingRecord, decision: &Decision) {
+        let Decision::Allow {
+            grant_scope,
+            remember,
+        } = decision
+        else {
+            return;
+        };
+        let sid = record.session_id.as_str();
+        match record.kind {
+            RecordKind::Function if *remember => {
+                let function_id = record.function_id.clone();
+                match self
+                    .settings
+                    .mutate(sid, |s, now| s.approve_always(&function_id, now))
+                    .await
+                {
+                    Ok(_) => {
+                        tracing::info!(session_id = sid, function_id = %record.function_id, "approved always")
+                    }
+                    Err(err) => {
+                        tracing::warn!(session_id = sid, function_id = %record.function_id, error = %err, "the call ran, but approve-always was not stored")
+                    }
+                }
+            }
+            RecordKind::FolderAccess if *grant_scope == Some(GrantScope::Always) => {
+                let Some(dir) = record.grant_request.as_ref().map(|g| g.dir.as_str()) else {
+                    return;
+                };
+                match self.folders.persist_host_root(dir).await {
+                    Ok(_) => {
+                        tracing::info!(session_id = sid, dir, "folder added to the shell's roots")
+                    }
+                    Err(err) => {
+                        tracing::warn!(session_id = sid, dir, error = %err, "shell fs.host_roots not updated")
+                    }
+                }
+            }
+            RecordKind::Function if grant_scope.is_some() => {}
+            _ if *remember => {
+                tracing::info!(session_id = sid, function_call_id = %record.function_call_id, "remember ignored: only an allowed function hold is remembered")
+            }
+            _ => {}
+        }
+    }
+
+    /// Takes back a folder this release granted (the call did not run on
+    /// it); a revoke the harness does not take is kept and retried.
+    async fn take_back(&self, session_id: &str, granted: Option<&str>) {
+        if let Some(dir) = granted {
+            self.folders.revoke_or_keep(session_id, dir).await;
+        }
+    }
+
+    /// The harness's answer was lost: ask it whether the call is still
+    /// pending (then pending again, any grant taken back); otherwise the
+    /// outcome is unknown and any grant stays.
+    pub(crate) async fn settle_lost(
+        &self,
+        claim: Claim,
+        granted: Option<String>,
+        runs: bool,
+        err: CallError,
+    ) -> Answer {
+        let record = claim.record().clone();
+        let (sid, cid) = (&record.session_id, &record.function_call_id);
+        match self.engine.harness_pending_calls(sid).await {
+            Ok(pending) if pending.iter().any(|c| c == cid) => {
+                self.take_back(sid, granted.as_deref()).await;
+                tracing::warn!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, error = %err, "the harness's answer was lost and it still holds the call; the call is pending again");
+                give_back(claim, runs).await;
+                Answer::Unavailable(err)
+            }
+            status => {
+                let why = match status {
+                    Ok(_) => "the harness no longer lists the call".to_string(),
+                    Err(status_err) if status_err.is_function_not_found() => {
+                        "the harness cannot say (no harness::status)".to_string()
+                    }
+                    Err(status_err) => format!("harness::status failed: {status_err}"),
+                };
+                tracing::warn!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, error = %err, why, granted = granted.as_deref(), "the harness's answer to a release was lost; the call may have run, its outcome is unknown (any folder grant stays)");
+                finish(claim, Outcome::Unknown, Some(UNKNOWN.to_string())).await;
+                Answer::Unknown
+            }
+        }
+    }
+}
+
+/// Settles a claim, retrying the emit-gated removal a few times; a claim
+/// that still cannot settle is dropped to the recovery.
+async fn finish(mut claim: Claim, outcome: Outcome, reason: Option<String>) -> bool {
+    for attempt in 0..FINISH_ATTEMPTS {
+        match claim.finish(outcome, reason.clone()).await {
+            Ok(announced) => return announced,
+            Err((back, err)) => {
+                tracing::warn!(session_id = %back.record().session_id, function_call_id = %back.record().function_call_id, attempt, error = %err, "the released call's record was not removed; retrying");
+                claim = back;
+                tokio::time::sleep(Duration::from_millis(250 << attempt)).await;
+            }
+        }
+    }
+    false
+}
+
+/// Gives a claim back (pending again), retrying a few times; `uncertain`
+/// marks that the decision given back may have run the call.
+async fn give_back(mut claim: Claim, uncertain: bool) {
+    for attempt in 0..FINISH_ATTEMPTS {
+        match claim.give_back(uncertain).await {
+            Ok(()) => return,
+            Err((back, err)) => {
+                tracing::warn!(session_id = %back.record().session_id, function_call_id = %back.record().function_call_id, attempt, error = %err, "the record was not made pending again; retrying");
+                claim = back;
+                tokio::time::sleep(Duration::from_millis(250 << attempt)).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
