@@ -20,11 +20,11 @@ use iii_sdk::runtime::{IIIConnectionState, WorkerMetadata};
 use iii_sdk::{register_worker, IIIClient, InitOptions};
 use serde_json::Value;
 
+use crate::bindings::durable::{self as durable_bindings, GATE, WATCH};
 use crate::bindings::plain_bindings;
 use crate::config::{self, ApprovalConfig, BootstrapError, ConfigCell, Snapshot, CONFIG_ID};
 use crate::engine::{CallError, Engine};
 use crate::function_table::{self, FUNCTION_IDS};
-use crate::gate::binding::{self as gate_binding, PRE_TRIGGER};
 use crate::inbox::{PendingRecord, PendingStore};
 use crate::release::{recover, timer::Timer};
 use crate::settings::{ApprovalSettings, Known};
@@ -439,6 +439,11 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
             tokio::spawn(recover::at_boot(worker.releaser.clone()));
             tokio::spawn(recover::orphans(worker.releaser.clone()));
             tokio::spawn(crate::folders::revokes::run(worker.folders.clone()));
+            // Records of calls today's harness no longer holds.
+            let reconciling = worker.clone();
+            tokio::spawn(async move {
+                crate::lifecycle::reconcile(&reconciling).await;
+            });
             Ok(Running {
                 timer: Timer::start(worker.releaser.clone()),
                 iii,
@@ -492,9 +497,14 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
     function_table::register_all(&worker);
     let parked = bind_all(&worker).await;
     worker.link_routes.sync(&worker).await;
+    // The gate's binding first, then the watch's.
     let binding = worker
         .gate_binding
-        .ensure(&engine, worker.config.load().config.gate_priority)
+        .ensure(&engine, &worker.config.load().config)
+        .await;
+    let watch_binding = worker
+        .watch_binding
+        .ensure(&engine, &worker.config.load().config)
         .await;
 
     wait_until_live(&engine, FUNCTION_IDS, Duration::from_secs(15)).await?;
@@ -504,6 +514,9 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
     let gated = binding.as_ref().is_ok_and(|status| status.gated);
     if let Err(err) = &binding {
         tracing::error!(error = %err, "durable gate binding not made: calls are not gated until it is; retrying");
+    }
+    if let Err(err) = &watch_binding {
+        tracing::error!(error = %err, "durable watch binding not made: today's harness enforces no session root until it is; retrying");
     }
     tracing::info!(
         url = %options.url,
@@ -515,7 +528,16 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
         stood_by_ms = claim.stood_by.map(|d| d.as_millis() as u64),
         "approval-gate ready"
     );
-    tokio::spawn(crate::gate::guard_binding(worker.clone(), binding));
+    tokio::spawn(crate::gate::guard_binding(
+        worker.clone(),
+        |w| &w.gate_binding,
+        binding,
+    ));
+    tokio::spawn(crate::gate::guard_binding(
+        worker.clone(),
+        |w| &w.watch_binding,
+        watch_binding,
+    ));
     tokio::spawn(rebind_on_reconnect(worker.clone()));
     Ok(worker)
 }
@@ -547,20 +569,28 @@ async fn load_pending(worker: &Worker, read: Option<usize>) -> Result<usize, Boo
     }
 }
 
+/// How often the connection state is looked at (the SDK offers no event).
+const RECONNECT_POLL: Duration = Duration::from_millis(20);
+
 /// After the SDK reconnects (an engine restart), what the SDK does not replay
-/// is made again: the configuration entry's schema (an engine restarted from
-/// its store keeps values but not schemas), a fresh read of the policy, and
-/// the durable gate binding is checked at once — an engine that lost it must
-/// not run calls ungated.
+/// is made again, the durable bindings first: the gate's, then the watch's —
+/// a harness that reconnected first runs calls with an empty pre-trigger
+/// chain until the gate's binding exists — then the configuration entry's
+/// schema (an engine restarted from its store keeps values but not schemas)
+/// and a fresh read of the policy. A reconnect is noticed by polling the
+/// connection state every [`RECONNECT_POLL`], and by the engine sending again
+/// a binding of the worker's trigger types (which it does after one), so a
+/// short outage is not missed.
 async fn rebind_on_reconnect(worker: Arc<Worker>) {
     let mut was_connected = true;
     loop {
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        let resent = tokio::select! {
+            () = tokio::time::sleep(RECONNECT_POLL) => false,
+            () = worker.inbox.events().resent() => true,
+        };
         let iii = worker.engine.iii();
         let connected = iii.get_connection_state() == IIIConnectionState::Connected;
-        if connected && !was_connected {
-            // Let the SDK's replay land first.
-            tokio::time::sleep(Duration::from_millis(200)).await;
+        if connected && (!was_connected || resent) {
             after_reconnect(&worker).await;
         }
         if !connected && iii.fatal_error().is_some() {
@@ -572,30 +602,45 @@ async fn rebind_on_reconnect(worker: Arc<Worker>) {
 
 /// The work [`rebind_on_reconnect`] does once the link is back.
 async fn after_reconnect(worker: &Worker) {
+    for durable in [&worker.gate_binding, &worker.watch_binding] {
+        durable.forget_parked();
+        let config = worker.config.load();
+        match durable.ensure(&worker.engine, &config.config).await {
+            Ok(status) => tracing::info!(
+                function_id = durable.spec().function_id,
+                gated = status.gated,
+                "reconnected; durable binding checked"
+            ),
+            Err(err) => {
+                tracing::error!(function_id = durable.spec().function_id, error = %err, "reconnected; durable binding not checked; retrying")
+            }
+        }
+        durable.check_soon();
+    }
+    worker.folders.forget_generation();
     if let Err(err) = config::reregister_schema(&worker.engine).await {
         tracing::warn!(error = %err, "reconnected; configuration schema not registered again");
     }
     if let Err(err) = config::reload(worker).await {
         tracing::error!(error = %err, "reconnected; configuration not re-read, keeping the last good one");
     }
-    worker.gate_binding.forget_parked();
-    worker.gate_binding.check_soon();
-    worker.folders.forget_generation();
 }
 
 /// Makes the ordinary start-up bindings; returns the trigger types that were
 /// absent (their bindings are parked by the engine until a provider appears).
-/// The gate's durable binding is made by [`gate_binding`].
+/// The durable bindings are made by `DurableBinding::ensure`.
 async fn bind_all(worker: &Arc<Worker>) -> Vec<String> {
     let present = worker.engine.trigger_type_ids().await.unwrap_or_default();
     let mut parked = Vec::new();
-    if !present.iter().any(|t| t == PRE_TRIGGER) {
-        tracing::warn!(
-            trigger_type = PRE_TRIGGER,
-            function_id = crate::gate::ID,
-            "trigger_type_not_found: durable gate binding parked until the harness registers the type"
-        );
-        parked.push(PRE_TRIGGER.to_string());
+    for spec in [GATE, WATCH] {
+        if !present.iter().any(|t| t == spec.trigger_type) {
+            tracing::warn!(
+                trigger_type = spec.trigger_type,
+                function_id = spec.function_id,
+                "trigger_type_not_found: durable binding parked until the harness registers the type"
+            );
+            parked.push(spec.trigger_type.to_string());
+        }
     }
     for (trigger_type, function_id, config) in plain_bindings() {
         if !present.iter().any(|t| t == trigger_type) {
@@ -645,11 +690,12 @@ async fn wait_until_live(
     }
 }
 
-/// `approval-gate unbind`: removes the gate's durable bindings (the only way
-/// to uninstall the gate without denying every call); returns how many.
+/// `approval-gate unbind`: removes the worker's durable bindings, the gate's
+/// and the watch's (the only way to uninstall the gate without denying every
+/// call); returns how many.
 pub async fn unbind(url: &str, otel: bool, timeout: Duration) -> Result<usize, BootError> {
     let iii = connect(url, otel, timeout).await?;
-    let result = gate_binding::remove_all(&Engine::new(iii.clone())).await;
+    let result = durable_bindings::remove_all(&Engine::new(iii.clone())).await;
     iii.shutdown_async().await;
     Ok(result?)
 }

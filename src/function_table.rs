@@ -24,6 +24,7 @@ pub(crate) fn register_all(worker: &Arc<Worker>) {
 pub const FUNCTION_IDS: &[&str] = &[
     gate::ID,
     grant_watch::ID,
+    grant_watch::ALIAS_ID,
     decision::resolve::ID,
     inbox::LIST_ID,
     inbox::GET_ID,
@@ -36,6 +37,7 @@ pub const FUNCTION_IDS: &[&str] = &[
     decision::evaluate::ID,
     lifecycle::SESSION_DELETED_ID,
     lifecycle::TURN_COMPLETED_ID,
+    lifecycle::HARNESS_READY_ID,
     config::ID,
     decision::settings::ON_SETTINGS_CHANGE_ID,
     health::ID,

@@ -61,6 +61,12 @@ pub struct Health {
     /// The binding's id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate_binding_id: Option<String>,
+    /// The folder-access watch's durable binding exists and is active:
+    /// today's harness enforces sessions' folder boundaries.
+    pub watching: bool,
+    /// The watch binding's id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watch_binding_id: Option<String>,
     /// Trigger types the worker binds to that no provider serves now (their
     /// bindings are parked by the engine).
     pub parked: Vec<String>,
@@ -86,6 +92,7 @@ pub struct Health {
 /// The health report.
 pub(crate) async fn health(worker: &Worker) -> Health {
     let binding = worker.gate_binding.status();
+    let watch = worker.watch_binding.status();
     let links_on = worker.config.load().links.is_some();
     let parked = match worker.engine.trigger_type_ids().await {
         Ok(present) => crate::bindings::BOUND_TYPES
@@ -105,6 +112,8 @@ pub(crate) async fn health(worker: &Worker) -> Health {
     Health {
         gated: binding.gated,
         gate_binding_id: binding.id,
+        watching: watch.gated,
+        watch_binding_id: watch.id,
         parked,
         config: ConfigHealth {
             ok: rule_errors.is_empty(),

@@ -9,14 +9,17 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::error::is_valid_id;
-use crate::functions::{register_typed, Ack};
+use crate::functions::{register_shaped, register_typed, Ack};
 use crate::inbox::{Outcome, Purged, RecordKey};
 use crate::worker::Worker;
 
-/// `approval::on-turn-completed`.
-pub(crate) const TURN_COMPLETED_ID: &str = "approval::on-turn-completed";
-/// `approval::on-session-deleted`.
-pub(crate) const SESSION_DELETED_ID: &str = "approval::on-session-deleted";
+pub(crate) use crate::bindings::{HARNESS_READY_ID, SESSION_DELETED_ID, TURN_COMPLETED_ID};
+
+/// How many sessions a reconcile asks the harness about at once.
+const RECONCILE_CONCURRENCY: usize = 8;
+/// A record younger than this is left alone by a reconcile: the harness
+/// may not have parked its call yet (twice the hooks' 5 s timeout).
+const RECONCILE_MIN_AGE_MS: u64 = 10_000;
 
 /// `harness::turn-completed` payload (unknown fields ignored).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -32,6 +35,10 @@ pub struct TurnCompleted {
     #[allow(dead_code)]
     pub status: Option<String>,
 }
+
+/// `harness::ready` payload (read as nothing).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct Empty {}
 
 /// `session::deleted` payload (unknown fields ignored).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -95,6 +102,83 @@ async fn on_session_deleted(worker: &Worker, event: SessionDeleted) -> usize {
     purged
 }
 
+/// Reconciles the inbox with the harness (`architecture/contract.md` § Two
+/// harness generations, "Reconcile"): for each session with records, ask
+/// `harness::status` which calls are pending; a record whose call is not
+/// (and that is neither `releasing` nor younger than twice the hook timeout)
+/// leaves through the emit gate as `aborted` / `not_held`. The brief's
+/// harness has no `harness::status`: nothing is done. Bounded concurrency;
+/// never on the gate's path. Returns how many records left.
+pub(crate) async fn reconcile(worker: &Worker) -> usize {
+    use futures_util::stream::{self, StreamExt};
+    let sessions = worker.inbox.session_ids();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let removed: Vec<usize> = stream::iter(sessions)
+        .map(|sid| {
+            let stop = &stop;
+            async move {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    return 0;
+                }
+                match worker.engine.harness_pending_calls(&sid).await {
+                    Ok(pending) => reconcile_session(worker, &sid, &pending).await,
+                    Err(err) if err.is_function_not_found() => {
+                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        0
+                    }
+                    Err(err) => {
+                        tracing::warn!(session_id = %sid, error = %err, "harness::status failed; the session's records are kept");
+                        0
+                    }
+                }
+            }
+        })
+        .buffer_unordered(RECONCILE_CONCURRENCY)
+        .collect()
+        .await;
+    let removed = removed.into_iter().sum();
+    if removed > 0 {
+        tracing::info!(
+            removed,
+            "reconciled with the harness: records of calls it no longer holds removed"
+        );
+    }
+    removed
+}
+
+/// One session of [`reconcile`].
+async fn reconcile_session(worker: &Worker, sid: &str, pending: &[String]) -> usize {
+    let now = crate::time::now_ms();
+    let mut removed = 0;
+    for (_, cid) in worker.inbox.keys_of_session(sid) {
+        if pending.iter().any(|p| *p == cid) {
+            continue;
+        }
+        let lock = worker.inbox.lock(sid, &cid).await;
+        let Some(record) = lock.get() else {
+            continue;
+        };
+        if record.pending_at + RECONCILE_MIN_AGE_MS > now {
+            continue;
+        }
+        match lock.purge(Outcome::Aborted, NOT_HELD).await {
+            Ok(Purged::Removed(record)) => {
+                removed += 1;
+                tracing::info!(session_id = sid, function_call_id = %cid, function_id = %record.function_id, decision = "aborted", rule = "reconcile", "the harness no longer holds the call; its record is removed");
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(session_id = sid, function_call_id = %cid, error = %err, "reconcile could not remove a record; kept")
+            }
+        }
+    }
+    removed
+}
+
+/// The `pending-resolved` reason of a record whose call the harness no
+/// longer holds.
+const NOT_HELD: &str = "not_held";
+
 /// Registers the lifecycle handlers.
 pub(crate) fn register(worker: &Arc<Worker>) {
     register_typed(
@@ -103,6 +187,22 @@ pub(crate) fn register(worker: &Arc<Worker>) {
         "Internal (harness::turn-completed): purges the turn's held calls (outcome aborted) and attempt counters.",
         |w, e: TurnCompleted| async move {
             on_turn_completed(&w, e).await;
+            Ok(Ack { ok: true })
+        },
+    );
+    register_shaped::<Empty, _, _, _>(
+        worker,
+        HARNESS_READY_ID,
+        "Internal (harness::ready): the harness booted; reconciles the inbox with what it holds (today's harness only).",
+        |w, _e| async move {
+            w.folders.forget_generation();
+            for durable in [&w.gate_binding, &w.watch_binding] {
+                durable.check_soon();
+            }
+            let worker = w.clone();
+            tokio::spawn(async move {
+                reconcile(&worker).await;
+            });
             Ok(Ack { ok: true })
         },
     );

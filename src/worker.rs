@@ -5,10 +5,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::bindings::durable::{DurableBinding, GATE, WATCH};
 use crate::config::cell::ConfigCell;
 use crate::engine::Engine;
 use crate::folders::Folders;
-use crate::gate::binding::GateBinding;
 use crate::inbox::store::PendingStore;
 use crate::links::LinkRoutes;
 use crate::release::Releaser;
@@ -30,7 +30,9 @@ pub(crate) struct Worker {
     /// The one release path every decision takes.
     pub(crate) releaser: Arc<Releaser>,
     /// The gate's durable binding, as last checked.
-    pub(crate) gate_binding: GateBinding,
+    pub(crate) gate_binding: DurableBinding,
+    /// The folder-access watch's durable binding, as last checked.
+    pub(crate) watch_binding: DurableBinding,
     /// The approval links' HTTP routes, bound while links are on.
     pub(crate) link_routes: LinkRoutes,
     /// When the worker booted.
@@ -63,7 +65,8 @@ impl Worker {
             inbox,
             folders,
             releaser,
-            gate_binding: GateBinding::default(),
+            gate_binding: DurableBinding::new(GATE),
+            watch_binding: DurableBinding::new(WATCH),
             link_routes: LinkRoutes::default(),
             started: std::time::Instant::now(),
             claim,

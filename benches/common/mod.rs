@@ -90,6 +90,7 @@ pub fn record(i: usize) -> PendingRecord {
         ),
         function_id: "shell::exec".into(),
         kind: RecordKind::Function,
+        fs_scope: None,
         arguments_excerpt: json!({
             "command": format!("cargo test --workspace --all-features -- --test-threads 2 --nocapture 2>&1 | tee /workspace/project-{:03}/target/test-run-{i}.log", i % 100),
             "cwd": format!("/workspace/project-{:03}", i % 100),
@@ -111,6 +112,7 @@ pub fn record(i: usize) -> PendingRecord {
         ),
         session_metadata: Some(meta.into()),
         grant_request: None,
+        access_request: None,
         assistant_excerpt: Some(
             "I'll run the full test suite with two threads so the timing matches CI, and keep \
              the log so we can compare the failing case against a passing run."

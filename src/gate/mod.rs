@@ -2,14 +2,12 @@
 //! deny or hold for every call (`architecture/contract.md` § The gate).
 //!
 //! * [`judge`] — the answer as a pure function of input, settings and rules;
-//! * [`binding`] — the durable binding that makes a dead gate deny.
 //!
 //! Continue and deny read the in-memory settings and the compiled rules: no
 //! engine round trip. The gate never returns a handler error: every failure
 //! is an explicit deny. On hold: idempotency check, soft session context
 //! under a budget, durable write before answering, `pending-created` after.
 
-pub(crate) mod binding;
 mod judge;
 
 use std::sync::Arc;
@@ -17,6 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::bindings::durable::{self as binding, DurableBinding, Status};
 use crate::config::ApprovalConfig;
 use crate::engine::CallError;
 use crate::functions::register_hook;
@@ -26,13 +25,12 @@ use crate::hook::{deny, parse_hook_input, HookCall, HookInput, HookOutput};
 use crate::inbox::{HoldLimits, RecordKind, Written};
 use crate::settings::Known;
 use crate::worker::Worker;
-use binding::Status;
 
 pub use judge::{ids_are_valid, judge, judge_passing_over, AskHold, Judgement, Spend};
 pub(crate) use judge::{settings_unknown, GATE_UNAVAILABLE};
 
 /// `approval::gate`.
-pub(crate) const ID: &str = "approval::gate";
+pub(crate) const ID: &str = binding::GATE_ID;
 
 /// How long a cold session's settings read may take.
 const SETTINGS_BUDGET: Duration = Duration::from_millis(2000);
@@ -203,16 +201,22 @@ async fn hold(
     }
 }
 
-/// Keeps the binding in place for as long as the worker runs, starting from
-/// boot's check (`first`): a check every `binding_check_interval_ms`, or
-/// sooner when woken; failed checks are retried with backoff. Ends when the
-/// connection ends for good.
-pub(crate) async fn guard_binding(worker: Arc<Worker>, first: Result<Status, CallError>) {
+/// Keeps a durable binding (the gate's, the watch's) in place for as long
+/// as the worker runs, starting from boot's check (`first`): a check every
+/// `binding_check_interval_ms`, or sooner when woken; failed checks are
+/// retried with backoff. Ends when the connection ends for good.
+pub(crate) async fn guard_binding(
+    worker: Arc<Worker>,
+    which: fn(&Worker) -> &DurableBinding,
+    first: Result<Status, CallError>,
+) {
     let mut retry = binding::FIRST_RETRY;
     let mut outcome = first;
     // Said once per stretch of being parked, not at every check.
     let mut said_parked = false;
     loop {
+        let durable = which(&worker);
+        let spec = *durable.spec();
         let config = worker.config.load();
         let interval = Duration::from_millis(config.config.binding_check_interval_ms);
         let wait = match &outcome {
@@ -223,7 +227,7 @@ pub(crate) async fn guard_binding(worker: Arc<Worker>, first: Result<Status, Cal
             }
             Ok(status) if status.parked => {
                 if !said_parked {
-                    tracing::warn!(trigger_type = binding::PRE_TRIGGER, id = status.id, "the harness's hook type does not exist; the gate binding is parked until it appears");
+                    tracing::warn!(trigger_type = spec.trigger_type, function_id = spec.function_id, id = status.id, "the harness's hook type does not exist; the binding is parked until it appears");
                     said_parked = true;
                 }
                 retry = binding::FIRST_RETRY;
@@ -231,28 +235,29 @@ pub(crate) async fn guard_binding(worker: Arc<Worker>, first: Result<Status, Cal
             }
             Ok(status) => {
                 tracing::error!(
+                    function_id = spec.function_id,
                     id = status.id,
-                    "the gate binding is not active: calls are not gated; checking again"
+                    "the durable binding is not active: calls are not covered; checking again"
                 );
                 binding::backoff(&mut retry, interval)
             }
             Err(err) => {
-                let mut status = worker.gate_binding.status();
+                let mut status = durable.status();
                 status.gated = false;
-                worker.gate_binding.set(status);
-                tracing::error!(error = %err, "the gate binding could not be checked or made: calls may not be gated; retrying");
+                durable.set(status);
+                tracing::error!(function_id = spec.function_id, error = %err, "the durable binding could not be checked or made: calls may not be covered; retrying");
                 binding::backoff(&mut retry, interval)
             }
         };
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
-            _ = worker.gate_binding.woken() => {}
+            _ = durable.woken() => {}
         }
         if worker.engine.iii().fatal_error().is_some() {
             return;
         }
-        let priority = worker.config.load().config.gate_priority;
-        outcome = worker.gate_binding.ensure(&worker.engine, priority).await;
+        let config = worker.config.load();
+        outcome = durable.ensure(&worker.engine, &config.config).await;
     }
 }
 

@@ -1,12 +1,16 @@
-//! Recognising a shell/coder jail rejection and its `grant_hint=` tail
-//! (`architecture/contract.md` § The grant watch). Pure.
+//! Recognising a shell/coder jail rejection and its tail
+//! (`architecture/contract.md` § The grant watch, § Two harness
+//! generations). Pure.
 //!
 //! # Format
 //!
 //! The rejection reaches post-trigger as
-//! `{ is_error: true, details: { error: { code: "S215", message: "path escapes … /x grant_hint={\"v\":1,\"dir\":\"/a/b\",\"path\":\"/a/b/x\",\"code\":\"S215\"}" } }, content: [{type, text}] }`.
-//! Some coder versions send a generic code whose message is the JSON
-//! `{"code":"C215","message":"…"}`.
+//! `{ is_error: true, details: { error: { code: "S215", message: "path escapes … /x grant_hint={\"v\":1,\"dir\":\"/a/b\",\"path\":\"/a/b/x\",\"code\":\"S215\"}" } }, content: [{type, text}] }`
+//! (the brief's shell), or with today's tail
+//! `filesystem_access_request={"v":1,"requested_root":"/a/b","attempted_path":"/a/b/x","error_code":"S215"}`.
+//! The last marker of either kind wins. A message may start with
+//! `remote error (S215): ` or `handler error: `; some coder versions send a
+//! generic code whose message is the JSON `{"code":"C215","message":"…"}`.
 
 use std::path::{Component, Path};
 
@@ -16,7 +20,10 @@ use crate::inbox::GrantRequest;
 
 /// The jail-scope error codes.
 pub const JAIL_CODES: &[&str] = &["S215", "S220", "C215", "C218"];
-const MARKER: &str = "grant_hint=";
+/// The brief's shell: `grant_hint={v, dir, path, code}`.
+const GRANT_HINT: &str = "grant_hint=";
+/// Today's shell: `filesystem_access_request={v, requested_root, attempted_path, error_code}`.
+const ACCESS_REQUEST: &str = "filesystem_access_request=";
 
 /// The parsed hint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,19 +34,48 @@ pub struct GrantHint {
     pub path: String,
 }
 
-/// `(code, message)` of a jail-scope rejection, including the generic-code
-/// form whose message is a JSON object with a jail code.
+/// A message without the prefixes a harness or SDK puts before it, and the
+/// code `remote error (<code>): ` names.
+fn unprefixed(message: &str) -> (Option<&str>, &str) {
+    let mut text = message.trim_start();
+    let mut code = None;
+    loop {
+        if let Some(rest) = text.strip_prefix("handler error: ") {
+            text = rest.trim_start();
+        } else if let Some(rest) = text.strip_prefix("remote error (") {
+            let Some((named, after)) = rest.split_once("): ") else {
+                break;
+            };
+            code = Some(named);
+            text = after.trim_start();
+        } else {
+            break;
+        }
+    }
+    (code, text)
+}
+
+/// `(code, message)` of a jail-scope rejection: a jail code in
+/// `details.error.code`, in a `remote error (<code>): ` prefix, or in the
+/// generic-code form whose message is a JSON object with a jail code.
 pub fn jail_error(result: &Value) -> Option<(String, String)> {
     if result.get("is_error").and_then(Value::as_bool) != Some(true) {
         return None;
     }
     let error = result.get("details")?.get("error")?;
-    let code = error.get("code")?.as_str()?;
+    let code = error
+        .get("code")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let message = error.get("message")?.as_str()?;
     if JAIL_CODES.contains(&code) {
         return Some((code.to_string(), message.to_string()));
     }
-    let inner: Value = serde_json::from_str(message.trim()).ok()?;
+    let (prefixed, text) = unprefixed(message);
+    if let Some(named) = prefixed.filter(|c| JAIL_CODES.contains(c)) {
+        return Some((named.to_string(), message.to_string()));
+    }
+    let inner: Value = serde_json::from_str(text.trim()).ok()?;
     let inner_code = inner.get("code")?.as_str()?;
     let inner_message = inner.get("message")?.as_str()?;
     JAIL_CODES
@@ -47,22 +83,29 @@ pub fn jail_error(result: &Value) -> Option<(String, String)> {
         .then(|| (inner_code.to_string(), inner_message.to_string()))
 }
 
-/// The hint after the last `grant_hint=` of `text`: JSON to the end of the
-/// string (trailing text = no hint), `v` = 1, `dir` absolute, non-empty and
-/// free of `.`/`..` components.
+/// The hint after the last marker of `text`, of either kind: JSON to the
+/// end of the string (trailing text = no hint), `v` = 1, the dir
+/// (`dir` / `requested_root`) absolute, non-empty and free of `.`/`..`
+/// components; the path (`path` / `attempted_path`) as given.
 pub fn find_hint(text: &str) -> Option<GrantHint> {
-    let at = text.rfind(MARKER)?;
-    let tail = text[at + MARKER.len()..].trim();
-    let hint: Value = serde_json::from_str(tail).ok()?;
+    let last = [
+        (GRANT_HINT, "dir", "path"),
+        (ACCESS_REQUEST, "requested_root", "attempted_path"),
+    ]
+    .into_iter()
+    .filter_map(|(marker, dir, path)| text.rfind(marker).map(|at| (at + marker.len(), dir, path)))
+    .max_by_key(|(at, _, _)| *at)?;
+    let (start, dir_key, path_key) = last;
+    let hint: Value = serde_json::from_str(text[start..].trim()).ok()?;
     if hint.get("v").and_then(Value::as_u64) != Some(1) {
         return None;
     }
-    let dir = hint.get("dir")?.as_str()?;
+    let dir = hint.get(dir_key)?.as_str()?;
     if !is_clean_absolute(dir) {
         return None;
     }
     let path = hint
-        .get("path")
+        .get(path_key)
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
@@ -106,6 +149,65 @@ pub use crate::folders::contains;
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn request_tail(root: &str, path: &str, code: &str) -> String {
+        format!(
+            " filesystem_access_request={}",
+            json!({"v": 1, "requested_root": root, "attempted_path": path, "error_code": code})
+        )
+    }
+
+    #[test]
+    fn rule_19_todays_tail_is_read_with_or_without_prefixes() {
+        for prefix in [
+            "",
+            "remote error (S215): ",
+            "handler error: ",
+            "handler error: remote error (S215): ",
+        ] {
+            let message = format!(
+                "{prefix}path escapes the fs jail roots [/w]: /data/x{}",
+                request_tail("/data", "/data/x", "S215")
+            );
+            let result = json!({"is_error": true, "details": {"error": {"code": "S215", "message": message}}});
+            let grant = recognise(&result).unwrap_or_else(|| panic!("{prefix:?}"));
+            assert_eq!(
+                (
+                    grant.dir.as_str(),
+                    grant.offending_path.as_str(),
+                    grant.error_code.as_str()
+                ),
+                ("/data", "/data/x", "S215")
+            );
+            // A generic code: the prefix names the jail code.
+            let generic = json!({"is_error": true, "details": {"error": {"code": "invocation_failed", "message": format!("remote error (S220): outside{}", request_tail("/d", "/d/y", "S220"))}}});
+            assert_eq!(
+                recognise(&generic).map(|g| g.error_code),
+                Some("S220".to_string())
+            );
+        }
+        // The last marker of either kind wins; trailing text is no hint.
+        let both = format!(
+            "x{} then{}",
+            request_tail("/a", "/a/1", "S215"),
+            tail("/b", "/b/2", "S215")
+        );
+        assert_eq!(find_hint(&both).map(|h| h.dir), Some("/b".to_string()));
+        let both = format!(
+            "x{} then{}",
+            tail("/b", "/b/2", "S215"),
+            request_tail("/a", "/a/1", "S215")
+        );
+        assert_eq!(find_hint(&both).map(|h| h.dir), Some("/a".to_string()));
+        assert!(find_hint(&format!("{} trailing", request_tail("/a", "/a/1", "S215"))).is_none());
+        assert!(find_hint(&request_tail("relative", "x", "S215")).is_none());
+        assert!(find_hint(&request_tail("/a/../etc", "x", "S215")).is_none());
+        // Not an error, or no jail code anywhere: no hint.
+        let ok = json!({"is_error": false, "details": {"error": {"code": "S215", "message": request_tail("/a", "/a/1", "S215")}}});
+        assert!(recognise(&ok).is_none());
+        let other = json!({"is_error": true, "details": {"error": {"code": "E1", "message": format!("remote error (E1): no{}", request_tail("/a", "/a/1", "S215"))}}});
+        assert!(recognise(&other).is_none());
+    }
 
     fn tail(dir: &str, path: &str, code: &str) -> String {
         format!(

@@ -20,17 +20,24 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::engine::Generation;
 use crate::error::is_valid_id;
 use crate::functions::register_hook;
 use crate::hook::budget::Deadline;
+use crate::hook::record::FS_SCOPE;
 use crate::hook::record::{build_record, session_context, set_deadlines, SESSION_BUDGET};
-use crate::hook::{parse_hook_input, HookInput, HookOutput};
-use crate::inbox::{GrantRequest, HoldLimits, RecordKind};
+use crate::hook::{parse_hook_input, HookCall, HookInput, HookOutput};
+use crate::inbox::{AccessRequest, GrantRequest, HoldLimits, RecordKind};
 use crate::worker::Worker;
 use hint::{contains, recognise};
 
-/// `approval::grant-watch`.
-pub(crate) const ID: &str = "approval::grant-watch";
+/// `approval::filesystem-access-watch`: the id today's harness recognises
+/// (it enforces a session's folder boundary only while a post-trigger
+/// binding of exactly this id matches the call).
+pub(crate) const ID: &str = crate::bindings::durable::WATCH_ID;
+/// `approval::grant-watch`: the brief's name, registered as an alias of the
+/// same handler and never bound.
+pub(crate) const ALIAS_ID: &str = "approval::grant-watch";
 
 /// Budget of `harness::workspace::grants` inside the hook's 5 s.
 const GRANTS_BUDGET: Duration = Duration::from_millis(1500);
@@ -91,11 +98,7 @@ pub fn folder_request(input: &HookInput) -> Result<GrantRequest, StandDown> {
         .as_ref()
         .and_then(recognise)
         .ok_or(StandDown::NoHint)?;
-    let workspace = input
-        .metadata
-        .as_ref()
-        .and_then(|m| m.get("working_dir"))
-        .and_then(Value::as_str);
+    let workspace = workspace(input, call);
     if let Some(ws) = workspace {
         if contains(ws, &grant.dir) {
             tracing::error!(session_id = sid, function_call_id = cid, dir = %grant.dir, "jail rejected a path inside the session workspace: a harness stamp hole, not something a grant fixes");
@@ -103,6 +106,26 @@ pub fn folder_request(input: &HookInput) -> Result<GrantRequest, StandDown> {
         }
     }
     Ok(grant)
+}
+
+/// The session's workspace: today's harness says `metadata.fs_scope.root`
+/// and stamps `call.arguments.fs_scope.root`; the brief's says
+/// `metadata.working_dir`.
+fn workspace<'i>(input: &'i HookInput, call: &'i HookCall) -> Option<&'i str> {
+    let root_of = |scope: Option<&'i Value>| {
+        scope
+            .and_then(|s| s.get("root"))
+            .and_then(Value::as_str)
+            .filter(|r| !r.is_empty())
+    };
+    let metadata = input.metadata.as_ref();
+    root_of(metadata.and_then(|m| m.get(FS_SCOPE)))
+        .or_else(|| root_of(call.arguments.as_ref().and_then(|a| a.get(FS_SCOPE))))
+        .or_else(|| {
+            metadata
+                .and_then(|m| m.get("working_dir"))
+                .and_then(Value::as_str)
+        })
 }
 
 /// The watch: decides hold or continue, within the hook's budget. Past the
@@ -182,7 +205,14 @@ async fn ask(
         .await
         .map_err(|_| StandDown::StateFailed)?
         .ok_or(StandDown::ReaskLimit)?;
-    let mut record = build_record(input, call, RecordKind::FolderAccess, context);
+    // Today's console knows the prompt as filesystem_access; the brief's
+    // as folder_access.
+    let kind = match worker.folders.generation().await {
+        Ok(Some(Generation::G2)) => RecordKind::FilesystemAccess,
+        _ => RecordKind::FolderAccess,
+    };
+    let mut record = build_record(input, call, kind, context);
+    record.access_request = Some(Box::new(AccessRequest::from(&grant)));
     record.grant_request = Some(Box::new(grant));
     // A folder prompt has no rule behind it: the configuration's deadlines.
     set_deadlines(
@@ -209,25 +239,42 @@ fn log_ids(input: &Value) -> (String, String, String) {
     )
 }
 
-/// Registers `approval::grant-watch` (raw input; it only holds or continues).
+/// Registers `approval::filesystem-access-watch` and its alias
+/// `approval::grant-watch` (raw input; it only holds or continues).
 pub(crate) fn register(worker: &Arc<Worker>) {
     register_hook(
         worker,
         ID,
-        "Post-trigger hook on shell::* / coder::*: turns a jail rejection with a grant hint into a folder-access hold. Harness only.",
-        |worker, input| async move {
-            let (session_id, function_call_id, function_id) = log_ids(&input);
-            match watch(&worker, input).await {
-                Ok(out) => out,
-                Err(reason) => {
-                    // A result that is not a jail rejection is the common
-                    // case, not a stand-down: it is not logged.
-                    if reason != StandDown::NoHint {
-                        tracing::info!(session_id, function_call_id, function_id, decision = "continue", rule = reason.as_str(), "grant watch stood down");
-                    }
-                    HookOutput::Continue
-                }
-            }
-        },
+        "Post-trigger hook on shell::* / coder::*: turns a jail rejection (grant_hint= or filesystem_access_request= tail) into a folder-access hold. Harness only.",
+        hook,
     );
+    register_hook(
+        worker,
+        ALIAS_ID,
+        "Alias of approval::filesystem-access-watch (the brief's name); not bound. Harness only.",
+        hook,
+    );
+}
+
+/// The watch's handler, under either id.
+async fn hook(worker: Arc<Worker>, input: Value) -> HookOutput {
+    let (session_id, function_call_id, function_id) = log_ids(&input);
+    match watch(&worker, input).await {
+        Ok(out) => out,
+        Err(reason) => {
+            // A result that is not a jail rejection is the common case, not a
+            // stand-down: it is not logged.
+            if reason != StandDown::NoHint {
+                tracing::info!(
+                    session_id,
+                    function_call_id,
+                    function_id,
+                    decision = "continue",
+                    rule = reason.as_str(),
+                    "grant watch stood down"
+                );
+            }
+            HookOutput::Continue
+        }
+    }
 }

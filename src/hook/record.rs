@@ -12,6 +12,10 @@ use crate::engine::{Engine, SessionContext};
 use crate::inbox::{deadlines, HoldLimits, Metadata, PendingRecord, RecordKind};
 use crate::redact::{redact, redact_text};
 
+/// The argument today's harness stamps onto shell, coder and pipe calls:
+/// its trusted filesystem scope, not the agent's.
+pub(crate) const FS_SCOPE: &str = "fs_scope";
+
 /// How long a hold may wait for `session::get` (well inside the hook's 5 s).
 pub(crate) const SESSION_BUDGET: Duration = Duration::from_millis(1500);
 
@@ -53,19 +57,36 @@ pub fn build_record(
     context: SessionContext,
 ) -> PendingRecord {
     let empty = Value::Object(Map::new());
+    // Redacted output is depth-bounded, so taking the stamp out of it is
+    // safe whatever the input's depth.
+    let mut arguments = redact(call.arguments.as_ref().unwrap_or(&empty));
+    let fs_scope = match &mut arguments {
+        Value::Object(map) => match map.remove(FS_SCOPE) {
+            Some(Value::Object(scope)) => Some(Metadata::from(scope)),
+            // Not the harness's stamp (that is an object): the agent's own.
+            Some(other) => {
+                map.insert(FS_SCOPE.to_string(), other);
+                None
+            }
+            None => None,
+        },
+        _ => None,
+    };
     PendingRecord {
         session_id: input.session_id.clone(),
         turn_id: input.turn_id.clone(),
         function_call_id: call.id.clone(),
         function_id: call.function_id.clone(),
         kind,
-        arguments_excerpt: redact(call.arguments.as_ref().unwrap_or(&empty)).into(),
+        arguments_excerpt: arguments.into(),
+        fs_scope,
         pending_at: crate::time::now_ms(),
         depth: input.depth,
         session_title: context.title.map(|t| redact_text(&t).into_owned()),
         session_description: context.description.map(|d| redact_text(&d).into_owned()),
         session_metadata: context.metadata.map(redact_metadata),
         grant_request: None,
+        access_request: None,
         assistant_excerpt: None,
         expires_at: None,
         escalate_at: None,

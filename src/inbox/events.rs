@@ -189,6 +189,9 @@ pub(crate) struct Events {
     /// `approval_url`).
     config: Arc<ConfigCell>,
     bindings: DashMap<String, Binding>,
+    /// Woken when the engine sends a binding this worker already had: it
+    /// does so after a reconnect, so it is a reconnect signal.
+    resent: tokio::sync::Notify,
 }
 
 struct TypeHandler {
@@ -201,7 +204,7 @@ impl TriggerHandler for TypeHandler {
     async fn register_trigger(&self, config: TriggerConfig) -> Result<(), iii_sdk::Error> {
         let filter = BindingFilter::parse(&config.config)
             .map_err(|e| iii_sdk::Error::Handler(e.to_string()))?;
-        self.subs.bindings.insert(
+        let known = self.subs.bindings.insert(
             config.id,
             Binding {
                 trigger_type: self.trigger_type.to_string(),
@@ -211,6 +214,9 @@ impl TriggerHandler for TypeHandler {
                 namespace: config.namespace,
             },
         );
+        if known.is_some() {
+            self.subs.resent.notify_one();
+        }
         Ok(())
     }
 
@@ -227,7 +233,14 @@ impl Events {
             engine,
             config,
             bindings: DashMap::new(),
+            resent: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Resolves when the engine sent again a binding this worker had (a
+    /// reconnect) since the last call.
+    pub(crate) async fn resent(&self) {
+        self.resent.notified().await;
     }
 
     /// Provides the trigger types.

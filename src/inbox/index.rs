@@ -380,6 +380,11 @@ impl PendingIndex {
             .unwrap_or_default()
     }
 
+    /// The sessions that have records.
+    pub fn session_ids(&self) -> Vec<String> {
+        self.sessions.keys().cloned().collect()
+    }
+
     /// The keys of the records marked `releasing` (a scan of the index:
     /// boot's recovery only).
     pub fn releasing_keys(&self) -> Vec<RecordKey> {
@@ -500,6 +505,7 @@ mod tests {
             function_id: "shell::exec".into(),
             kind: RecordKind::Function,
             arguments_excerpt: json!({}).into(),
+            fs_scope: None,
             pending_at,
             depth: 0,
             session_title: None,
@@ -509,6 +515,7 @@ mod tests {
                 _ => panic!("metadata must be an object"),
             }),
             grant_request: None,
+            access_request: None,
             assistant_excerpt: None,
             expires_at: None,
             escalate_at: None,

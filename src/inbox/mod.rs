@@ -32,8 +32,8 @@ pub(crate) use deadline::{deadlines, timeout_denial, timeout_ms};
 pub use events::{Outcome, PENDING_CREATED, PENDING_ESCALATED, PENDING_RESOLVED};
 pub(crate) use list::{list_pending, ListPendingRequest, GET_ID, LIST_ID};
 pub use record::{
-    GrantRequest, Metadata, NoteDecision, PendingRecord, RecordKey, RecordKind, ReleaseNote,
-    SortKey, Via,
+    AccessRequest, GrantRequest, Metadata, NoteDecision, PendingRecord, RecordKey, RecordKind,
+    ReleaseNote, SortKey, Via,
 };
 pub(crate) use removed::Removal;
 pub use store::{all_scopes, bucket_scope, state_key, LOAD_CONCURRENCY};

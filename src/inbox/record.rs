@@ -19,8 +19,13 @@ pub enum RecordKind {
     /// "May this call run?"
     #[default]
     Function,
-    /// "Allow access to this folder?" (from the grant watch).
+    /// "Allow access to this folder?" (from the grant watch), as the
+    /// brief's console renders it.
     FolderAccess,
+    /// The same prompt, as today's console renders it (a console that does
+    /// not know `folder_access` would show a plain function call and offer
+    /// to always-allow `shell::exec`).
+    FilesystemAccess,
 }
 
 impl RecordKind {
@@ -29,7 +34,22 @@ impl RecordKind {
         match self {
             RecordKind::Function => "function",
             RecordKind::FolderAccess => "folder_access",
+            RecordKind::FilesystemAccess => "filesystem_access",
         }
+    }
+
+    /// Whether the record is a folder prompt (either spelling).
+    pub fn is_folder(self) -> bool {
+        matches!(
+            self,
+            RecordKind::FolderAccess | RecordKind::FilesystemAccess
+        )
+    }
+
+    /// Whether two kinds are the same prompt (the spellings of a folder
+    /// prompt are one prompt).
+    pub fn same_prompt(self, other: RecordKind) -> bool {
+        self == other || (self.is_folder() && other.is_folder())
     }
 }
 
@@ -42,6 +62,28 @@ pub struct GrantRequest {
     pub offending_path: String,
     /// The jail error code (`S215`, `S220`, `C215`, `C218`).
     pub error_code: String,
+}
+
+/// What a folder prompt asks for, as today's console reads it (the same
+/// facts as [`GrantRequest`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AccessRequest {
+    /// The directory to grant (absolute).
+    pub requested_root: String,
+    /// The path the call tried to reach, as given.
+    pub attempted_path: String,
+    /// The jail error code (`S215`, `S220`, `C215`, `C218`).
+    pub error_code: String,
+}
+
+impl From<&GrantRequest> for AccessRequest {
+    fn from(grant: &GrantRequest) -> AccessRequest {
+        AccessRequest {
+            requested_root: grant.dir.clone(),
+            attempted_path: grant.offending_path.clone(),
+            error_code: grant.error_code.clone(),
+        }
+    }
 }
 
 /// One held call.
@@ -58,9 +100,15 @@ pub struct PendingRecord {
     /// `function` or `folder_access`; a stored record without it reads as `function`.
     #[serde(default)]
     pub kind: RecordKind,
-    /// The call's arguments, redacted.
+    /// The call's arguments as the agent wrote them, redacted (without the
+    /// harness's `fs_scope` stamp, shown apart as `fs_scope`).
     // Kept as compact JSON text in memory (see `compact`).
     pub arguments_excerpt: JsonText,
+    /// The harness's trusted filesystem stamp of the call
+    /// (`call.arguments.fs_scope`: root, grants, boundary), redacted — not
+    /// the agent's arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fs_scope: Option<Metadata>,
     /// When the call was held (ms since the epoch).
     pub pending_at: u64,
     /// Nesting depth of the calling session (0 = top level).
@@ -75,9 +123,12 @@ pub struct PendingRecord {
     /// The session's metadata (tenancy filters match against it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_metadata: Option<Metadata>,
-    /// What a folder-access prompt asks for (folder_access only).
+    /// What a folder-access prompt asks for (folder prompts only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant_request: Option<Box<GrantRequest>>,
+    /// The same, as today's console reads it (folder prompts only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_request: Option<Box<AccessRequest>>,
     /// The assistant's text before the call, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assistant_excerpt: Option<String>,
@@ -247,12 +298,14 @@ impl PendingRecord {
             function_id,
             kind,
             arguments_excerpt,
+            fs_scope,
             pending_at,
             depth,
             session_title,
             session_description,
             session_metadata,
             grant_request,
+            access_request,
             assistant_excerpt,
             expires_at,
             escalate_at,
@@ -267,12 +320,14 @@ impl PendingRecord {
             && *function_id == other.function_id
             && *kind == other.kind
             && *arguments_excerpt == other.arguments_excerpt
+            && *fs_scope == other.fs_scope
             && *pending_at == other.pending_at
             && *depth == other.depth
             && *session_title == other.session_title
             && *session_description == other.session_description
             && *session_metadata == other.session_metadata
             && *grant_request == other.grant_request
+            && *access_request == other.access_request
             && *assistant_excerpt == other.assistant_excerpt
             && *expires_at == other.expires_at
             && *escalate_at == other.escalate_at
@@ -322,12 +377,14 @@ mod tests {
             function_id: "shell::run".into(),
             kind: RecordKind::Function,
             arguments_excerpt: json!({"cmd": "ls"}).into(),
+            fs_scope: None,
             pending_at: 100,
             depth: 0,
             session_title: None,
             session_description: None,
             session_metadata: None,
             grant_request: None,
+            access_request: None,
             assistant_excerpt: None,
             expires_at: None,
             escalate_at: None,

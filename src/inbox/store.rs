@@ -370,6 +370,11 @@ impl PendingStore {
         self.with_index(|index| index.keys_of_turn(turn_id))
     }
 
+    /// The sessions that have records.
+    pub(crate) fn session_ids(&self) -> Vec<String> {
+        self.with_index(|index| index.session_ids())
+    }
+
     /// The keys of a session's records.
     pub(crate) fn keys_of_session(&self, session_id: &str) -> Vec<RecordKey> {
         self.with_index(|index| index.keys_of_session(session_id))
@@ -393,7 +398,7 @@ impl PendingStore {
             return Ok(Take::Absent);
         };
         if let Some((pending_at, kind)) = expected {
-            if record.pending_at != pending_at || record.kind != kind {
+            if record.pending_at != pending_at || !record.kind.same_prompt(kind) {
                 return Ok(Take::Stale);
             }
         }

@@ -12,7 +12,7 @@ impl From<RecordKind> for Kind {
     fn from(kind: RecordKind) -> Kind {
         match kind {
             RecordKind::Function => Kind::Function,
-            RecordKind::FolderAccess => Kind::FolderAccess,
+            RecordKind::FolderAccess | RecordKind::FilesystemAccess => Kind::FolderAccess,
         }
     }
 }

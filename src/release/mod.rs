@@ -250,7 +250,9 @@ impl Releaser {
                             grant_scope,
                             remember,
                         } => (
-                            (record.kind == RecordKind::FolderAccess)
+                            record
+                                .kind
+                                .is_folder()
                                 .then(|| grant_scope.unwrap_or(GrantScope::Once).as_str()),
                             *remember && record.kind == RecordKind::Function,
                         ),
@@ -312,7 +314,7 @@ impl Releaser {
                 None,
             ),
             (_, Decision::Allow { .. }, None) => (ReleaseAction::execute(None), None),
-            (RecordKind::FolderAccess, Decision::Deny { reason }, Some(dir)) => {
+            (_, Decision::Deny { reason }, Some(dir)) => {
                 if let Err(err) = self
                     .folders
                     .memory
@@ -326,7 +328,7 @@ impl Releaser {
                     .unwrap_or_else(|| format!("user denied folder access to {dir}"));
                 (record.user_denial(&text), None)
             }
-            (RecordKind::FolderAccess, Decision::Allow { grant_scope, .. }, Some(dir)) => {
+            (_, Decision::Allow { grant_scope, .. }, Some(dir)) => {
                 match grant_scope.unwrap_or(GrantScope::Once) {
                     GrantScope::Once => (ReleaseAction::execute(Some(&dir)), None),
                     GrantScope::Session | GrantScope::Always => self.grant_first(claim, &dir).await,
@@ -385,7 +387,7 @@ impl Releaser {
                     }
                 }
             }
-            RecordKind::FolderAccess if *grant_scope == Some(GrantScope::Always) => {
+            kind if kind.is_folder() && *grant_scope == Some(GrantScope::Always) => {
                 let Some(dir) = record.grant_request.as_ref().map(|g| g.dir.as_str()) else {
                     return;
                 };

@@ -248,7 +248,7 @@ async fn fail_closed_a_parked_binding_is_kept_across_checks_and_activates_with_t
         let made = worker
             .output()
             .lines()
-            .filter(|l| l.contains("durable gate binding made"))
+            .filter(|l| l.contains("durable binding made") && l.contains("approval::gate"))
             .count();
         assert_eq!(made, 1, "{}", worker.output());
         let parked_warnings = worker

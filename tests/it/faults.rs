@@ -263,7 +263,7 @@ async fn fault_engine_restart_keeps_everything_live() {
             let all_types = t.contains("approval::pending-created") && t.contains("approval::pending-resolved");
             let gate_bound = b.iter().filter(|x| *x == "approval::gate").count() == 1;
             let others = [
-                "approval::grant-watch",
+                "approval::filesystem-access-watch",
                 "approval::on-turn-completed",
                 "approval::on-session-deleted",
                 "approval::on-config-change",

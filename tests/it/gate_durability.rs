@@ -72,7 +72,7 @@ async fn durable_gate_binding_fails_closed_when_the_worker_dies_and_is_never_dup
             unbind.output()
         );
         assert!(
-            unbind.output().contains("removed 1 durable binding"),
+            unbind.output().contains("removed 2 durable binding"),
             "{}",
             unbind.output()
         );
@@ -113,7 +113,7 @@ async fn bindings_made_before_the_harness_exists_activate_when_it_appears() {
             harness
                 .wait_for_binding(
                     "harness::hook::post-trigger",
-                    "approval::grant-watch",
+                    "approval::filesystem-access-watch",
                     Duration::from_secs(10)
                 )
                 .await

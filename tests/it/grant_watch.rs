@@ -191,7 +191,7 @@ async fn grant_every_jail_form_is_recognised() {
         for (cid, fid, code) in [("c1", "shell::read", "S215"), ("c2", "coder::edit", "C215"), ("c3", "coder::patch", "C215")] {
             let out = run(&scene, "s1", cid, fid, "/data/proj/f.txt").await;
             assert!(out.is_held(), "{fid}: {out:?}");
-            assert_eq!(out.held_by(), Some("approval::grant-watch"));
+            assert_eq!(out.held_by(), Some("approval::filesystem-access-watch"));
             let rec = scene.ok("approval::get-pending", json!({"session_id": "s1", "function_call_id": cid})).await;
             assert_eq!(rec["pending"]["kind"], "folder_access");
             assert_eq!(rec["pending"]["grant_request"], json!({"dir": "/data/proj", "offending_path": "/data/proj/f.txt", "error_code": code}));
@@ -369,7 +369,11 @@ async fn grant_function_hold_becomes_folder_hold_under_the_same_call_id() {
         let r = resolve(&scene, "s1", "c1", "allow", None).await;
         assert_eq!(r["resolved"], true);
         let st = scene.harness.state("s1", "c1").unwrap();
-        assert_eq!(st.held_by(), Some("approval::grant-watch"), "{st:?}");
+        assert_eq!(
+            st.held_by(),
+            Some("approval::filesystem-access-watch"),
+            "{st:?}"
+        );
         let second = scene
             .ok(
                 "approval::get-pending",

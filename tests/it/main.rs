@@ -29,6 +29,7 @@ mod goldens;
 mod grant_watch;
 mod hostile;
 mod hot_path;
+mod layers;
 mod levers;
 mod links;
 mod load;

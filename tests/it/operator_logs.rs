@@ -73,7 +73,7 @@ async fn holds_resolves_purges_and_stand_downs_are_logged_once_with_their_ids() 
         .await;
         let probe = engine.client("probe").await;
         let mut worker = WorkerProcess::spawn(Path::new(BIN), &engine.url(), &["--log-format", "json"], Duration::from_secs(30)).await;
-        for (point, function_id) in [("harness::hook::pre-trigger", "approval::gate"), ("harness::hook::post-trigger", "approval::grant-watch")] {
+        for (point, function_id) in [("harness::hook::pre-trigger", "approval::gate"), ("harness::hook::post-trigger", "approval::filesystem-access-watch")] {
             assert!(harness.wait_for_binding(point, function_id, WAIT).await.is_some());
         }
         let resolve = |cid: &str, decision: &str| json!({"session_id": "s_ops", "function_call_id": cid, "decision": decision});

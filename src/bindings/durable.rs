@@ -1,8 +1,14 @@
-//! The gate's durable binding on `harness::hook::pre-trigger`
-//! (`architecture/contract.md` § Bindings, § Never ungated). Made with
-//! `engine::register_trigger`, it outlives the worker: while the worker is
-//! down the harness's call to `approval::gate` fails and its `fail_closed`
-//! policy denies, so a crashed gate never waves calls through.
+//! The durable bindings (`architecture/contract.md` § Bindings, § Never
+//! ungated, § Two harness generations): the gate's on
+//! `harness::hook::pre-trigger` and the folder-access watch's on
+//! `harness::hook::post-trigger`. Made with `engine::register_trigger`, they
+//! outlive the worker: while the worker is down the harness's call to
+//! `approval::gate` fails and its `fail_closed` policy denies, so a crashed
+//! gate never waves calls through; and today's harness enforces a session's
+//! folder boundary only while a post-trigger binding of
+//! `approval::filesystem-access-watch` exists, so that one must survive
+//! restarts too (a down watch fails open: the original error reaches the
+//! model).
 //!
 //! What keeps calls gated:
 //! * boot makes the binding before it reports ready, and says `gated=` on the
@@ -23,22 +29,68 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::ID;
+use crate::config::ApprovalConfig;
 use crate::engine::{CallError, Engine, Scope};
 
 /// The gate's hook type.
 pub(crate) const PRE_TRIGGER: &str = "harness::hook::pre-trigger";
-
-/// The key of the remembered binding in [`Scope::BINDINGS`].
-const REMEMBERED_KEY: &str = "gate";
+/// The folder-access watch's hook type.
+pub(crate) const POST_TRIGGER: &str = "harness::hook::post-trigger";
+/// The gate's function.
+pub(crate) const GATE_ID: &str = "approval::gate";
+/// The folder-access watch's function: today's harness recognises exactly
+/// this id.
+pub(crate) const WATCH_ID: &str = "approval::filesystem-access-watch";
 
 /// The first retry after a failed check; doubles up to the check interval.
 pub(crate) const FIRST_RETRY: Duration = Duration::from_millis(250);
 
-/// The gate's binding config: every call, fail closed, run after the hooks
-/// of a lower priority.
+/// One durable binding: what it binds and under which key its id is
+/// remembered.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Spec {
+    /// The hook type.
+    pub trigger_type: &'static str,
+    /// The worker's function it calls.
+    pub function_id: &'static str,
+    /// The key of the remembered id in [`Scope::BINDINGS`].
+    key: &'static str,
+    /// The binding config the configuration asks for.
+    config: fn(&ApprovalConfig) -> Value,
+}
+
+impl Spec {
+    /// The config a binding must have now.
+    pub(crate) fn desired(&self, config: &ApprovalConfig) -> Value {
+        (self.config)(config)
+    }
+}
+
+/// The gate's binding: every call, fail closed, run after the hooks of a
+/// lower priority.
+pub(crate) const GATE: Spec = Spec {
+    trigger_type: PRE_TRIGGER,
+    function_id: GATE_ID,
+    key: "gate",
+    config: |c| config(c.gate_priority),
+};
+
+/// The folder-access watch's binding: shell and coder calls, fail open.
+pub(crate) const WATCH: Spec = Spec {
+    trigger_type: POST_TRIGGER,
+    function_id: WATCH_ID,
+    key: "watch",
+    config: |_| watch_config(),
+};
+
+/// The gate's binding config at a priority.
 pub(crate) fn config(priority: i64) -> Value {
     json!({"timeout_ms": 5000, "on_error": "fail_closed", "priority": priority})
+}
+
+/// The watch's binding config (only keys every harness generation accepts).
+pub(crate) fn watch_config() -> Value {
+    json!({"functions": ["shell::*", "coder::*"], "timeout_ms": 5000, "on_error": "fail_open"})
 }
 
 /// What the engine said about the binding at the last check.
@@ -53,9 +105,12 @@ pub(crate) struct Status {
     pub parked: bool,
 }
 
-/// The binding's state, shared by the guard, boot and `approval::health`.
-#[derive(Default)]
-pub(crate) struct GateBinding {
+/// A durable binding's state, shared by its guard, boot and
+/// `approval::health`.
+pub(crate) struct DurableBinding {
+    spec: Spec,
+    /// One check at a time: two at once could each make a binding.
+    ensuring: tokio::sync::Mutex<()>,
     status: Mutex<Status>,
     /// The parked binding this connection made, with its config: the
     /// engine does not list parked bindings, so without it every check would
@@ -72,7 +127,22 @@ struct Remembered {
     id: String,
 }
 
-impl GateBinding {
+impl DurableBinding {
+    pub(crate) fn new(spec: Spec) -> DurableBinding {
+        DurableBinding {
+            spec,
+            ensuring: tokio::sync::Mutex::new(()),
+            status: Mutex::default(),
+            parked: Mutex::default(),
+            wake: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// What it binds.
+    pub(crate) fn spec(&self) -> &Spec {
+        &self.spec
+    }
+
     /// The last check's result.
     pub(crate) fn status(&self) -> Status {
         match self.status.lock() {
@@ -104,16 +174,21 @@ impl GateBinding {
         self.wake.notified().await;
     }
 
-    /// Makes sure exactly one durable binding of the gate exists with the
-    /// desired config, the new one before any old one is removed, and
-    /// records the result.
-    pub(crate) async fn ensure(&self, engine: &Engine, priority: i64) -> Result<Status, CallError> {
-        let desired = config(priority);
+    /// Makes sure exactly one durable binding exists with the config the
+    /// configuration asks for, the new one before any old one is removed,
+    /// and records the result.
+    pub(crate) async fn ensure(
+        &self,
+        engine: &Engine,
+        config: &ApprovalConfig,
+    ) -> Result<Status, CallError> {
+        let _one = self.ensuring.lock().await;
+        let desired = self.spec.desired(config);
         let trusted = lock(&self.parked)
             .clone()
             .filter(|(_, config)| *config == desired)
             .map(|(id, _)| id);
-        let status = ensure(engine, &desired, trusted).await?;
+        let status = ensure(engine, &self.spec, &desired, trusted).await?;
         *lock(&self.parked) = match (&status.id, status.parked) {
             (Some(id), true) => Some((id.clone(), desired)),
             _ => None,
@@ -130,11 +205,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     }
 }
 
-async fn remembered(engine: &Engine) -> Option<String> {
-    let value = engine
-        .state_get(&Scope::BINDINGS, REMEMBERED_KEY)
-        .await
-        .ok()?;
+async fn remembered(engine: &Engine, spec: &Spec) -> Option<String> {
+    let value = engine.state_get(&Scope::BINDINGS, spec.key).await.ok()?;
     serde_json::from_value::<Remembered>(value)
         .ok()
         .map(|r| r.id)
@@ -145,32 +217,38 @@ async fn remembered(engine: &Engine) -> Option<String> {
 /// made (the engine cannot list it); kept while the hook type is absent.
 async fn ensure(
     engine: &Engine,
+    spec: &Spec,
     desired: &Value,
     trusted: Option<String>,
 ) -> Result<Status, CallError> {
     let present = engine.trigger_type_ids().await?;
-    let parked = !present.iter().any(|t| t == PRE_TRIGGER);
+    let parked = !present.iter().any(|t| t == spec.trigger_type);
     let active: Vec<_> = engine
         .registered_triggers()
         .await?
         .into_iter()
-        .filter(|t| t.function_id == ID && t.trigger_type == PRE_TRIGGER)
+        .filter(|t| t.function_id == spec.function_id && t.trigger_type == spec.trigger_type)
         .collect();
-    let previous = remembered(engine).await;
+    let previous = remembered(engine, spec).await;
     let keep = match active.iter().find(|t| t.config == *desired) {
         Some(found) => found.id.clone(),
         None if parked && trusted.is_some() => trusted.unwrap_or_default(),
         None => {
             let id = engine
-                .register_durable_trigger(PRE_TRIGGER, ID, desired)
+                .register_durable_trigger(spec.trigger_type, spec.function_id, desired)
                 .await?;
-            tracing::info!(id, parked, "durable gate binding made");
+            tracing::info!(
+                id,
+                parked,
+                function_id = spec.function_id,
+                "durable binding made"
+            );
             id
         }
     };
     // Only now, with the binding in place, the others go.
     for stale in active.iter().filter(|t| t.id != keep) {
-        tracing::info!(id = %stale.id, "removing a stale or duplicate durable gate binding");
+        tracing::info!(id = %stale.id, function_id = spec.function_id, "removing a stale or duplicate durable binding");
         engine.unregister_durable_trigger(&stale.id).await?;
     }
     let already_remembered = previous.as_deref() == Some(keep.as_str());
@@ -182,11 +260,8 @@ async fn ensure(
     let remember = json!(Remembered { id: keep.clone() });
     if already_remembered {
         // Nothing to write.
-    } else if let Err(err) = engine
-        .state_set(&Scope::BINDINGS, REMEMBERED_KEY, remember)
-        .await
-    {
-        tracing::warn!(error = %err, "gate binding id not remembered; a restart before the harness appears may leave a parked duplicate");
+    } else if let Err(err) = engine.state_set(&Scope::BINDINGS, spec.key, remember).await {
+        tracing::warn!(error = %err, function_id = spec.function_id, "binding id not remembered; a restart before the harness appears may leave a parked duplicate");
     }
     let gated = !parked
         && (active.iter().any(|t| t.id == keep)
@@ -209,24 +284,26 @@ pub(crate) fn backoff(retry: &mut Duration, cap: Duration) -> Duration {
     wait
 }
 
-/// Removes every durable binding of the gate (`approval-gate unbind`),
-/// parked ones included; returns how many.
+/// Removes every durable binding of the worker — the gate's and the
+/// watch's — (`approval-gate unbind`), parked ones included; returns how
+/// many.
 pub(crate) async fn remove_all(engine: &Engine) -> Result<usize, CallError> {
     let mut removed = 0;
-    for trigger in engine.registered_triggers().await? {
-        if trigger.function_id == ID && !trigger.id.is_empty() {
-            engine.unregister_durable_trigger(&trigger.id).await?;
-            removed += 1;
+    let triggers = engine.registered_triggers().await?;
+    for spec in [GATE, WATCH] {
+        for trigger in &triggers {
+            if trigger.function_id == spec.function_id && !trigger.id.is_empty() {
+                engine.unregister_durable_trigger(&trigger.id).await?;
+                removed += 1;
+            }
         }
-    }
-    if let Some(old) = remembered(engine).await {
-        if engine.unregister_durable_trigger(&old).await? {
-            removed += 1;
+        if let Some(old) = remembered(engine, &spec).await {
+            if engine.unregister_durable_trigger(&old).await? {
+                removed += 1;
+            }
         }
+        engine.state_delete(&Scope::BINDINGS, spec.key).await?;
     }
-    engine
-        .state_delete(&Scope::BINDINGS, REMEMBERED_KEY)
-        .await?;
     Ok(removed)
 }
 

@@ -1,19 +1,30 @@
 //! The bindings the worker makes at boot (`architecture/contract.md`
-//! § Bindings): the durable gate binding (`gate::binding`) and the ordinary
-//! ones listed here.
+//! § Bindings): the durable ones of the gate and the folder-access watch
+//! ([`durable`]) and the ordinary ones listed here.
+
+pub(crate) mod durable;
 
 use serde_json::{json, Value};
 
 use crate::config::CONFIG_ID;
 use crate::engine::Scope;
-use crate::gate::binding::PRE_TRIGGER;
-use crate::{config, decision, grant_watch, lifecycle};
+use durable::{POST_TRIGGER, PRE_TRIGGER};
+
+/// `approval::on-turn-completed`.
+pub(crate) const TURN_COMPLETED_ID: &str = "approval::on-turn-completed";
+/// `approval::on-session-deleted`.
+pub(crate) const SESSION_DELETED_ID: &str = "approval::on-session-deleted";
+/// `approval::on-harness-ready`.
+pub(crate) const HARNESS_READY_ID: &str = "approval::on-harness-ready";
+/// `approval::on-settings-change`.
+pub(crate) const SETTINGS_CHANGE_ID: &str = "approval::on-settings-change";
 
 /// Every trigger type the worker binds to.
 pub(crate) const BOUND_TYPES: &[&str] = &[
     PRE_TRIGGER,
-    "harness::hook::post-trigger",
+    POST_TRIGGER,
     "harness::turn-completed",
+    "harness::ready",
     "session::deleted",
     "configuration",
     "state",
@@ -22,25 +33,18 @@ pub(crate) const BOUND_TYPES: &[&str] = &[
 /// The ordinary (non-durable) bindings of the worker: `(type, function, config)`.
 pub(crate) fn plain_bindings() -> Vec<(&'static str, &'static str, Value)> {
     vec![
-        (
-            "harness::hook::post-trigger",
-            grant_watch::ID,
-            json!({"functions": ["shell::*", "coder::*"], "timeout_ms": 5000, "on_error": "fail_open"}),
-        ),
-        (
-            "harness::turn-completed",
-            lifecycle::TURN_COMPLETED_ID,
-            json!({}),
-        ),
-        ("session::deleted", lifecycle::SESSION_DELETED_ID, json!({})),
+        ("harness::turn-completed", TURN_COMPLETED_ID, json!({})),
+        // Today's harness only; it parks on the brief's.
+        ("harness::ready", HARNESS_READY_ID, json!({})),
+        ("session::deleted", SESSION_DELETED_ID, json!({})),
         (
             "configuration",
-            config::ID,
+            crate::config::ID,
             json!({"configuration_id": CONFIG_ID, "event_types": ["configuration:updated"]}),
         ),
         (
             "state",
-            decision::settings::ON_SETTINGS_CHANGE_ID,
+            SETTINGS_CHANGE_ID,
             json!({"scope": Scope::SETTINGS.as_str()}),
         ),
     ]
@@ -53,7 +57,7 @@ mod tests {
     #[test]
     fn every_binding_type_is_listed_once() {
         let mut types: Vec<&str> = plain_bindings().iter().map(|(t, _, _)| *t).collect();
-        types.push(PRE_TRIGGER);
+        types.extend([PRE_TRIGGER, POST_TRIGGER]);
         types.sort_unstable();
         let mut listed = BOUND_TYPES.to_vec();
         listed.sort_unstable();
