@@ -151,7 +151,7 @@ async fn reconcile_session(worker: &Worker, sid: &str, pending: &[String]) -> us
     let now = crate::time::now_ms();
     let mut removed = 0;
     for (_, cid) in worker.inbox.keys_of_session(sid) {
-        if pending.iter().any(|p| *p == cid) {
+        if pending.contains(&cid) {
             continue;
         }
         let lock = worker.inbox.lock(sid, &cid).await;
