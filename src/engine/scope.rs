@@ -46,6 +46,9 @@ impl Scope {
     pub(crate) const GRANT_DENIED: Scope = guarded!("approval_grant_denied");
     /// The id of the gate's durable binding (key `gate`).
     pub(crate) const BINDINGS: Scope = guarded!("approval_bindings");
+    /// The last configuration whose rules compiled (key `last_good`), kept
+    /// in force when a newer one does not compile.
+    pub(crate) const CONFIG: Scope = guarded!("approval_config");
 
     /// A bucket of held calls: `approval_pending.00` … `approval_pending.63`
     /// (a dot and two digits after a guarded name stay guarded).
@@ -66,6 +69,7 @@ impl Scope {
             Scope::GRANT_ATTEMPTS_LEGACY,
             Scope::GRANT_DENIED,
             Scope::BINDINGS,
+            Scope::CONFIG,
         ]
         .into_iter()
         .chain((0..PENDING_BUCKETS).map(Scope::pending_bucket))
@@ -94,7 +98,7 @@ mod tests {
     #[test]
     fn the_gate_denies_an_agent_every_scope_the_worker_owns() {
         let owned = Scope::owned();
-        assert_eq!(owned.len(), 6 + PENDING_BUCKETS as usize);
+        assert_eq!(owned.len(), 7 + PENDING_BUCKETS as usize);
         for scope in owned {
             for function in ["state::set", "state::get", "state::list", "state::delete"] {
                 let args = json!({"scope": scope.as_str(), "key": "k", "value": {"mode": "full"}});

@@ -21,8 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
+use tokio::sync::watch;
 
-use crate::config::ApprovalConfig;
+use crate::config::{ApprovalConfig, Snapshot};
 use crate::engine::CallError;
 use crate::functions::register_hook;
 use crate::inbox::{HoldLimits, RecordKind, Written};
@@ -209,9 +210,16 @@ async fn hold(
 
 /// Keeps the binding in place for as long as the worker runs, starting from
 /// boot's check (`first`): a check every `binding_check_interval_ms`, or
-/// sooner when woken; failed checks are retried with backoff. Ends when the
-/// connection ends for good.
-pub(crate) async fn guard_binding(worker: Arc<Worker>, first: Result<Status, CallError>) {
+/// sooner when woken — by a reconnect, or by a new configuration on
+/// `changes` (subscribed before boot's check, so none is missed), whose
+/// `gate_priority` the check then applies (new binding before the old one
+/// goes) and whose interval the next wait uses. Failed checks are retried
+/// with backoff. Ends when the connection ends for good.
+pub(crate) async fn guard_binding(
+    worker: Arc<Worker>,
+    first: Result<Status, CallError>,
+    mut changes: watch::Receiver<Arc<Snapshot>>,
+) {
     let mut retry = binding::FIRST_RETRY;
     let mut outcome = first;
     // Said once per stretch of being parked, not at every check.
@@ -251,6 +259,9 @@ pub(crate) async fn guard_binding(worker: Arc<Worker>, first: Result<Status, Cal
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = worker.gate_binding.woken() => {}
+            // A closed channel (never, while the worker lives) disables
+            // this branch rather than spin.
+            Ok(()) = changes.changed() => {}
         }
         if worker.engine.iii().fatal_error().is_some() {
             return;
