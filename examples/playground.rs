@@ -523,7 +523,7 @@ impl World {
         };
         for (point, function_id) in [
             ("harness::hook::pre-trigger", "approval::gate"),
-            ("harness::hook::post-trigger", "approval::grant-watch"),
+            ("harness::hook::post-trigger", "approval::filesystem-access-watch"),
         ] {
             if harness
                 .wait_for_binding(point, function_id, WAIT * 2)
@@ -772,7 +772,7 @@ impl World {
             }
             return Ok(None);
         };
-        let folder = held_by == "approval::grant-watch";
+        let folder = held_by == "approval::filesystem-access-watch";
         match self.events.wait("approval::pending-created", &cid).await {
             Some(e) => {
                 let mut text = format!(
@@ -1121,10 +1121,10 @@ impl Journal {
             };
             let why = match (h.function_id.as_str(), decision.as_str()) {
                 ("approval::gate", _) => gate_why.map(|w| format!("  ({w})")),
-                ("approval::grant-watch", "hold") => {
+                ("approval::filesystem-access-watch", "hold") => {
                     Some("  (a folder prompt instead of the error)".to_string())
                 }
-                ("approval::grant-watch", _) => {
+                ("approval::filesystem-access-watch", _) => {
                     Some("  (the result goes to the agent as is)".to_string())
                 }
                 _ => None,

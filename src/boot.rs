@@ -26,6 +26,7 @@ use crate::config::{self, ApprovalConfig, BootstrapError, ConfigCell, Snapshot, 
 use crate::engine::{CallError, Engine};
 use crate::function_table::{self, FUNCTION_IDS};
 use crate::inbox::{PendingRecord, PendingStore};
+use crate::links::LinkRoutes;
 use crate::release::{recover, timer::Timer};
 use crate::settings::{ApprovalSettings, Known};
 use crate::worker::{Claim, Worker};
@@ -157,9 +158,16 @@ impl Running {
         &self.iii
     }
 
-    /// The configuration in effect (the last good value read).
+    /// The configuration in effect (the last good value read; the built-in
+    /// defaults in lockdown).
     pub fn config(&self) -> ApprovalConfig {
         self.worker.config.load().config.clone()
+    }
+
+    /// Whether the gate runs in lockdown: no configuration whose rules
+    /// compile is known (`architecture/contract.md` § No fail-open left).
+    pub fn lockdown(&self) -> bool {
+        self.worker.config.load().lockdown
     }
 
     /// How many calls are held.
@@ -468,8 +476,7 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
     } = claimed;
     let iii = &iii;
     let engine = Engine::new(iii.clone());
-    let snapshot = config::bootstrap(&engine, options.seed).await?;
-    config.store(snapshot);
+    config::bootstrap(&engine, &config, options.seed).await?;
     let worker = Worker::new(engine.clone(), config, claim, inbox);
     let read = read
         .map_err(|err| tracing::warn!(error = %err, "held calls not read while the name was confirmed; reading again"))
@@ -496,6 +503,9 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
     worker.inbox.events().register(iii);
     function_table::register_all(&worker);
     let parked = bind_all(&worker).await;
+    // Subscribed before the routes' first sync and the binding's first
+    // check, so a configuration change from here on reaches both.
+    let config_changes = worker.config.subscribe();
     worker.link_routes.sync(&worker).await;
     // The gate's binding first, then the watch's.
     let binding = worker
@@ -532,12 +542,15 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
         worker.clone(),
         |w| &w.gate_binding,
         binding,
+        config_changes.clone(),
     ));
     tokio::spawn(crate::gate::guard_binding(
         worker.clone(),
         |w| &w.watch_binding,
         watch_binding,
+        config_changes.clone(),
     ));
+    tokio::spawn(LinkRoutes::follow(worker.clone(), config_changes));
     tokio::spawn(rebind_on_reconnect(worker.clone()));
     Ok(worker)
 }

@@ -35,9 +35,12 @@ pub struct HealthRequest {}
 /// Whether the configuration compiled.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ConfigHealth {
-    /// No rule or guard failed to compile.
+    /// The stored configuration is the one in force and nothing in it
+    /// failed; false in lockdown and while any error is reported.
     pub ok: bool,
-    /// What failed (an empty rule set then holds every call reaching the rules).
+    /// What failed. A stored value whose rules do not compile is refused
+    /// whole: its errors are listed here while the previous configuration
+    /// stays in force (or, with none, the gate runs in lockdown).
     pub rule_errors: Vec<String>,
 }
 
@@ -108,7 +111,6 @@ pub(crate) async fn health(worker: &Worker) -> Health {
         }
     };
     let snapshot = worker.config.load();
-    let rule_errors = snapshot.errors();
     Health {
         gated: binding.gated,
         gate_binding_id: binding.id,
@@ -116,8 +118,8 @@ pub(crate) async fn health(worker: &Worker) -> Health {
         watch_binding_id: watch.id,
         parked,
         config: ConfigHealth {
-            ok: rule_errors.is_empty(),
-            rule_errors,
+            ok: snapshot.is_ok(),
+            rule_errors: snapshot.errors(),
         },
         settings: SettingsHealth {
             mode: "cache".into(),

@@ -149,6 +149,31 @@ mod tests {
     }
 
     #[test]
+    fn rule_21_10_a_short_inbox_token_is_reported_and_only_the_inbox_is_off() {
+        use super::super::Snapshot;
+        let short = ApprovalConfig::from_value(&json!({"links": {"secret": SECRET,
+            "public_base_url": "https://gate.example", "inbox_token": "inbox-token-1"}}))
+        .unwrap();
+        let snapshot = Snapshot::compile(short);
+        let links = snapshot.links.as_ref().expect("links stay on");
+        assert!(links.inbox().is_none());
+        assert!(!snapshot.is_ok());
+        let errors = snapshot.errors();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].contains("links.inbox_token must be at least 32 characters"),
+            "{errors:?}"
+        );
+        assert!(!errors[0].contains("inbox-token-1"), "{errors:?}");
+        let long = ApprovalConfig::from_value(&json!({"links": {"secret": SECRET,
+            "public_base_url": "https://gate.example", "inbox_token": "inbox-token-0123456789abcdef-0123"}}))
+        .unwrap();
+        let snapshot = Snapshot::compile(long);
+        assert!(snapshot.links.as_ref().and_then(|l| l.inbox()).is_some());
+        assert!(snapshot.is_ok(), "{:?}", snapshot.errors());
+    }
+
+    #[test]
     fn a_bad_shape_is_refused_without_echoing_the_value() {
         for value in [
             json!({"links": SECRET}),

@@ -1,7 +1,8 @@
 //! The `approval-gate` configuration entry: its shape ([`ApprovalConfig`]),
 //! its schema ([`schema`]), the seed file ([`seed`]), the reactive cell that
-//! holds the compiled [`Snapshot`] ([`ConfigCell`]) and the reload
-//! ([`reload`]). See `architecture/contract.md` § Configuration.
+//! holds the compiled [`Snapshot`] and publishes each new one
+//! ([`ConfigCell`]), the reload ([`reload`]) and the last good value kept in
+//! state (`last_good`). See `architecture/contract.md` § Configuration.
 //!
 //! # Format
 //!
@@ -11,6 +12,7 @@
 //! ```
 
 pub(crate) mod cell;
+mod last_good;
 mod links;
 mod reload;
 mod schema;
@@ -236,13 +238,22 @@ pub enum ConfigError {
 }
 
 /// A configuration compiled for use: what every decision reads.
-#[derive(Debug)]
+///
+/// A configuration is used whole or not at all: one whose rules do not all
+/// compile (or whose examples fail) never replaces the snapshot in force
+/// ([`Snapshot::try_compile`] refuses it). The snapshot in force then stays,
+/// carrying the refused value's errors in `rule_errors` so `approval::evaluate`
+/// and `approval::health` show them ([`Snapshot::keeping`]); with no good
+/// snapshot to keep, the gate runs in lockdown ([`Snapshot::lockdown`]).
+#[derive(Debug, Clone)]
 pub struct Snapshot {
-    /// The configuration as parsed.
+    /// The configuration in force.
     pub config: ApprovalConfig,
-    /// The compiled rules (empty when any rule failed to compile).
+    /// The compiled rules (in lockdown: none, and `lockdown` is set).
     pub rules: CompiledRules,
-    /// The rule compile errors, reported by `approval::evaluate`.
+    /// The errors of the newest stored value's rules when it was refused:
+    /// the configuration in force is then an older one, or lockdown. Empty
+    /// when the newest value is the one in force.
     pub rule_errors: Vec<RuleError>,
     /// `human_only_extra` globs that could only guard their exact text.
     pub guard_errors: Vec<String>,
@@ -252,8 +263,23 @@ pub struct Snapshot {
     pub defaults: CompiledSettings,
     /// `links`, ready to sign and check; `None` when off or unusable.
     pub(crate) links: Option<Arc<Links>>,
-    /// Why a configured `links` is unusable (links are then off).
+    /// Why a configured `links` is unusable (links are then off), or why
+    /// only its inbox page is.
     pub link_errors: Vec<String>,
+    /// No configuration whose rules compile is known (a first boot with a
+    /// broken rule set, and no last good value in state): every call is
+    /// held, human-only calls are denied, and the configuration in force is
+    /// the built-in defaults. Ends with the first configuration whose rules
+    /// compile.
+    pub lockdown: bool,
+}
+
+/// A configuration refused because its rules do not all compile (or an
+/// example failed).
+#[derive(Debug, Clone)]
+pub struct Refused {
+    /// Every rule error, with the rule's index.
+    pub rule_errors: Vec<RuleError>,
 }
 
 impl Snapshot {
@@ -268,35 +294,97 @@ impl Snapshot {
             .collect()
     }
 
-    /// Compiles a configuration. Rules that fail to compile, or whose
-    /// examples fail, leave the rule set empty (every call that reaches the
-    /// rules holds) and are reported.
-    pub fn compile(config: ApprovalConfig) -> Snapshot {
-        let (rules, rule_errors) = match CompiledRules::compile(&config.rules) {
-            Ok(rules) => (rules, Vec::new()),
-            Err(errors) => (CompiledRules::empty(), errors),
+    /// Whether the configuration is healthy (`health.config.ok`): not in
+    /// lockdown and nothing to report.
+    pub fn is_ok(&self) -> bool {
+        !self.lockdown
+            && self.rule_errors.is_empty()
+            && self.guard_errors.is_empty()
+            && self.link_errors.is_empty()
+    }
+
+    /// Compiles a configuration whose rules all compile and whose examples
+    /// all pass; refuses any other, whole.
+    pub fn try_compile(config: ApprovalConfig) -> Result<Snapshot, Refused> {
+        let rules = match CompiledRules::compile(&config.rules) {
+            Ok(rules) => rules.with_precedence(config.rule_precedence),
+            Err(rule_errors) => return Err(Refused { rule_errors }),
         };
-        let rules = rules.with_precedence(config.rule_precedence);
-        // The extra guards apply whether or not the rules compiled.
+        Ok(Snapshot::assemble(config, rules, false))
+    }
+
+    /// [`Snapshot::try_compile`], with a refused configuration giving the
+    /// lockdown snapshot (there being no other to keep).
+    pub fn compile(config: ApprovalConfig) -> Snapshot {
+        Snapshot::try_compile(config)
+            .unwrap_or_else(|refused| Snapshot::lockdown(refused.rule_errors))
+    }
+
+    /// Lockdown: the built-in defaults with no rules, every call held and
+    /// human-only calls denied; `rule_errors` are the refused value's.
+    pub fn lockdown(rule_errors: Vec<RuleError>) -> Snapshot {
+        let config = ApprovalConfig::default();
+        let rules = lockdown_rules().with_precedence(config.rule_precedence);
+        Snapshot {
+            rule_errors,
+            ..Snapshot::assemble(config, rules, true)
+        }
+    }
+
+    /// This snapshot kept in force after a newer value was refused for
+    /// `rule_errors`: everything in force stays (rules, precedence, modes,
+    /// links, deadlines), only the errors reported change.
+    pub fn keeping(&self, rule_errors: Vec<RuleError>) -> Snapshot {
+        Snapshot {
+            rule_errors,
+            ..self.clone()
+        }
+    }
+
+    /// What a newly read configuration makes of `current`, the snapshot in
+    /// force: the new one when its rules compile; otherwise `current` kept
+    /// (or lockdown again, when `current` is lockdown) with the new errors.
+    pub fn succeed(current: &Snapshot, config: ApprovalConfig) -> Snapshot {
+        match Snapshot::try_compile(config) {
+            Ok(next) => next,
+            Err(refused) if current.lockdown => Snapshot::lockdown(refused.rule_errors),
+            Err(refused) => current.keeping(refused.rule_errors),
+        }
+    }
+
+    /// The rest of a snapshot around compiled rules.
+    fn assemble(config: ApprovalConfig, rules: CompiledRules, lockdown: bool) -> Snapshot {
         let (rules, guard_errors) = rules.with_extra_guards(&config.human_only_extra);
         let default_settings = default_settings(&config, &rules, 0);
         let defaults = CompiledSettings::new(&default_settings);
         let (links, link_errors) = match config.links.as_ref().map(Links::new) {
             None => (None, Vec::new()),
-            Some(Ok(links)) => (Some(Arc::new(links)), Vec::new()),
+            Some(Ok(links)) => {
+                let inbox_errors = links.inbox_refused().map(ToString::to_string);
+                (Some(Arc::new(links)), inbox_errors.into_iter().collect())
+            }
             Some(Err(err)) => (None, vec![err.to_string()]),
         };
         Snapshot {
             config,
             rules,
-            rule_errors,
+            rule_errors: Vec::new(),
             guard_errors,
             default_settings,
             defaults,
             links,
             link_errors,
+            lockdown,
         }
     }
+}
+
+/// The rule set of lockdown. An empty set holds every call that reaches the
+/// rules; the decision ladder reads [`Snapshot::lockdown`] to hold the rest
+/// (modes and grants) as well.
+// TODO: `CompiledRules::lockdown()` once the policy offers it (one line).
+fn lockdown_rules() -> CompiledRules {
+    CompiledRules::empty()
 }
 
 /// Settings of a session with nothing stored: `default_mode`, one seed
@@ -350,15 +438,16 @@ mod tests {
         assert_eq!(config.to_json()["rule_precedence"], "deny_ask_allow");
         let snap = Snapshot::compile(config);
         assert_eq!(snap.rules.precedence(), RulePrecedence::DenyAskAllow);
-        // Broken rules fall back to the empty set, precedence kept.
+        // Broken rules are refused whole: their precedence never applies.
         let config = ApprovalConfig::from_value(
             &json!({"rule_precedence": "deny_ask_allow", "rules": ["!"]}),
         )
         .unwrap();
         let snap = Snapshot::compile(config);
+        assert!(snap.lockdown);
         assert!(snap.rules.is_empty());
         assert_eq!(snap.rule_errors.len(), 1);
-        assert_eq!(snap.rules.precedence(), RulePrecedence::DenyAskAllow);
+        assert_eq!(snap.rules.precedence(), RulePrecedence::FirstMatch);
         assert!(ApprovalConfig::from_value(&json!({"rule_precedence": "last_match"})).is_err());
     }
 
@@ -371,7 +460,9 @@ mod tests {
                 "no_match": [{"function_id": "shell::ls"}]}}
         ]}))
         .unwrap();
+        assert!(Snapshot::try_compile(config.clone()).is_err());
         let snap = Snapshot::compile(config);
+        assert!(snap.lockdown);
         assert!(snap.rules.is_empty());
         assert_eq!(
             snap.errors(),
@@ -419,5 +510,88 @@ mod tests {
         assert_eq!(aa[0].function_id, "state::get");
         assert_eq!(aa[0].granted_by, GrantedBy::Seed);
         assert_eq!(aa[0].granted_at, 0);
+    }
+
+    fn good(value: Value) -> Snapshot {
+        let config = ApprovalConfig::from_value(&value).unwrap();
+        Snapshot::try_compile(config).expect("rules compile")
+    }
+
+    #[test]
+    fn rule_21_1_a_refused_rule_set_keeps_the_whole_previous_snapshot() {
+        let current = good(json!({
+            "default_mode": "auto", "rule_precedence": "deny_ask_allow",
+            "rules": ["!approval::*", "demo::*"], "pending_timeout_ms": 60_000
+        }));
+        assert!(current.is_ok());
+        let broken = ApprovalConfig::from_value(&json!({
+            "default_mode": "full", "rule_precedence": "first_match",
+            "rules": ["!approval::*", "*", {"function": "x", "action": "deny", "args": {"a": {"matches": "("}}}]
+        }))
+        .unwrap();
+        let next = Snapshot::succeed(&current, broken);
+        assert!(!next.lockdown);
+        assert!(!next.is_ok());
+        assert_eq!(
+            next.config, current.config,
+            "no field of the refused value applies"
+        );
+        assert_eq!(next.default_settings.mode, Mode::Auto);
+        assert_eq!(next.rules.len(), 2);
+        assert_eq!(next.rules.precedence(), RulePrecedence::DenyAskAllow);
+        assert_eq!(next.rule_errors.len(), 1);
+        assert_eq!(next.rule_errors[0].index, 2);
+        assert!(
+            next.errors()[0].starts_with("rule 2: "),
+            "{:?}",
+            next.errors()
+        );
+        // Kept again after a second refusal: still the first good one.
+        let again = Snapshot::succeed(
+            &next,
+            ApprovalConfig::from_value(&json!({"rules": ["!"]})).unwrap(),
+        );
+        assert_eq!(again.config, current.config);
+        assert_eq!(again.rule_errors[0].index, 0);
+        // Fixed: the new value applies whole and nothing is reported.
+        let fixed = Snapshot::succeed(
+            &again,
+            ApprovalConfig::from_value(&json!({"default_mode": "full"})).unwrap(),
+        );
+        assert!(fixed.is_ok());
+        assert_eq!(fixed.config.default_mode, Mode::Full);
+        assert_eq!(fixed.rules.precedence(), RulePrecedence::FirstMatch);
+    }
+
+    #[test]
+    fn rule_21_1_lockdown_holds_until_the_first_rule_set_that_compiles() {
+        let broken = || {
+            ApprovalConfig::from_value(&json!({"default_mode": "full", "rules": ["!approval::*", "!"],
+                "links": {"secret": "0123456789abcdef0123456789abcdef", "public_base_url": "https://gate.example"}}))
+            .unwrap()
+        };
+        let lockdown = Snapshot::compile(broken());
+        assert!(lockdown.lockdown);
+        assert!(!lockdown.is_ok());
+        assert_eq!(
+            lockdown.config,
+            ApprovalConfig::default(),
+            "lockdown runs on the built-in defaults"
+        );
+        assert!(lockdown.rules.is_empty());
+        assert!(lockdown.links.is_none());
+        assert_eq!(lockdown.rule_errors.len(), 1);
+        assert_eq!(lockdown.rule_errors[0].index, 1);
+        assert!(lockdown.default_settings.always_allow.is_empty());
+        let still = Snapshot::succeed(&lockdown, broken());
+        assert!(still.lockdown);
+        assert_eq!(still.config, ApprovalConfig::default());
+        let over = Snapshot::succeed(
+            &still,
+            ApprovalConfig::from_value(&json!({"rules": ["demo::*"]})).unwrap(),
+        );
+        assert!(!over.lockdown);
+        assert!(over.is_ok());
+        assert_eq!(over.rules.len(), 1);
     }
 }

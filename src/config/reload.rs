@@ -5,7 +5,12 @@
 //!
 //! A reload never trusts the event payload: it re-reads the entry with
 //! `configuration::get`, validates, compiles and swaps the whole snapshot. An
-//! invalid value keeps the last good snapshot and logs an ERROR.
+//! invalid value, or one whose rules do not all compile, keeps the snapshot in
+//! force whole and logs an ERROR (with the rules' indexes); a value whose
+//! rules compile is kept in state as the last good one ([`last_good`]).
+//!
+//! Nothing here acts on a change: the cell publishes each new snapshot, and
+//! the gate's binding guard and the link routes follow it themselves.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,7 +19,8 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde_json::{json, Value};
 
-use super::{schema, ApprovalConfig, ConfigError, Snapshot, CONFIG_ID};
+use super::cell::ConfigCell;
+use super::{last_good, schema, ApprovalConfig, ConfigError, Snapshot, CONFIG_ID};
 use crate::engine::{CallError, Engine, Entry, ErrorCode};
 use crate::functions::{register_shaped, Ack};
 use crate::worker::Worker;
@@ -63,15 +69,19 @@ fn entry(schema: &Value) -> Entry<'_> {
     }
 }
 
-/// Seeds, backfills and fetches the entry (boot): when nothing is stored,
-/// register with the seed (or the built-in defaults) as `initial_value`;
-/// otherwise register without one (registering with one overwrites) and add
-/// the default `rules` if the stored object has none — to the raw template,
-/// so `${NAME}` references survive.
+/// Seeds, backfills and fetches the entry (boot), then puts it in force in
+/// `cell`: when nothing is stored, register with the seed (or the built-in
+/// defaults) as `initial_value`; otherwise register without one (registering
+/// with one overwrites) and add the default `rules` if the stored object has
+/// none — to the raw template, so `${NAME}` references survive.
+///
+/// A stored value whose rules do not compile is not used: the last good one
+/// kept in state is, or, with none, the gate runs in lockdown.
 pub(crate) async fn bootstrap(
     engine: &Engine,
+    cell: &ConfigCell,
     seed: Option<Value>,
-) -> Result<Snapshot, BootstrapError> {
+) -> Result<(), BootstrapError> {
     let fatal = |step: &'static str| move |source: CallError| BootstrapError::Call { step, source };
     let schema = schema();
     let stored = match engine.configuration_get(CONFIG_ID, true).await {
@@ -120,9 +130,21 @@ pub(crate) async fn bootstrap(
             Err(e) => return Err(fatal("configuration::get")(e)),
         }
     };
-    let snapshot = Snapshot::compile(ApprovalConfig::from_value(&value)?);
-    report_rule_errors(&snapshot);
-    Ok(snapshot)
+    let config = ApprovalConfig::from_value(&value)?;
+    let mut persisted = cell.reloading.lock().await;
+    let snapshot = match Snapshot::try_compile(config) {
+        Ok(good) => {
+            last_good::write(engine, &mut persisted, &good.config).await;
+            good
+        }
+        Err(refused) => match last_good::read(engine).await {
+            Some(kept) => kept.keeping(refused.rule_errors),
+            None => Snapshot::lockdown(refused.rule_errors),
+        },
+    };
+    report(&snapshot);
+    cell.store(snapshot);
+    Ok(())
 }
 
 /// Retries a boot-time configuration call a few times on errors that may be
@@ -157,41 +179,59 @@ pub(crate) async fn reregister_schema(engine: &Engine) -> Result<(), CallError> 
         .map(|_| ())
 }
 
-fn report_rule_errors(snapshot: &Snapshot) {
+/// Logs what is wrong with the configuration just read, and what is in force.
+fn report(snapshot: &Snapshot) {
+    let in_force = if snapshot.lockdown {
+        "no configuration whose rules compile is known: the gate runs in lockdown (every call held, human-only calls denied) until one is stored"
+    } else {
+        "the value is refused whole: the previous configuration stays in force (rules, precedence, modes, every field)"
+    };
     for err in &snapshot.rule_errors {
-        tracing::error!(error = %err, "rule does not compile or one of its examples failed; the rule set falls back to empty (every call reaching the rules holds)");
+        tracing::error!(rule = err.index, error = %err, "rule does not compile or one of its examples failed; {in_force}");
+    }
+    if snapshot.lockdown && snapshot.rule_errors.is_empty() {
+        tracing::error!("{in_force}");
     }
     for err in &snapshot.guard_errors {
         tracing::error!(error = %err, "human_only_extra glob does not compile; it guards its exact text");
     }
     for err in &snapshot.link_errors {
-        tracing::error!(error = %err, "links cannot be used; approval links are off");
+        tracing::error!(error = %err, "links cannot be used as configured");
     }
-}
-
-/// Re-reads, validates and swaps the configuration snapshot.
-pub(crate) async fn reload(worker: &Worker) -> Result<(), ReloadError> {
-    let _serial = worker.config.reloading.lock().await;
-    let value = worker
-        .engine
-        .configuration_get(CONFIG_ID, false)
-        .await
-        .map_err(ReloadError::Fetch)?;
-    let config = ApprovalConfig::from_value(&value).map_err(ReloadError::Invalid)?;
-    let snapshot = Snapshot::compile(config);
-    report_rule_errors(&snapshot);
     tracing::info!(
         rules = snapshot.config.rules.len(),
         default_mode = snapshot.config.default_mode.as_str(),
         grant_reask_limit = snapshot.config.grant_reask_limit,
         links = snapshot.links.is_some(),
-        "configuration loaded"
+        lockdown = snapshot.lockdown,
+        refused = !snapshot.rule_errors.is_empty(),
+        "configuration in force"
     );
-    worker.config.store(snapshot);
-    // `gate_priority` may have changed: the binding is replaced at once.
-    worker.gate_binding.check_soon();
-    // `links` may have been switched on or off.
-    worker.link_routes.sync(worker).await;
+}
+
+/// Re-reads, validates and swaps the configuration snapshot.
+pub(crate) async fn reload(worker: &Worker) -> Result<(), ReloadError> {
+    reload_into(&worker.engine, &worker.config).await
+}
+
+/// Re-reads the entry into `cell`: a value whose rules compile replaces the
+/// snapshot and is kept as the last good one; one whose rules do not keeps
+/// the snapshot in force (or lockdown) and reports its errors.
+async fn reload_into(engine: &Engine, cell: &ConfigCell) -> Result<(), ReloadError> {
+    let mut persisted = cell.reloading.lock().await;
+    let value = engine
+        .configuration_get(CONFIG_ID, false)
+        .await
+        .map_err(ReloadError::Fetch)?;
+    let config = ApprovalConfig::from_value(&value).map_err(ReloadError::Invalid)?;
+    let snapshot = Snapshot::succeed(&cell.load(), config);
+    report(&snapshot);
+    let good =
+        (snapshot.rule_errors.is_empty() && !snapshot.lockdown).then(|| snapshot.config.clone());
+    cell.store(snapshot);
+    if let Some(config) = good {
+        last_good::write(engine, &mut persisted, &config).await;
+    }
     Ok(())
 }
 

@@ -94,7 +94,7 @@ pub fn schema() -> Value {
             },
             "rules": {
                 "title": "Rules",
-                "description": "A string \"glob\" allows, \"!glob\" denies, \"?glob\" asks a human. An object can scope a rule to modes, constrain arguments and carry examples. Ask rules hold first; then, under first_match, the first allow or deny rule that matches wins; no match holds the call for a human.",
+                "description": "A string \"glob\" allows, \"!glob\" denies, \"?glob\" asks a human. An object can scope a rule to modes, constrain arguments and carry examples. Ask rules hold first; then, under first_match, the first allow or deny rule that matches wins; no match holds the call for a human. A value in which any rule does not compile, or any example fails, is refused whole: the previous configuration stays in force (with none, every call is held) and approval::health reports the errors.",
                 "type": "array",
                 "default": ["!approval::*"],
                 "items": {
@@ -187,7 +187,7 @@ pub fn schema() -> Value {
                     },
                     "inbox_token": {
                         "title": "Inbox token",
-                        "description": "Bearer token of GET /approvals, the list of held calls. Without it that page answers 404.",
+                        "description": "Bearer token of GET /approvals, the list of held calls; at least 32 characters, like the secret (a shorter one keeps the page off and is reported). Write ${APPROVAL_INBOX_TOKEN} so the value comes from the environment. Without it that page answers 404.",
                         "type": "string",
                         "minLength": 1,
                         "examples": ["${APPROVAL_INBOX_TOKEN}"]

@@ -1,12 +1,18 @@
 //! The `--config` seed file: YAML with the entry's fields, `${NAME}` and
 //! `${NAME:default}` expanded from the environment. Used only when nothing is
 //! stored yet (`architecture/contract.md` § Configuration).
+//!
+//! The YAML is read into a JSON value first, and that value goes through the
+//! one configuration parser ([`ApprovalConfig::from_value`]), so a seed file
+//! takes every shape the stored JSON takes (string or object rules, `args`
+//! maps, examples) and is checked the same way. Parse errors never quote the
+//! file (it may hold a secret).
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::ApprovalConfig;
+use super::{ApprovalConfig, ConfigError};
 
 /// Why a `${NAME}` reference could not be expanded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,13 +47,22 @@ pub enum SeedError {
         /// Why.
         source: EnvError,
     },
+    /// The file is not YAML (or not YAML a JSON value can hold: a mapping
+    /// key that is not a string, an anchor expanded past the budget).
+    #[error("seed file {} is not valid YAML: {source}", path.display())]
+    Yaml {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: Box<serde_saphyr::Error>,
+    },
     /// The YAML does not have the entry's shape.
     #[error("seed file {}: {source}", path.display())]
     Shape {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: serde_yaml::Error,
+        source: ConfigError,
     },
 }
 
@@ -96,12 +111,22 @@ pub fn load_seed(path: &Path) -> Result<Value, SeedError> {
             path: path.to_owned(),
             source,
         })?;
-    let config: ApprovalConfig =
-        serde_yaml::from_str(&expanded).map_err(|source| SeedError::Shape {
-            path: path.to_owned(),
-            source,
-        })?;
+    let value = yaml_to_json(&expanded).map_err(|source| SeedError::Yaml {
+        path: path.to_owned(),
+        source,
+    })?;
+    let config = ApprovalConfig::from_value(&value).map_err(|source| SeedError::Shape {
+        path: path.to_owned(),
+        source,
+    })?;
     Ok(config.to_json())
+}
+
+/// A YAML document as a JSON value. Errors carry a position, never a
+/// snippet of the text.
+pub(crate) fn yaml_to_json(text: &str) -> Result<Value, Box<serde_saphyr::Error>> {
+    let options = serde_saphyr::options! { with_snippet: false };
+    serde_saphyr::from_str_with_options(text, options).map_err(Box::new)
 }
 
 #[cfg(test)]
@@ -147,10 +172,36 @@ mod tests {
         assert_eq!(v["rules"], json!(["!approval::*"]));
         std::fs::write(&path, "default_mod: auto\n").unwrap();
         assert!(matches!(load_seed(&path), Err(SeedError::Shape { .. })));
+        std::fs::write(&path, "rules: [\"!approval::*\"\n").unwrap();
+        assert!(matches!(load_seed(&path), Err(SeedError::Yaml { .. })));
         assert!(matches!(
             load_seed(&dir.join("absent.yaml")),
             Err(SeedError::Read { .. })
         ));
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn rule_9_a_seed_takes_object_rules_with_args_maps() {
+        let value = yaml_to_json(
+            "rules:\n  - \"!approval::*\"\n  - function: shell::run\n    action: allow\n    args: { a: { matches: \"^ok\" } }\n",
+        )
+        .unwrap();
+        let config = ApprovalConfig::from_value(&value).unwrap();
+        assert_eq!(
+            config.to_json()["rules"][1],
+            json!({"function": "shell::run", "action": "allow", "args": {"a": {"matches": "^ok"}}})
+        );
+    }
+
+    #[test]
+    fn a_yaml_error_does_not_quote_the_file() {
+        let secret = "0123456789abcdef0123456789abcdef-secret";
+        let text = format!("links:\n  secret: {secret}\n  public_base_url: [unclosed\n");
+        let err = yaml_to_json(&text).unwrap_err().to_string();
+        assert!(!err.contains(secret), "{err}");
+        let duplicate = format!("links:\n  secret: {secret}\n  secret: {secret}\n");
+        let err = yaml_to_json(&duplicate).unwrap_err().to_string();
+        assert!(!err.contains(secret), "{err}");
     }
 }

@@ -48,6 +48,9 @@ impl Scope {
     pub(crate) const REVOKES: Scope = guarded!("approval_revokes");
     /// The id of the gate's durable binding (key `gate`).
     pub(crate) const BINDINGS: Scope = guarded!("approval_bindings");
+    /// The last configuration whose rules compiled (key `last_good`), kept
+    /// in force when a newer one does not compile.
+    pub(crate) const CONFIG: Scope = guarded!("approval_config");
 
     /// A bucket of held calls: `approval_pending.00` … `approval_pending.63`
     /// (a dot and two digits after a guarded name stay guarded).
@@ -69,6 +72,7 @@ impl Scope {
             Scope::GRANT_DENIED,
             Scope::REVOKES,
             Scope::BINDINGS,
+            Scope::CONFIG,
         ]
         .into_iter()
         .chain((0..PENDING_BUCKETS).map(Scope::pending_bucket))
@@ -97,7 +101,7 @@ mod tests {
     #[test]
     fn the_gate_denies_an_agent_every_scope_the_worker_owns() {
         let owned = Scope::owned();
-        assert_eq!(owned.len(), 7 + PENDING_BUCKETS as usize);
+        assert_eq!(owned.len(), 8 + PENDING_BUCKETS as usize);
         for scope in owned {
             for function in ["state::set", "state::get", "state::list", "state::delete"] {
                 let args = json!({"scope": scope.as_str(), "key": "k", "value": {"mode": "full"}});

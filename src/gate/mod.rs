@@ -14,9 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
+use tokio::sync::watch;
 
 use crate::bindings::durable::{self as binding, DurableBinding, Status};
-use crate::config::ApprovalConfig;
+use crate::config::{ApprovalConfig, Snapshot};
 use crate::engine::CallError;
 use crate::functions::register_hook;
 use crate::hook::budget::Deadline;
@@ -203,12 +204,16 @@ async fn hold(
 
 /// Keeps a durable binding (the gate's, the watch's) in place for as long
 /// as the worker runs, starting from boot's check (`first`): a check every
-/// `binding_check_interval_ms`, or sooner when woken; failed checks are
-/// retried with backoff. Ends when the connection ends for good.
+/// `binding_check_interval_ms`, or sooner when woken — by a reconnect, or by
+/// a new configuration on `changes` (subscribed before boot's check, so none
+/// is missed), whose `gate_priority` the check then applies (new binding
+/// before the old one goes) and whose interval the next wait uses. Failed
+/// checks are retried with backoff. Ends when the connection ends for good.
 pub(crate) async fn guard_binding(
     worker: Arc<Worker>,
     which: fn(&Worker) -> &DurableBinding,
     first: Result<Status, CallError>,
+    mut changes: watch::Receiver<Arc<Snapshot>>,
 ) {
     let mut retry = binding::FIRST_RETRY;
     let mut outcome = first;
@@ -252,6 +257,9 @@ pub(crate) async fn guard_binding(
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = durable.woken() => {}
+            // A closed channel (never, while the worker lives) disables
+            // this branch rather than spin.
+            Ok(()) = changes.changed() => {}
         }
         if worker.engine.iii().fatal_error().is_some() {
             return;

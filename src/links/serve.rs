@@ -20,11 +20,13 @@ use iii_sdk::RegisterFunction;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use tokio::sync::watch;
 
 use super::http::{gone_reason, same_origin_json, HttpRequest, HttpResponse};
 use super::page::{self, CallView, GoneReason, InboxRow};
 use super::setup::Links;
 use super::token::{Kind, Revision, TokenError};
+use crate::config::Snapshot;
 use crate::decision::resolve::{operator_reason, response, ResolveDecision};
 use crate::folders::GrantScope;
 use crate::inbox::{list_pending, ListPendingRequest, PendingRecord, RecordKind, Via};
@@ -380,9 +382,24 @@ pub(crate) struct LinkRoutes {
 }
 
 impl LinkRoutes {
+    /// Follows the configuration: every new snapshot published on `changes`
+    /// (subscribed by boot before its own first [`LinkRoutes::sync`], so no
+    /// change is missed) syncs the routes. Between changes it waits on the
+    /// channel alone and reads the cell like any reader, so a reload never
+    /// waits for it. Ends when the connection ends for good.
+    pub(crate) async fn follow(worker: Arc<Worker>, mut changes: watch::Receiver<Arc<Snapshot>>) {
+        while changes.changed().await.is_ok() {
+            if worker.engine.iii().fatal_error().is_some() {
+                return;
+            }
+            worker.link_routes.sync(&worker).await;
+        }
+    }
+
     /// Makes the routes' bindings when links are on and removes them when
-    /// they are off (boot and every configuration change). Without
-    /// `iii-http` the bindings park until it appears (WARN).
+    /// they are off (boot, then each configuration change through
+    /// [`LinkRoutes::follow`]). Without `iii-http` the bindings park until it
+    /// appears (WARN).
     pub(crate) async fn sync(&self, worker: &Worker) {
         let on = worker.config.load().links.is_some();
         let mut bound = self.bound.lock().await;

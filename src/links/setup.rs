@@ -1,12 +1,16 @@
 //! The `links` configuration made ready for use: the keyed secret, the base
 //! every `approval_url` starts with, the origin a decision must come from,
 //! and the inbox's bearer token.
+//!
+//! A secret or a base URL that cannot be used turns links off; an inbox token
+//! that cannot be used (shorter than [`MIN_SECRET_CHARS`], like the secret)
+//! turns only the inbox page off. Either is reported, never with the value.
 
 use crate::config::LinksConfig;
 use crate::inbox::{PendingRecord, RecordKind};
 
 use super::bearer::{InboxToken, InboxTokenError};
-use super::token::{self, Kind, LinkSecret, Revision, SecretError, TokenError};
+use super::token::{self, Kind, LinkSecret, Revision, SecretError, TokenError, MIN_SECRET_CHARS};
 
 impl From<RecordKind> for Kind {
     fn from(kind: RecordKind) -> Kind {
@@ -17,15 +21,22 @@ impl From<RecordKind> for Kind {
     }
 }
 
-/// Why a configured `links` cannot be used (links are then off and
-/// `approval::health` reports it). No variant carries the secret.
+/// Why a configured `links` cannot be used (links are then off, or only the
+/// inbox page for an inbox token; `approval::health` reports it). No variant
+/// carries the secret or the token.
 #[derive(Debug, thiserror::Error)]
 pub enum LinksError {
     /// The secret is too short.
     #[error(transparent)]
     Secret(#[from] SecretError),
+    /// The inbox token is shorter than [`MIN_SECRET_CHARS`] characters.
+    #[error("links.inbox_token must be at least {min} characters long; the inbox page is off")]
+    InboxTokenTooShort {
+        /// The minimum.
+        min: usize,
+    },
     /// The inbox token is blank.
-    #[error(transparent)]
+    #[error("{0}; the inbox page is off")]
     InboxToken(#[from] InboxTokenError),
     /// `public_base_url` is not an absolute `http(s)` URL without user,
     /// query or fragment.
@@ -43,24 +54,35 @@ pub(crate) struct Links {
     /// as a browser writes it in an `Origin` header.
     origin: String,
     inbox: Option<InboxToken>,
+    /// Why the configured inbox token is not used (the page is then off).
+    inbox_refused: Option<LinksError>,
 }
 
 impl Links {
-    /// Checks and keys a `links` configuration.
+    /// Checks and keys a `links` configuration. An inbox token that cannot
+    /// be used leaves links on and the inbox page off
+    /// ([`Links::inbox_refused`] says why).
     pub(crate) fn new(config: &LinksConfig) -> Result<Links, LinksError> {
         let secret = LinkSecret::new(config.secret.expose())?;
-        let inbox = config
-            .inbox_token
-            .as_ref()
-            .map(|token| InboxToken::new(token.expose()))
-            .transpose()?;
         let (base_url, origin) = base_and_origin(&config.public_base_url)?;
+        let (inbox, inbox_refused) =
+            match config.inbox_token.as_ref().map(|t| inbox_token(t.expose())) {
+                None => (None, None),
+                Some(Ok(token)) => (Some(token), None),
+                Some(Err(err)) => (None, Some(err)),
+            };
         Ok(Links {
             secret,
             base_url,
             origin,
             inbox,
+            inbox_refused,
         })
+    }
+
+    /// Why the configured `inbox_token` is not used, if it is not.
+    pub(crate) fn inbox_refused(&self) -> Option<&LinksError> {
+        self.inbox_refused.as_ref()
     }
 
     /// The record's `approval_url`; `None` for ids no link can name (longer
@@ -94,6 +116,17 @@ impl Links {
     pub(crate) fn inbox(&self) -> Option<&InboxToken> {
         self.inbox.as_ref()
     }
+}
+
+/// The inbox's bearer token: at least [`MIN_SECRET_CHARS`] characters, like
+/// the link secret (it opens the list of every held call), and not blank.
+fn inbox_token(token: &str) -> Result<InboxToken, LinksError> {
+    if token.chars().count() < MIN_SECRET_CHARS {
+        return Err(LinksError::InboxTokenTooShort {
+            min: MIN_SECRET_CHARS,
+        });
+    }
+    Ok(InboxToken::new(token)?)
 }
 
 /// `public_base_url` normalised (no trailing `/`) and its origin.
@@ -181,13 +214,36 @@ mod tests {
     }
 
     #[test]
-    fn a_short_secret_or_a_blank_inbox_token_is_refused() {
+    fn a_short_secret_is_refused() {
         let mut short = config("https://gate.example");
         short.secret = Secret::new("too short");
         assert!(matches!(Links::new(&short), Err(LinksError::Secret(_))));
-        let mut blank = config("https://gate.example");
-        blank.inbox_token = Some(Secret::new("  "));
-        assert!(matches!(Links::new(&blank), Err(LinksError::InboxToken(_))));
+    }
+
+    #[test]
+    fn rule_21_10_an_inbox_token_shorter_than_32_characters_keeps_the_inbox_off() {
+        let short_token = "inbox-token-for-tests-4f2a-31ch";
+        assert_eq!(short_token.chars().count(), MIN_SECRET_CHARS - 1);
+        for token in [short_token, "", "q7x", &" ".repeat(MIN_SECRET_CHARS)] {
+            let mut with = config("https://gate.example");
+            with.inbox_token = Some(Secret::new(token));
+            let links = Links::new(&with).expect("links stay on");
+            assert!(links.inbox().is_none(), "{token:?}");
+            let why = links.inbox_refused().expect("reported").to_string();
+            assert!(why.contains("links.inbox_token"), "{why}");
+            assert!(why.contains("inbox page is off"), "{why}");
+            if !token.trim().is_empty() {
+                assert!(!why.contains(token), "{why}");
+            }
+        }
+        let mut long = config("https://gate.example");
+        long.inbox_token = Some(Secret::new("é".repeat(MIN_SECRET_CHARS)));
+        let links = Links::new(&long).expect("links on");
+        assert!(
+            links.inbox().is_some(),
+            "32 characters (not bytes) are enough"
+        );
+        assert!(links.inbox_refused().is_none());
     }
 
     #[test]

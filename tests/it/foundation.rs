@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use approval_gate::{load_seed, ApprovalConfig, Snapshot};
 use approval_gate_testkit::fixture::call;
 use approval_gate_testkit::worker::WorkerProcess;
 use serde_json::{json, Value};
@@ -529,6 +530,185 @@ async fn process_worker_name_honours_iii_worker_name_and_warns_about_absent_type
         // Without a harness the gate's binding is parked: not gated, and the
         // ready line says so.
         assert!(ready[0].contains("gated=false"), "{}", ready[0]);
+    })
+    .await;
+}
+
+/// The golden seed file: every rule form, written in YAML.
+fn golden_seed() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/seed.yaml")
+}
+
+/// A seed file takes every shape the stored JSON takes: the golden YAML seed
+/// parses to exactly the configuration written below as JSON, and it
+/// compiles (its examples pass, its links are usable).
+#[test]
+fn rule_9_the_golden_seed_file_parses_as_its_json_twin() {
+    let twin = json!({
+        "default_mode": "auto",
+        "rule_precedence": "deny_ask_allow",
+        "grant_reask_limit": 2,
+        "human_only_extra": ["deploy::prod*"],
+        "gate_priority": 900,
+        "binding_check_interval_ms": 15000,
+        "pending_timeout_ms": 1_800_000,
+        "escalate_after_ms": 600_000,
+        "links": {
+            "secret": "golden-seed-secret-0123456789abcdef",
+            "public_base_url": "https://approvals.example.com",
+            "inbox_token": "golden-seed-inbox-token-0123456789abc"
+        },
+        "rules": [
+            "!approval::*",
+            "?payments::*",
+            "state::get",
+            {"function": "shell::exec", "action": "deny", "rule_id": "no-force-push",
+             "args": {"command": {"matches": "push .*--force"}},
+             "examples": {
+                 "match": [{"function_id": "shell::exec", "arguments": {"command": "git push origin main --force"}}],
+                 "no_match": [{"function_id": "shell::exec", "arguments": {"command": "git push origin main"}}]}},
+            {"function": "deploy::*", "action": "ask", "rule_id": "deploys-wait",
+             "timeout_ms": 900_000, "escalate_after_ms": 300_000},
+            {"function": "fs::write", "action": "deny", "args": {"/options/force": {"equals": true}}},
+            {"function": "shell::exec", "action": "allow", "rule_id": "git-status", "modes": ["auto", "full"],
+             "args": {"command": {"prefix": "git status"}, "cwd": {"equals": null}},
+             "examples": {"match": [{"function_id": "shell::exec", "arguments": {"command": "git status --short"}}]}},
+            {"function": "http::*", "action": "allow", "modes": ["auto"],
+             "args": {"a": {"matches": "^ok"}, "retries": {"equals": 3}}}
+        ]
+    });
+    let seeded = load_seed(&golden_seed()).unwrap_or_else(|e| panic!("{e}"));
+    let parsed = ApprovalConfig::from_value(&twin).expect("the JSON twin parses");
+    assert_eq!(seeded, parsed.to_json());
+    assert_eq!(seeded, twin, "nothing is lost or added on the way");
+    let snapshot = Snapshot::try_compile(parsed).unwrap_or_else(|r| panic!("{:?}", r.rule_errors));
+    assert!(snapshot.is_ok(), "{:?}", snapshot.errors());
+    assert_eq!(snapshot.rules.len(), 8);
+}
+
+/// The shape that serde_yaml could not read (an `args` map of externally
+/// tagged constraints), through the binary's `--config`.
+#[tokio::test]
+async fn rule_9_a_yaml_seed_with_args_constraints_boots_the_binary() {
+    on_test_engine("config_seed_args", |engine| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("seed.yaml");
+        std::fs::write(
+            &path,
+            "rules:\n  - \"!approval::*\"\n  - function: demo::*\n    action: allow\n    args: { a: { matches: \"^ok\" } }\n",
+        )
+        .unwrap();
+        let worker = WorkerProcess::spawn(
+            BIN.as_ref(),
+            &engine.url(),
+            &["--config", path.to_str().unwrap()],
+            Duration::from_secs(30),
+        )
+        .await;
+        let probe = engine.client("probe").await;
+        let got = call(&probe, "configuration::get", json!({"id": "approval-gate"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            got["value"]["rules"][1],
+            json!({"function": "demo::*", "action": "allow", "args": {"a": {"matches": "^ok"}}})
+        );
+        drop(worker);
+    })
+    .await;
+}
+
+/// `approval::health`'s `config`, polled until `ok` is `want` (bounded).
+async fn config_health_until(probe: &iii_sdk::IIIClient, want: bool) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..100 {
+        last = call(probe, "approval::health", json!({})).await.unwrap()["config"].clone();
+        if last["ok"] == want {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("health.config.ok never became {want}: {last}");
+}
+
+async fn evaluate(probe: &iii_sdk::IIIClient, function_id: &str) -> Value {
+    call(
+        probe,
+        "approval::evaluate",
+        json!({"session_id": "s_cfg", "function_id": function_id}),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn rule_21_1_a_broken_rule_keeps_the_whole_previous_configuration_across_a_restart() {
+    on_each_engine("config_broken_rule_keeps_previous", |engine| async move {
+        let probe = engine.client("probe").await;
+        let worker = start_in_process(&engine.url()).await;
+        let good = json!({"default_mode": "auto", "rule_precedence": "deny_ask_allow",
+            "rules": ["!approval::*", "demo::*"], "grant_reask_limit": 3});
+        call(&probe, "configuration::set", json!({"id": "approval-gate", "value": good})).await.unwrap();
+        let w = &worker;
+        assert!(eventually(WAIT, || w.config().default_mode.as_str() == "auto").await);
+        let in_force = worker.config();
+        assert_eq!(evaluate(&probe, "demo::echo").await["rule_id"], "demo::*");
+
+        // A new mode and precedence arrive with a rule that does not compile.
+        let broken = json!({"default_mode": "full", "rule_precedence": "first_match",
+            "rules": ["!approval::*", {"function": "x::*", "action": "allow", "args": {"a": {"matches": "("}}}]});
+        call(&probe, "configuration::set", json!({"id": "approval-gate", "value": broken})).await.unwrap();
+        let health = config_health_until(&probe, false).await;
+        assert!(health["rule_errors"][0].as_str().unwrap().starts_with("rule 1: "), "{health}");
+        assert_eq!(worker.config(), in_force, "no field of the refused value applies");
+        assert!(!worker.lockdown());
+        let ev = evaluate(&probe, "demo::echo").await;
+        assert_eq!(ev["verdict"], "allow", "the old rules still decide: {ev}");
+        assert_eq!(ev["rule_id"], "demo::*", "{ev}");
+        assert!(ev["rule_errors"][0].as_str().unwrap().starts_with("rule 1: "), "{ev}");
+        let settings = call(&probe, "approval::get-settings", json!({"session_id": "unseen"})).await.unwrap();
+        assert_eq!(settings["settings"]["mode"], "auto", "the refused default_mode never applies");
+        let kept = call(&probe, "state::get", json!({"scope": "approval_config", "key": "last_good"})).await.unwrap();
+        assert_eq!(kept["config"]["rules"], json!(["!approval::*", "demo::*"]), "{kept}");
+
+        // A restart reads the broken value and starts from the last good one.
+        worker.shutdown(Duration::from_secs(2)).await;
+        let worker = start_in_process(&engine.url()).await;
+        assert_eq!(worker.config(), in_force);
+        assert!(!worker.lockdown());
+        let health = config_health_until(&probe, false).await;
+        assert!(health["rule_errors"][0].as_str().unwrap().starts_with("rule 1: "), "{health}");
+        let ev = evaluate(&probe, "demo::echo").await;
+        assert_eq!(ev["rule_id"], "demo::*", "{ev}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_21_1_a_first_boot_with_a_broken_rule_runs_in_lockdown_until_a_good_value() {
+    on_each_engine("config_first_boot_lockdown", |engine| async move {
+        let probe = engine.client("probe").await;
+        let seed = json!({"default_mode": "full", "grant_reask_limit": 1,
+            "rules": ["!approval::*", {"function": "demo::*", "action": "allow", "args": {"a": {"matches": "("}}}]});
+        let worker = start_in_process_with(&engine.url(), Some(seed)).await;
+        assert!(worker.lockdown());
+        assert_eq!(worker.config(), ApprovalConfig::default(), "lockdown runs on the built-in defaults");
+        let health = config_health_until(&probe, false).await;
+        assert!(health["rule_errors"][0].as_str().unwrap().starts_with("rule 1: "), "{health}");
+        let kept = call(&probe, "state::get", json!({"scope": "approval_config", "key": "last_good"})).await.unwrap();
+        assert!(kept.is_null(), "nothing good to keep: {kept}");
+
+        // The first value whose rules compile ends lockdown and is kept.
+        let good = json!({"default_mode": "auto", "rules": ["!approval::*", "demo::*"]});
+        call(&probe, "configuration::set", json!({"id": "approval-gate", "value": good})).await.unwrap();
+        let w = &worker;
+        assert!(eventually(WAIT, || !w.lockdown()).await);
+        let health = config_health_until(&probe, true).await;
+        assert_eq!(health["rule_errors"], json!([]), "{health}");
+        assert_eq!(worker.config().default_mode.as_str(), "auto");
+        assert_eq!(evaluate(&probe, "demo::echo").await["rule_id"], "demo::*");
+        let kept = call(&probe, "state::get", json!({"scope": "approval_config", "key": "last_good"})).await.unwrap();
+        assert_eq!(kept["config"]["default_mode"], "auto", "{kept}");
     })
     .await;
 }

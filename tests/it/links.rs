@@ -19,8 +19,8 @@ use crate::common::*;
 
 /// The link secret every scene signs with (≥ 32 characters).
 pub const SECRET: &str = "link-secret-for-tests-0123456789abcdef";
-/// The inbox's bearer token.
-pub const INBOX_TOKEN: &str = "inbox-token-for-tests-4f2a";
+/// The inbox's bearer token (≥ 32 characters, like the secret).
+pub const INBOX_TOKEN: &str = "inbox-token-for-tests-4f2a-0123456789";
 
 /// A scene whose worker has links on, pointing at the engine's HTTP port.
 pub struct Links {

@@ -29,6 +29,25 @@ async fn configure(scene: &Scene, value: Value) {
     );
 }
 
+/// Stores `value`, whose rules do not compile, and waits until the worker
+/// has refused it (`health.config.ok` false; the previous configuration
+/// stays in force).
+async fn configure_refused(scene: &Scene, value: Value) {
+    scene
+        .ok(
+            "configuration::set",
+            json!({"id": "approval-gate", "value": value}),
+        )
+        .await;
+    for _ in 0..100 {
+        if scene.ok("approval::health", json!({})).await["config"]["ok"] == false {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the worker never refused {value}");
+}
+
 fn spec(sid: &str, cid: &str, fid: &str, args: Value) -> CallSpec {
     CallSpec::new(sid, format!("t_{sid}"), cid, fid, args)
 }
@@ -487,7 +506,7 @@ async fn policy_concurrent_uses_never_exceed_the_grant() {
 async fn policy_failed_examples_and_oversized_regexes_are_rule_errors() {
     on_each_engine("policy_rule_errors", |engine| async move {
         let scene = Scene::start(engine).await;
-        configure(
+        configure_refused(
             &scene,
             json!({"rules": [
                 "!approval::*",
@@ -508,7 +527,7 @@ async fn policy_failed_examples_and_oversized_regexes_are_rule_errors() {
         assert_eq!(errors[0], "rule 3: example match[0] (shell::exec) does not match the rule");
         assert!(errors[1].starts_with("rule 4: args \"text\": the regex"), "{}", errors[1]);
         assert!(errors[1].contains("1 MiB limit") && errors[1].contains("(?-u:\\w)"), "{}", errors[1]);
-        // The rule set fell back to empty: demo::* no longer allows.
+        // The value is refused whole: the previous rules (no demo::*) still decide.
         assert_eq!(ev["verdict"], "needs_approval", "{ev}");
         let out = scene.harness.call(spec("s_e", "c1", "demo::echo", json!({}))).await;
         assert!(out.is_held(), "{out:?}");
