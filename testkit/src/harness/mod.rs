@@ -475,81 +475,23 @@ impl HarnessDouble {
     /// `parent: {session_id, turn_id, function_call_id}` and
     /// `parent_session_id`, plus `context` and `reactive_depth` when given.
     pub async fn complete_turn_with(&self, turn: TurnCompletion) -> usize {
-        if self.generation() == Generation::G2 {
-            return self.complete_turn_today(turn).await;
-        }
-        self.core
-            .abandon_turn(&turn.session_id, &turn.turn_id, &turn.status);
-        let mut payload = Map::new();
-        payload.insert("session_id".into(), json!(turn.session_id));
-        payload.insert("turn_id".into(), json!(turn.turn_id));
-        payload.insert("status".into(), json!(turn.status));
-        payload.insert("timestamp".into(), json!(crate::time::now_ms()));
-        if let Some(result) = turn.result {
-            payload.insert("result".into(), result);
-        }
-        if let Some(error) = turn.result_error {
-            payload.insert("result_error".into(), error);
-        }
-        if let Some(reason) = turn.reason {
-            payload.insert("reason".into(), json!(reason));
-        }
-        if let Some(parent) = &turn.parent_session_id {
-            payload.insert("parent".into(), json!({ "session_id": parent }));
-        }
-        self.core
-            .emit(
-                TURN_COMPLETED,
-                &turn.session_id,
-                turn.parent_session_id.as_deref(),
-                Value::Object(payload),
-            )
-            .await
-    }
-
-    async fn complete_turn_today(&self, turn: TurnCompletion) -> usize {
-        lock(&self.core.finished).insert(
-            (turn.session_id.clone(), turn.turn_id.clone()),
-            turn.status.clone(),
-        );
-        let mut payload = Map::new();
-        payload.insert("session_id".into(), json!(turn.session_id));
-        payload.insert("turn_id".into(), json!(turn.turn_id));
-        payload.insert("status".into(), json!(turn.status));
-        payload.insert("terminal".into(), json!(turn.terminal));
-        payload.insert("timestamp".into(), json!(crate::time::now_ms()));
-        if let Some(result) = turn.result {
-            payload.insert("result".into(), result);
-        }
-        if let Some(error) = turn.result_error {
-            payload.insert("result_error".into(), error);
-        }
-        if let Some(reason) = turn.reason {
-            payload.insert("reason".into(), json!(reason));
-        }
-        if let Some(parent) = &turn.parent_session_id {
-            payload.insert(
-                "parent".into(),
-                json!({
-                    "session_id": parent,
-                    "turn_id": turn.parent_turn_id.clone().unwrap_or_default(),
-                    "function_call_id": turn.parent_function_call_id.clone().unwrap_or_default(),
-                }),
+        let today = self.generation() == Generation::G2;
+        if today {
+            lock(&self.core.finished).insert(
+                (turn.session_id.clone(), turn.turn_id.clone()),
+                turn.status.clone(),
             );
-            payload.insert("parent_session_id".into(), json!(parent));
+        } else {
+            self.core
+                .abandon_turn(&turn.session_id, &turn.turn_id, &turn.status);
         }
-        if let Some(context) = turn.context {
-            payload.insert("context".into(), context);
-        }
-        if let Some(depth) = turn.reactive_depth {
-            payload.insert("reactive_depth".into(), json!(depth));
-        }
+        let payload = turn_completed_payload(&turn, today);
         self.core
             .emit(
                 TURN_COMPLETED,
                 &turn.session_id,
                 turn.parent_session_id.as_deref(),
-                Value::Object(payload),
+                payload,
             )
             .await
     }
@@ -752,6 +694,48 @@ impl HarnessDouble {
         self.wait_until(timeout, |h| find(h).is_some()).await;
         find(self)
     }
+}
+
+/// The `harness::turn-completed` payload of `turn` (see
+/// [`HarnessDouble::complete_turn_with`] for both formats).
+fn turn_completed_payload(turn: &TurnCompletion, today: bool) -> Value {
+    let mut payload = Map::new();
+    payload.insert("session_id".into(), json!(turn.session_id));
+    payload.insert("turn_id".into(), json!(turn.turn_id));
+    payload.insert("status".into(), json!(turn.status));
+    payload.insert("timestamp".into(), json!(crate::time::now_ms()));
+    if let Some(result) = &turn.result {
+        payload.insert("result".into(), result.clone());
+    }
+    if let Some(error) = &turn.result_error {
+        payload.insert("result_error".into(), error.clone());
+    }
+    if let Some(reason) = &turn.reason {
+        payload.insert("reason".into(), json!(reason));
+    }
+    if !today {
+        if let Some(parent) = &turn.parent_session_id {
+            payload.insert("parent".into(), json!({ "session_id": parent }));
+        }
+        return Value::Object(payload);
+    }
+    payload.insert("terminal".into(), json!(turn.terminal));
+    if let Some(parent) = &turn.parent_session_id {
+        let link = json!({
+            "session_id": parent,
+            "turn_id": turn.parent_turn_id.clone().unwrap_or_default(),
+            "function_call_id": turn.parent_function_call_id.clone().unwrap_or_default(),
+        });
+        payload.insert("parent".into(), link);
+        payload.insert("parent_session_id".into(), json!(parent));
+    }
+    if let Some(context) = &turn.context {
+        payload.insert("context".into(), context.clone());
+    }
+    if let Some(depth) = turn.reactive_depth {
+        payload.insert("reactive_depth".into(), json!(depth));
+    }
+    Value::Object(payload)
 }
 
 impl Core {
