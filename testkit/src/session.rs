@@ -13,7 +13,9 @@
 //! the rest of the system uses).
 //!
 //! `session::deleted` payload: `{ "session_id": "s1", "deleted_at": <ms> }`,
-//! fired (void) to every binding, whatever its config.
+//! fired (void) to every binding, whatever its config. Today's harness
+//! double binds it too (`harness::on-session-deleted`), so on generation 2
+//! [`SessionDouble::delete`] counts that binding.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -5,8 +5,13 @@
 //! What a target answers is a [`Behaviour`]: [`Echo`] by default, a fixed
 //! [`Reply`], or any type a test writes — the extension point for targets
 //! with logic of their own (a shell that rejects paths outside its jail
-//! roots reads them from the call's metadata, see the harness double's module
-//! doc for its format).
+//! roots reads them from the call's metadata or, from today's harness, from
+//! the trusted stamp in its arguments; see the harness double's module doc
+//! and [`crate::shell`]).
+//!
+//! A target that runs for a while (a long `execute`):
+//! [`TargetWorker::set_delay`]; the harness double waits for it as long as
+//! its `target_timeout_ms` allows.
 //!
 //! # Format
 //!
@@ -174,7 +179,8 @@ impl TargetWorker {
         lock(&self.core.failures).remove(id);
     }
 
-    /// Every later run of `id` answers after `delay`.
+    /// Every later run of `id` answers after `delay` (`Duration::ZERO`
+    /// restores an immediate answer). The run is recorded when it starts.
     pub fn set_delay(&self, id: &str, delay: Duration) {
         lock(&self.core.delays).insert(id.to_string(), delay);
     }

@@ -2,18 +2,23 @@
 //! binding id (an unregister carries nothing else).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use iii_sdk::trigger::{TriggerConfig, TriggerHandler};
-use iii_sdk::Error;
+use iii_sdk::{Error, IIIClient};
+use serde_json::json;
 
 use super::chain::ChainKey;
-use super::config::{HookConfig, HookPoint, TurnFilter};
+use super::config::{parse_ready, HookConfig, HookPoint, TurnFilter};
 use super::model::BindingInfo;
+use super::peer;
 
 pub const TURN_COMPLETED: &str = "harness::turn-completed";
 pub const TURN_STARTED: &str = "harness::turn-started";
+/// Generation 2 only: fired when the harness has booted.
+pub const READY: &str = "harness::ready";
 
 /// Every trigger type the harness provides, with its description.
 pub const TRIGGER_TYPES: [(&str, &str); 7] = [
@@ -45,6 +50,7 @@ pub const TRIGGER_TYPES: [(&str, &str); 7] = [
 pub enum BindingKind {
     Hook(HookPoint, HookConfig),
     Turn(TurnFilter),
+    Ready,
 }
 
 #[derive(Debug, Clone)]
@@ -106,7 +112,7 @@ impl BindingTable {
             .filter(|b| b.info.trigger_type == trigger_type)
             .filter(|b| match &b.kind {
                 BindingKind::Turn(filter) => filter.matches(session_id, parent_session_id),
-                BindingKind::Hook(..) => false,
+                BindingKind::Hook(..) | BindingKind::Ready => false,
             })
             .map(|b| b.info.clone())
             .collect()
@@ -121,13 +127,33 @@ impl BindingTable {
             .map(|b| {
                 let key = match &b.kind {
                     BindingKind::Hook(_, c) => (c.priority, b.info.function_id.clone()),
-                    BindingKind::Turn(_) => (0, String::new()),
+                    BindingKind::Turn(_) | BindingKind::Ready => (0, String::new()),
                 };
                 (key, b.info.clone())
             })
             .collect();
         out.sort_by(|a, b| (&a.0, &a.1.id).cmp(&(&b.0, &b.1.id)));
         out.into_iter().map(|(_, info)| info).collect()
+    }
+
+    /// Whether a post-trigger binding of exactly `hook_function_id` runs for
+    /// calls of `target` (how today's harness detects the watch).
+    pub fn post_hook_matches(&self, hook_function_id: &str, target: &str) -> bool {
+        self.lock().values().any(|b| match &b.kind {
+            BindingKind::Hook(HookPoint::PostTrigger, config) => {
+                b.info.function_id == hook_function_id && config.matches(target)
+            }
+            _ => false,
+        })
+    }
+
+    /// The `harness::ready` bindings.
+    pub fn ready_bindings(&self) -> Vec<BindingInfo> {
+        self.lock()
+            .values()
+            .filter(|b| matches!(b.kind, BindingKind::Ready))
+            .map(|b| b.info.clone())
+            .collect()
     }
 
     fn insert(&self, binding: Binding) {
@@ -150,6 +176,8 @@ impl BindingTable {
 pub struct TypeHandler {
     pub trigger_type: &'static str,
     pub table: Arc<BindingTable>,
+    /// Today's harness rejects unknown keys in turn lifecycle configs too.
+    pub strict_turn_filters: bool,
 }
 
 #[async_trait]
@@ -157,6 +185,9 @@ impl TriggerHandler for TypeHandler {
     async fn register_trigger(&self, config: TriggerConfig) -> Result<(), Error> {
         let kind = match HookPoint::from_trigger_type(self.trigger_type) {
             Some(point) => HookConfig::parse(point, &config.config).map(|c| BindingKind::Hook(point, c)),
+            None if self.strict_turn_filters => {
+                TurnFilter::parse_strict(&config.config).map(BindingKind::Turn)
+            }
             None => TurnFilter::parse(&config.config).map(BindingKind::Turn),
         }
         .map_err(|e| {
@@ -181,4 +212,57 @@ impl TriggerHandler for TypeHandler {
         self.table.remove(self.trigger_type, &config.id);
         Ok(())
     }
+}
+
+/// The provider side of `harness::ready` (generation 2). A binding made
+/// after the harness announced itself is told at once, as today's harness
+/// does, so a worker that binds late still learns the harness is up.
+pub struct ReadyHandler {
+    pub table: Arc<BindingTable>,
+    pub announced: Arc<AtomicBool>,
+    pub iii: IIIClient,
+}
+
+#[async_trait]
+impl TriggerHandler for ReadyHandler {
+    async fn register_trigger(&self, config: TriggerConfig) -> Result<(), Error> {
+        parse_ready(&config.config).map_err(|e| {
+            tracing::warn!(trigger_type = READY, function_id = %config.function_id, error = %e, "binding rejected");
+            Error::Handler(e.to_string())
+        })?;
+        let info = BindingInfo {
+            id: config.id,
+            trigger_type: READY.to_string(),
+            function_id: config.function_id,
+            config: config.config,
+            metadata: config.metadata,
+            namespace: config.namespace,
+        };
+        self.table.insert(Binding {
+            info: info.clone(),
+            kind: BindingKind::Ready,
+        });
+        if self.announced.load(Ordering::SeqCst) {
+            fire_ready(&self.iii, &info).await;
+        }
+        Ok(())
+    }
+
+    async fn unregister_trigger(&self, config: TriggerConfig) -> Result<(), Error> {
+        self.table.remove(READY, &config.id);
+        Ok(())
+    }
+}
+
+/// Delivers `{status: "ready", timestamp}` to one `harness::ready` binding.
+pub async fn fire_ready(iii: &IIIClient, binding: &BindingInfo) {
+    let payload = json!({ "status": "ready", "timestamp": crate::time::now_ms() });
+    peer::fire(
+        iii,
+        &binding.function_id,
+        payload,
+        binding.metadata.as_ref(),
+        binding.namespace.as_deref(),
+    )
+    .await;
 }

@@ -184,6 +184,131 @@ pub fn denied_result(call_id: &str, function_id: &str, reason: &str) -> Value {
     })
 }
 
+// ---- today's harness (generation 2) ---------------------------------------
+
+/// The rewrites and notes a generation-2 hook reply may carry, on `continue`
+/// and on `hold` alike.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Mutations {
+    /// `mutations.arguments`: the call's new arguments (pre-trigger).
+    pub arguments: Option<Value>,
+    /// `mutations.content` / `details` / `is_error`: the result rewritten
+    /// (post-trigger).
+    pub content: Option<Value>,
+    pub details: Option<Value>,
+    pub is_error: Option<bool>,
+    /// `annotations`: merged into what the harness records with the result.
+    pub annotations: Map<String, Value>,
+}
+
+/// A generation-2 hook reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Continue(Mutations),
+    /// Only `reason` survives (`denied by hook` when absent); any other
+    /// field, `details` included, is dropped.
+    Deny(String),
+    Hold(Mutations),
+}
+
+/// Reads a generation-2 hook reply: `decision: "deny"` and `"hold"` are
+/// read; anything else — `null`, no decision, an unknown decision, a reply
+/// that is not an object — continues.
+pub fn read_reply_today(reply: &Value) -> Reply {
+    match reply.get("decision").and_then(Value::as_str) {
+        Some("deny") => Reply::Deny(
+            reply
+                .get("reason")
+                .and_then(Value::as_str)
+                .unwrap_or(DEFAULT_DENY_REASON)
+                .to_string(),
+        ),
+        Some("hold") => Reply::Hold(read_mutations(reply)),
+        _ => Reply::Continue(read_mutations(reply)),
+    }
+}
+
+fn read_mutations(reply: &Value) -> Mutations {
+    let mut out = Mutations::default();
+    if let Some(m) = reply.get("mutations") {
+        out.arguments = m.get("arguments").cloned();
+        out.content = m.get("content").filter(|c| c.is_array()).cloned();
+        out.details = m.get("details").cloned();
+        out.is_error = m.get("is_error").and_then(Value::as_bool);
+    }
+    if let Some(Value::Object(notes)) = reply.get("annotations") {
+        out.annotations = notes.clone();
+    }
+    out
+}
+
+/// The generation-2 reading of a failed hook: fail_closed denies with the
+/// harness's wording, fail_open continues unchanged.
+pub fn failure_reply(on_error: OnError, function_id: &str, failure: &HookFailure) -> Reply {
+    match failure_verdict(on_error, function_id, failure) {
+        Some(Verdict::Deny(reason)) => Reply::Deny(reason),
+        _ => Reply::Continue(Mutations::default()),
+    }
+}
+
+/// Applies a post-trigger hook's result rewrites.
+pub fn rewrite_result(result: &mut Value, mutations: &Mutations) {
+    if let Some(content) = &mutations.content {
+        result["content"] = content.clone();
+    }
+    if let Some(details) = &mutations.details {
+        result["details"] = details.clone();
+    }
+    if let Some(is_error) = mutations.is_error {
+        result["is_error"] = json!(is_error);
+    }
+}
+
+/// A generation-2 denial: the reason as text and as
+/// `details: {error: "hook_denied", message}`.
+pub fn hook_denied_result(call_id: &str, function_id: &str, reason: &str) -> Value {
+    json!({
+        "function_call_id": call_id,
+        "function_id": function_id,
+        "content": text_content(reason),
+        "is_error": true,
+        "details": { "error": "hook_denied", "message": reason },
+    })
+}
+
+/// A target's output as generation 2 shapes it: `details` is the raw output;
+/// the text is the string itself, the output's own non-empty `content`
+/// blocks, or its compact JSON; `is_error` is the output's own `is_error`.
+pub fn output_result(call_id: &str, function_id: &str, output: &Value) -> Value {
+    let content = match output {
+        Value::String(s) => text_content(s),
+        other => match other.get("content") {
+            Some(Value::Array(blocks)) if !blocks.is_empty() => Value::Array(blocks.clone()),
+            _ => text_content(&other.to_string()),
+        },
+    };
+    json!({
+        "function_call_id": call_id,
+        "function_id": function_id,
+        "content": content,
+        "is_error": output.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+        "details": output,
+    })
+}
+
+/// A generation-2 dispatch-policy refusal: `details.error` is the string
+/// `policy_denied`, with the function id and the message beside it.
+pub fn policy_refusal_result(call_id: &str, function_id: &str) -> Value {
+    let message = format!("{function_id} is not allowed by the dispatch policy");
+    json!({
+        "function_call_id": call_id,
+        "function_id": function_id,
+        "content": text_content(&message),
+        "is_error": true,
+        "details": { "error": "policy_denied", "function_id": function_id, "message": message },
+    })
+}
+
 /// The deterministic entry id a `deliver` appends under.
 pub fn entry_id(turn_id: &str, function_call_id: &str) -> String {
     format!("e_{turn_id}_{function_call_id}")
@@ -212,6 +337,76 @@ mod tests {
         assert_eq!(read_reply(&json!({"decision": "hold"})), Ok(Verdict::Hold));
         assert!(read_reply(&json!({"decision": "allow"})).is_err());
         assert!(read_reply(&json!("hold")).is_err());
+    }
+
+    #[test]
+    fn generation_2_replies() {
+        assert_eq!(
+            read_reply_today(&Value::Null),
+            Reply::Continue(Mutations::default())
+        );
+        assert_eq!(
+            read_reply_today(&json!({"decision": "allow"})),
+            Reply::Continue(Mutations::default())
+        );
+        assert_eq!(
+            read_reply_today(&json!("hold")),
+            Reply::Continue(Mutations::default())
+        );
+        assert_eq!(
+            read_reply_today(&json!({"decision": "deny", "details": {"x": 1}})),
+            Reply::Deny("denied by hook".into())
+        );
+        let hold = read_reply_today(&json!({
+            "decision": "hold",
+            "mutations": {"arguments": {"a": 2}},
+            "annotations": {"by": "gate"}
+        }));
+        let Reply::Hold(m) = hold else {
+            panic!("a hold: {hold:?}")
+        };
+        assert_eq!(m.arguments, Some(json!({"a": 2})));
+        assert_eq!(m.annotations["by"], "gate");
+        let legacy = read_reply_today(&json!({"decision": "continue", "arguments": {"a": 3}}));
+        assert_eq!(
+            legacy,
+            Reply::Continue(Mutations::default()),
+            "top-level arguments are not read"
+        );
+    }
+
+    #[test]
+    fn generation_2_results() {
+        let denied = hook_denied_result("c", "f::g", "no");
+        assert_eq!(
+            denied["details"],
+            json!({"error": "hook_denied", "message": "no"})
+        );
+        assert_eq!(denied["content"], json!([{"type": "text", "text": "no"}]));
+        let out = output_result("c", "f::g", &json!({"a": 1}));
+        assert_eq!(
+            out["content"],
+            json!([{"type": "text", "text": "{\"a\":1}"}])
+        );
+        assert_eq!(out["details"], json!({"a": 1}));
+        assert_eq!(out["is_error"], false);
+        let mut result = out.clone();
+        rewrite_result(
+            &mut result,
+            &Mutations {
+                is_error: Some(true),
+                ..Mutations::default()
+            },
+        );
+        assert_eq!(result["is_error"], true);
+        assert_eq!(
+            failure_reply(OnError::FailOpen, "h", &HookFailure::TimedOut),
+            Reply::Continue(Mutations::default())
+        );
+        assert_eq!(
+            failure_reply(OnError::FailClosed, "h", &HookFailure::TimedOut),
+            Reply::Deny("hook h timed out".into())
+        );
     }
 
     #[test]

@@ -16,6 +16,11 @@
 //! ```json
 //! { "session_id": "s1", "parent_session_id": "p1" }
 //! ```
+//!
+//! Generation 1 ignores unknown keys here; generation 2 rejects them.
+//!
+//! Readiness (`harness::ready`, generation 2 only): `{}` or `null`; any key
+//! rejects the binding.
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
@@ -168,6 +173,18 @@ impl HookConfig {
     }
 }
 
+/// Checks a `harness::ready` binding config: `{}` or `null`.
+pub fn parse_ready(config: &Value) -> Result<(), ConfigError> {
+    match config {
+        Value::Null => Ok(()),
+        Value::Object(map) => match map.keys().next() {
+            None => Ok(()),
+            Some(key) => Err(ConfigError(format!("unknown field `{key}`"))),
+        },
+        other => Err(ConfigError(format!("expected an object, got {other}"))),
+    }
+}
+
 /// Filter of a turn lifecycle binding. The harness documents no rejection for
 /// these configs, so unknown keys are ignored (only hook configs are strict).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -183,6 +200,26 @@ impl TurnFilter {
             Value::Object(_) => {
                 serde_json::from_value(config.clone()).map_err(|e| ConfigError(e.to_string()))
             }
+            other => Err(ConfigError(format!("expected an object, got {other}"))),
+        }
+    }
+
+    /// Today's harness: the same keys, and an unknown key rejects.
+    pub fn parse_strict(config: &Value) -> Result<TurnFilter, ConfigError> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Strict {
+            session_id: Option<String>,
+            parent_session_id: Option<String>,
+        }
+        match config {
+            Value::Null => Ok(TurnFilter::default()),
+            Value::Object(_) => serde_json::from_value::<Strict>(config.clone())
+                .map(|s| TurnFilter {
+                    session_id: s.session_id,
+                    parent_session_id: s.parent_session_id,
+                })
+                .map_err(|e| ConfigError(e.to_string())),
             other => Err(ConfigError(format!("expected an object, got {other}"))),
         }
     }
@@ -248,5 +285,19 @@ mod tests {
         assert!(p.matches("child", Some("p")));
         assert!(!p.matches("child", None));
         assert!(TurnFilter::parse(&json!("s1")).is_err());
+    }
+
+    #[test]
+    fn generation_2_filters_and_ready_configs_are_strict() {
+        assert!(TurnFilter::parse_strict(&json!({"sesion_id": "s1"})).is_err());
+        let f = TurnFilter::parse_strict(&json!({"session_id": "s1"})).unwrap();
+        assert!(f.matches("s1", None) && !f.matches("s2", None));
+        assert_eq!(
+            TurnFilter::parse_strict(&Value::Null).unwrap(),
+            TurnFilter::default()
+        );
+        assert!(parse_ready(&json!({})).is_ok() && parse_ready(&Value::Null).is_ok());
+        assert!(parse_ready(&json!({"session_id": "s1"})).is_err());
+        assert!(parse_ready(&json!([])).is_err());
     }
 }

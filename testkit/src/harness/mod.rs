@@ -1,51 +1,86 @@
 //! `HarnessDouble`: an SDK worker named `harness` that behaves like the harness
 //! of `harness.md` — owner of the hook trigger types, runner of hook chains,
-//! receiver of `harness::function::resolve`, keeper of durable workspace
-//! grants, emitter of `harness::turn-completed`.
+//! receiver of `harness::function::resolve`, keeper of durable grants,
+//! emitter of `harness::turn-completed`.
 //!
 //! It plays only the function-call part of a turn: a test hands it a
 //! [`CallSpec`] and it runs the pre-trigger chain, the target and the
 //! post-trigger chain through the engine, recording what happened so the
 //! test can check what the harness *did*, not only what it answered.
 //!
+//! # Two generations
+//!
+//! [`HarnessOptions::generation`] picks the harness it plays:
+//! [`Generation::G1`], the brief's (the sections of `harness.md` above
+//! "Today's harness and shell"), or [`Generation::G2`], today's (that
+//! section). [`Generation::DEFAULT`] is the one place that says which one
+//! tests get unless they ask. What differs:
+//!
+//! | | G1 | G2 |
+//! |---|---|---|
+//! | session workspace | `metadata.working_dir`, passed to the target in its invocation metadata | `metadata.fs_scope.root`, stamped into the arguments with the grants and the boundary ([`scope`]), before and again after the pre-trigger chain |
+//! | boundary | — | `workspace` only while a post-trigger binding of exactly [`WATCH_ID`] matches the call ([`HarnessDouble::boundary`], [`TargetRun::boundary`]) |
+//! | durable grants | `harness::workspace::{grant,grants,revoke}` | `harness::filesystem::{grant,grants,revoke,info}`, copied by [`HarnessDouble::spawn_child`], dropped on `session::deleted` |
+//! | hook reply | `arguments` rewrites (pre-trigger); a non-object reply or an unknown `decision` is a failed hook | `mutations.arguments` (pre-trigger), `mutations.{content,details,is_error}` (post-trigger), `annotations`, on continue and hold; anything but `deny` / `hold` continues |
+//! | deny | pre-trigger: `is_error` with the reason; post-trigger: replaces the result | pre-trigger: `details: {error: "hook_denied", message}` (the hook's own details dropped); post-trigger: ignored |
+//! | resolve | `extra_roots`; `deliver` content defaults to `[]` | `fs_scope: {grants}` (`extra_roots` dropped); `deliver` defaults `[{"type": "text", "text": ""}]`, false, null; the result of an `execute` is appended as an entry |
+//! | `execute` | the rest of the chain after the holder's sort key; timing per [`ResolveTiming`] | the pre-trigger hooks after the holder's function id (none if it is unbound or held at post-trigger), the target and the whole post-trigger chain, all before the answer |
+//! | turn end | held calls become [`CallState::Abandoned`] | held calls stay held on a finished turn; a resolve answers `resolved: false` |
+//! | turn-completed | `{session_id, turn_id, status, timestamp, result?, result_error?, reason?, parent?}`; unknown filter keys ignored | adds `terminal`, `parent_session_id`, `context`, `reactive_depth`; unknown filter keys reject |
+//! | also | | `harness::status` ([`HarnessDouble::pending_calls`]), `harness::ready` ([`HarnessDouble::announce_ready`]), `harness::on-session-deleted` bound to `session::deleted` |
+//!
+//! Held calls never expire on either: the double has no pending sweep.
+//!
 //! # Choices where `harness.md` leaves room
 //!
-//! * A hook reply may carry `arguments`; they replace the call's arguments for
-//!   the next hooks and the target (pre-trigger only; post-trigger hooks cannot
-//!   rewrite the result). A non-object reply or an unknown `decision` counts
-//!   as a failed hook, so a fail_closed binding denies.
 //! * A target error becomes `is_error` with `details.error {code, message}`;
 //!   the text block repeats the message. Errors that are not structured map
 //!   to code `timeout` or `invocation_failed`.
 //! * A pre-trigger deny never reaches the target nor the post-trigger chain.
-//!   A post-trigger deny replaces the result with the denial.
-//! * `execute` of a call held at pre-trigger runs the pre-trigger bindings
-//!   that sort after the holder (as the chain stands at resolve time), the
-//!   target, then the whole post-trigger chain. `execute` of a call held at
-//!   post-trigger runs the target again and then the whole post-trigger chain
-//!   (the holder included: it must see the new result, which is how a
-//!   folder-access hold is re-asked or stands down).
+//! * G1: `execute` of a call held at pre-trigger runs the pre-trigger
+//!   bindings that sort after the holder (as the chain stands at resolve
+//!   time), the target, then the whole post-trigger chain. `execute` of a
+//!   call held at post-trigger runs the target again and then the whole
+//!   post-trigger chain (the holder included: it must see the new result,
+//!   which is how a folder-access hold is re-asked or stands down). G2 does
+//!   the same, as its sources do.
 //! * `action` absent means `deliver`. A resolve finds a call only when it is
-//!   held and `turn_id` matches; anything else is `resolved: false`,
-//!   `turn_resumed: false`. `deliver` runs no hook.
-//! * By default the harness runs an `execute` before answering the resolve
-//!   ([`ResolveTiming::BeforeReply`]), so `turn_resumed` tells whether the
-//!   call was held again; [`ResolveTiming::AfterReply`] answers first.
-//! * A turn that completes drops the calls it still had held
-//!   ([`CallState::Abandoned`]).
-//! * Turn lifecycle binding configs ignore unknown keys (only hook configs are
-//!   documented as strict).
+//!   held and `turn_id` matches (and, G2, its turn has not ended); anything
+//!   else is `resolved: false`, `turn_resumed: false`. `deliver` runs no hook.
+//! * G1: by default the harness runs an `execute` before answering the
+//!   resolve ([`ResolveTiming::BeforeReply`]), so `turn_resumed` tells
+//!   whether the call was held again; [`ResolveTiming::AfterReply`] answers
+//!   first.
+//! * The double keeps one current turn per session for `harness::status`:
+//!   the turn of its last [`HarnessDouble::call`] or
+//!   [`HarnessDouble::start_turn`]. It models spawn only as far as grants go.
+//!
+//! # Switches for the release paths (both generations)
+//!
+//! * A target that runs long: [`crate::targets::TargetWorker::set_delay`]
+//!   (raise [`HarnessOptions::target_timeout_ms`] past it). On G2 the
+//!   `execute` resolve then answers only after it.
+//! * [`HarnessDouble::fail_resolves`] (errors) and
+//!   [`HarnessDouble::fault_resolves`] ([`ResolveFault`]: refuse with
+//!   `resolved: false`, hang without answering, lose the reply of a resolve
+//!   that did its work).
 //!
 //! # Target invocation metadata
 //!
 //! The target runs with the call's arguments as payload and this invocation
-//! metadata, which is where a jailing target finds the roots it may trust:
+//! metadata. G1 (where a jailing target finds the roots it may trust):
 //!
 //! ```json
 //! { "session_id": "s1", "turn_id": "t1", "function_call_id": "c1",
 //!   "working_dir": "/w/s1",          // from the turn metadata, when present
 //!   "granted_roots": ["/data"],      // durable workspace grants of the session
 //!   "extra_roots": ["/tmp/x"] }      // one-shot roots of an execute resolve
+//! ```
+//!
+//! G2 (the roots travel in the stamp, in the arguments):
+//!
+//! ```json
+//! { "session_id": "s1", "turn_id": "t1", "function_call_id": "c1", "generation": 2 }
 //! ```
 
 pub mod bindings;
@@ -55,9 +90,13 @@ pub mod model;
 pub(crate) mod peer;
 mod resolve;
 mod run;
+pub mod scope;
+mod status;
+mod today;
 mod workspace;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -68,8 +107,11 @@ pub use config::{ConfigError, HookConfig, HookPoint, OnError, TurnFilter};
 pub use model::{
     BindingInfo, CallOutcome, CallSpec, CallState, Entry, HookCall, TargetRun, TurnCompletion,
 };
+pub use scope::{Boundary, BoundarySetting};
 
-use bindings::{BindingTable, TypeHandler, TRIGGER_TYPES, TURN_COMPLETED, TURN_STARTED};
+use bindings::{
+    BindingTable, ReadyHandler, TypeHandler, READY, TRIGGER_TYPES, TURN_COMPLETED, TURN_STARTED,
+};
 use chain::ChainKey;
 
 /// The worker name the harness registers under.
@@ -79,6 +121,55 @@ pub const RESOLVE: &str = "harness::function::resolve";
 pub const WORKSPACE_GRANT: &str = "harness::workspace::grant";
 pub const WORKSPACE_GRANTS: &str = "harness::workspace::grants";
 pub const WORKSPACE_REVOKE: &str = "harness::workspace::revoke";
+pub const FILESYSTEM_GRANT: &str = "harness::filesystem::grant";
+pub const FILESYSTEM_GRANTS: &str = "harness::filesystem::grants";
+pub const FILESYSTEM_REVOKE: &str = "harness::filesystem::revoke";
+pub const FILESYSTEM_INFO: &str = "harness::filesystem::info";
+pub const STATUS: &str = "harness::status";
+/// Today's harness binds this to `session::deleted`.
+pub const ON_SESSION_DELETED: &str = "harness::on-session-deleted";
+pub use bindings::READY as READY_TRIGGER_TYPE;
+pub use scope::WATCH_ID;
+
+/// Which harness the double plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Generation {
+    /// The brief's harness (`harness.md`, the sections above "Today's
+    /// harness and shell").
+    G1,
+    /// Today's harness (`harness.md` § "Today's harness and shell
+    /// (generation 2)").
+    G2,
+}
+
+impl Generation {
+    /// What [`HarnessOptions::default`] plays. Switching every test to
+    /// today's harness is this one line.
+    pub const DEFAULT: Generation = Generation::G1;
+}
+
+impl Default for Generation {
+    fn default() -> Self {
+        Generation::DEFAULT
+    }
+}
+
+/// A fault [`HarnessDouble::fault_resolves`] plays on the next resolves, on
+/// either generation and on any engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResolveFault {
+    /// Fails with `harness_unavailable`; the call is untouched (as
+    /// [`HarnessDouble::fail_resolves`]).
+    Fail,
+    /// Answers `{resolved: false, turn_resumed: false}`; the call is
+    /// untouched.
+    Refuse,
+    /// Never answers and does nothing: the call stays held.
+    Hang,
+    /// Does the resolve (an `execute` runs to its end) and never answers: a
+    /// reply lost on the way back.
+    LoseReply,
+}
 
 /// When an `execute` resolve runs the released call relative to its reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -94,24 +185,49 @@ pub enum ResolveTiming {
 /// Which harness build the double plays.
 #[derive(Debug, Clone)]
 pub struct HarnessOptions {
-    /// `false` plays an older harness without `harness::workspace::*` (calls
-    /// to them fail `function_not_found`).
+    /// The brief's harness or today's ([`Generation::DEFAULT`] unless set).
+    pub generation: Generation,
+    /// `false` plays an older harness without its durable grants:
+    /// `harness::workspace::*` on generation 1, `harness::filesystem::*`
+    /// (`info` included) on generation 2 (calls to them fail
+    /// `function_not_found`).
     pub workspace_grants: bool,
+    /// Generation 1 only: today's harness always runs an `execute` before
+    /// answering.
     pub resolve_timing: ResolveTiming,
     /// Newer harness builds prefix a target's error message with
     /// `"<function_id>: "`.
     pub prefix_target_errors: bool,
-    /// Client-side timeout of a target run, milliseconds.
+    /// Client-side timeout of a target run, milliseconds (raise it for a
+    /// target that runs longer, see [`crate::targets::TargetWorker::set_delay`]).
     pub target_timeout_ms: u64,
+    /// Generation 2: the harness's `filesystem_boundary` setting.
+    pub filesystem_boundary: BoundarySetting,
+    /// Generation 2: what `harness::filesystem::info` reports as
+    /// `default_root`.
+    pub default_root: Option<String>,
 }
 
 impl Default for HarnessOptions {
     fn default() -> Self {
         HarnessOptions {
+            generation: Generation::default(),
             workspace_grants: true,
             resolve_timing: ResolveTiming::BeforeReply,
             prefix_target_errors: false,
             target_timeout_ms: 30_000,
+            filesystem_boundary: BoundarySetting::Auto,
+            default_root: None,
+        }
+    }
+}
+
+impl HarnessOptions {
+    /// The defaults with `generation` set.
+    pub fn generation(generation: Generation) -> HarnessOptions {
+        HarnessOptions {
+            generation,
+            ..HarnessOptions::default()
         }
     }
 }
@@ -126,6 +242,23 @@ struct CallRecord {
     arguments: Value,
     state: CallState,
     holder: Option<ChainKey>,
+    /// Generation 2: the hooks' annotations, merged in chain order.
+    annotations: Map<String, Value>,
+    /// Generation 2: the boundary of the call's last stamp.
+    boundary: Option<Boundary>,
+}
+
+impl CallRecord {
+    fn new(spec: CallSpec) -> CallRecord {
+        CallRecord {
+            arguments: spec.arguments.clone(),
+            spec,
+            state: CallState::Running,
+            holder: None,
+            annotations: Map::new(),
+            boundary: None,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -149,6 +282,16 @@ struct Core {
     /// How many more `harness::function::resolve` calls fail (a harness
     /// that is failing; a test's fault switch, on any engine).
     failing_resolves: Mutex<usize>,
+    /// Faults the next resolves play, in order.
+    resolve_faults: Mutex<VecDeque<ResolveFault>>,
+    /// Generation 2: whether `harness::ready` was announced.
+    announced: Arc<AtomicBool>,
+    /// Generation 2: turns that ended, with their status; their held calls
+    /// stay held but no resolve reaches them.
+    finished: Mutex<HashMap<CallKey, String>>,
+    /// Generation 2: each session's current turn (what `harness::status`
+    /// reports on).
+    current_turn: Mutex<HashMap<String, String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -164,11 +307,14 @@ pub struct HarnessDouble {
 }
 
 impl HarnessDouble {
-    /// Connects as `harness`, registers the trigger types and functions, and
-    /// returns once the engine lists all of them.
+    /// Connects as `harness`, registers the trigger types and functions of
+    /// its generation, and returns once the engine lists all of them. Today's
+    /// harness then binds `session::deleted` and announces `harness::ready`.
     pub async fn start(url: &str, options: HarnessOptions) -> HarnessDouble {
         let iii = peer::connect(url, WORKER_NAME);
+        let today = options.generation == Generation::G2;
         let table = Arc::new(BindingTable::default());
+        let announced = Arc::new(AtomicBool::new(false));
         for (trigger_type, description) in TRIGGER_TYPES {
             // Provider APIs are deprecated in 0.25 and gone in 0.26, but the
             // engine still speaks them and the real harness provides its
@@ -180,8 +326,24 @@ impl HarnessDouble {
                 TypeHandler {
                     trigger_type,
                     table: table.clone(),
+                    strict_turn_filters: today,
                 },
             ));
+        }
+        let mut types: Vec<&str> = TRIGGER_TYPES.iter().map(|(t, _)| *t).collect();
+        if today {
+            // See above: the provider API is deprecated but still spoken.
+            #[allow(deprecated)]
+            iii.register_trigger_type(RegisterTriggerType::new(
+                READY,
+                "The harness booted and accepts turns",
+                ReadyHandler {
+                    table: table.clone(),
+                    announced: announced.clone(),
+                    iii: iii.clone(),
+                },
+            ));
+            types.push(READY);
         }
         let core = Arc::new(Core {
             iii: iii.clone(),
@@ -192,20 +354,64 @@ impl HarnessDouble {
             grants: Mutex::default(),
             policy_denied: Mutex::default(),
             failing_resolves: Mutex::default(),
+            resolve_faults: Mutex::default(),
+            announced,
+            finished: Mutex::default(),
+            current_turn: Mutex::default(),
         });
         let mut functions = vec![RESOLVE];
         resolve::register(&core);
-        if options.workspace_grants {
+        if today {
+            status::register(&core);
+            functions.extend([STATUS, ON_SESSION_DELETED]);
+            if options.workspace_grants {
+                workspace::register_filesystem(&core);
+                status::register_info(&core);
+                functions.extend([
+                    FILESYSTEM_GRANT,
+                    FILESYSTEM_GRANTS,
+                    FILESYSTEM_REVOKE,
+                    FILESYSTEM_INFO,
+                ]);
+            }
+        } else if options.workspace_grants {
             workspace::register(&core);
             functions.extend([WORKSPACE_GRANT, WORKSPACE_GRANTS, WORKSPACE_REVOKE]);
         }
-        let types: Vec<&str> = TRIGGER_TYPES.iter().map(|(t, _)| *t).collect();
         let closer = Arc::new(peer::Closer(iii.clone()));
         peer::wait_live(&iii, &functions, &types).await;
-        HarnessDouble {
+        let double = HarnessDouble {
             core,
             _closer: closer,
+        };
+        if today {
+            status::bind_session_deleted(&double.core.iii);
+            double.announce_ready().await;
         }
+        double
+    }
+
+    /// The generation this double plays.
+    pub fn generation(&self) -> Generation {
+        self.core.options.generation
+    }
+
+    /// Generation 2: fires `harness::ready` `{status: "ready", timestamp}`
+    /// to every binding, as the harness does when it boots (the double does
+    /// it once in [`start`](Self::start); call again to play a restart
+    /// without reconnecting). Bindings made later are told at once. Returns
+    /// how many bindings it was fired to; 0 on generation 1, which has no
+    /// such trigger type.
+    pub async fn announce_ready(&self) -> usize {
+        if self.generation() != Generation::G2 {
+            return 0;
+        }
+        self.core.announced.store(true, Ordering::SeqCst);
+        let targets = self.core.bindings.ready_bindings();
+        for b in &targets {
+            bindings::fire_ready(&self.core.iii, b).await;
+        }
+        targets.len()
     }
 
     /// Disconnects; the engine drops the bindings made on this connection's
@@ -229,8 +435,10 @@ impl HarnessDouble {
         self.core.run_call(spec).await
     }
 
-    /// Emits `harness::turn-started` `{session_id, turn_id, timestamp}`.
+    /// Emits `harness::turn-started` `{session_id, turn_id, timestamp}`; on
+    /// generation 2 the turn becomes the session's current one.
     pub async fn start_turn(&self, session_id: &str, turn_id: &str) -> usize {
+        self.core.note_turn(session_id, turn_id);
         let payload = json!({
             "session_id": session_id,
             "turn_id": turn_id,
@@ -249,43 +457,58 @@ impl HarnessDouble {
     }
 
     /// Emits `harness::turn-completed` (void, to every binding whose
-    /// `{session_id?, parent_session_id?}` filter matches) and drops the calls
-    /// the turn still had held.
+    /// `{session_id?, parent_session_id?}` filter matches). Generation 1 drops
+    /// the calls the turn still had held ([`CallState::Abandoned`]);
+    /// generation 2 leaves them held on the finished turn, where no resolve
+    /// reaches them.
     ///
     /// # Format
+    ///
+    /// Generation 1:
     ///
     /// ```json
     /// { "session_id": "s1", "turn_id": "t1", "status": "cancelled", "timestamp": 1700000000000,
     ///   "result": ..., "result_error": ..., "reason": "...", "parent": { "session_id": "p1" } }
     /// ```
+    ///
+    /// Generation 2 adds `terminal`, and with a parent sends
+    /// `parent: {session_id, turn_id, function_call_id}` and
+    /// `parent_session_id`, plus `context` and `reactive_depth` when given.
     pub async fn complete_turn_with(&self, turn: TurnCompletion) -> usize {
-        self.core
-            .abandon_turn(&turn.session_id, &turn.turn_id, &turn.status);
-        let mut payload = Map::new();
-        payload.insert("session_id".into(), json!(turn.session_id));
-        payload.insert("turn_id".into(), json!(turn.turn_id));
-        payload.insert("status".into(), json!(turn.status));
-        payload.insert("timestamp".into(), json!(crate::time::now_ms()));
-        if let Some(result) = turn.result {
-            payload.insert("result".into(), result);
+        let today = self.generation() == Generation::G2;
+        if today {
+            lock(&self.core.finished).insert(
+                (turn.session_id.clone(), turn.turn_id.clone()),
+                turn.status.clone(),
+            );
+        } else {
+            self.core
+                .abandon_turn(&turn.session_id, &turn.turn_id, &turn.status);
         }
-        if let Some(error) = turn.result_error {
-            payload.insert("result_error".into(), error);
-        }
-        if let Some(reason) = turn.reason {
-            payload.insert("reason".into(), json!(reason));
-        }
-        if let Some(parent) = &turn.parent_session_id {
-            payload.insert("parent".into(), json!({ "session_id": parent }));
-        }
+        let payload = turn_completed_payload(&turn, today);
         self.core
             .emit(
                 TURN_COMPLETED,
                 &turn.session_id,
                 turn.parent_session_id.as_deref(),
-                Value::Object(payload),
+                payload,
             )
             .await
+    }
+
+    /// Generation 2: a child session spawned from `parent_session_id` starts
+    /// with a copy of the parent's durable grants (the double models spawn
+    /// only this far). On generation 1 it does nothing.
+    pub fn spawn_child(&self, parent_session_id: &str, child_session_id: &str) {
+        if self.generation() != Generation::G2 {
+            return;
+        }
+        let mut grants = lock(&self.core.grants);
+        let copied = grants.get(parent_session_id).cloned().unwrap_or_default();
+        grants
+            .entry(child_session_id.to_string())
+            .or_default()
+            .extend(copied);
     }
 
     /// Makes the harness's dispatch policy refuse `function_id`: the target is
@@ -307,12 +530,51 @@ impl HarnessDouble {
         *lock(&self.core.failing_resolves) = times;
     }
 
+    /// Makes the next `times` resolves play `fault` (after any already
+    /// queued, and after [`fail_resolves`](Self::fail_resolves)). Every
+    /// request is journaled, hung ones included.
+    pub fn fault_resolves(&self, fault: ResolveFault, times: usize) {
+        lock(&self.core.resolve_faults).extend(std::iter::repeat_n(fault, times));
+    }
+
     // ---- what the harness did -------------------------------------------
 
     pub fn state(&self, session_id: &str, call_id: &str) -> Option<CallState> {
         lock(&self.core.calls)
             .get(&(session_id.to_string(), call_id.to_string()))
             .map(|r| r.state.clone())
+    }
+
+    /// The arguments a held call is parked with (as the chain rewrote them,
+    /// the holder's own rewrite and, on generation 2, the stamp included);
+    /// `None` when the call is not held.
+    pub fn held_arguments(&self, session_id: &str, call_id: &str) -> Option<Value> {
+        lock(&self.core.calls)
+            .get(&(session_id.to_string(), call_id.to_string()))
+            .filter(|r| r.state.is_held())
+            .map(|r| r.arguments.clone())
+    }
+
+    /// Generation 2: the boundary of the call's last stamp (`None` for a
+    /// call that was never stamped, and on generation 1).
+    pub fn boundary(&self, session_id: &str, call_id: &str) -> Option<Boundary> {
+        lock(&self.core.calls)
+            .get(&(session_id.to_string(), call_id.to_string()))
+            .and_then(|r| r.boundary)
+    }
+
+    /// Generation 2: the annotations the call's hooks returned, merged.
+    pub fn annotations(&self, session_id: &str, call_id: &str) -> Map<String, Value> {
+        lock(&self.core.calls)
+            .get(&(session_id.to_string(), call_id.to_string()))
+            .map(|r| r.annotations.clone())
+            .unwrap_or_default()
+    }
+
+    /// Generation 2: what `harness::status {session_id, verbose: true}`
+    /// lists as `pending_function_calls`.
+    pub fn pending_calls(&self, session_id: &str) -> Vec<String> {
+        self.core.pending_calls(session_id)
     }
 
     /// Calls of `(session_id, turn_id)` currently held.
@@ -434,7 +696,80 @@ impl HarnessDouble {
     }
 }
 
+/// The `harness::turn-completed` payload of `turn` (see
+/// [`HarnessDouble::complete_turn_with`] for both formats).
+fn turn_completed_payload(turn: &TurnCompletion, today: bool) -> Value {
+    let mut payload = Map::new();
+    payload.insert("session_id".into(), json!(turn.session_id));
+    payload.insert("turn_id".into(), json!(turn.turn_id));
+    payload.insert("status".into(), json!(turn.status));
+    payload.insert("timestamp".into(), json!(crate::time::now_ms()));
+    if let Some(result) = &turn.result {
+        payload.insert("result".into(), result.clone());
+    }
+    if let Some(error) = &turn.result_error {
+        payload.insert("result_error".into(), error.clone());
+    }
+    if let Some(reason) = &turn.reason {
+        payload.insert("reason".into(), json!(reason));
+    }
+    if !today {
+        if let Some(parent) = &turn.parent_session_id {
+            payload.insert("parent".into(), json!({ "session_id": parent }));
+        }
+        return Value::Object(payload);
+    }
+    payload.insert("terminal".into(), json!(turn.terminal));
+    if let Some(parent) = &turn.parent_session_id {
+        let link = json!({
+            "session_id": parent,
+            "turn_id": turn.parent_turn_id.clone().unwrap_or_default(),
+            "function_call_id": turn.parent_function_call_id.clone().unwrap_or_default(),
+        });
+        payload.insert("parent".into(), link);
+        payload.insert("parent_session_id".into(), json!(parent));
+    }
+    if let Some(context) = &turn.context {
+        payload.insert("context".into(), context.clone());
+    }
+    if let Some(depth) = turn.reactive_depth {
+        payload.insert("reactive_depth".into(), json!(depth));
+    }
+    Value::Object(payload)
+}
+
 impl Core {
+    fn today(&self) -> bool {
+        self.options.generation == Generation::G2
+    }
+
+    /// Generation 2: `turn_id` becomes the session's current turn.
+    fn note_turn(&self, session_id: &str, turn_id: &str) {
+        if self.today() {
+            lock(&self.current_turn).insert(session_id.to_string(), turn_id.to_string());
+        }
+    }
+
+    fn turn_finished(&self, session_id: &str, turn_id: &str) -> bool {
+        lock(&self.finished).contains_key(&(session_id.to_string(), turn_id.to_string()))
+    }
+
+    /// The current turn's calls that await a result: held, or running (an
+    /// `execute` in progress counts), sorted.
+    fn pending_calls(&self, session_id: &str) -> Vec<String> {
+        let Some(turn_id) = lock(&self.current_turn).get(session_id).cloned() else {
+            return Vec::new();
+        };
+        let mut ids: Vec<String> = lock(&self.calls)
+            .values()
+            .filter(|r| r.spec.session_id == session_id && r.spec.turn_id == turn_id)
+            .filter(|r| r.state.is_held() || r.state == CallState::Running)
+            .map(|r| r.spec.call_id.clone())
+            .collect();
+        ids.sort();
+        ids
+    }
+
     fn roots(&self, session_id: &str) -> Vec<String> {
         lock(&self.grants)
             .get(session_id)

@@ -12,8 +12,9 @@ pub struct CallSpec {
     pub call_id: String,
     pub function_id: String,
     pub arguments: Value,
-    /// The turn's metadata (`working_dir` is the session workspace); sent to
-    /// hooks as `metadata` and left out when `None`.
+    /// The turn's metadata (`working_dir` is the session workspace on
+    /// generation 1, `fs_scope.root` on generation 2); sent to hooks as
+    /// `metadata` and left out when `None`.
     pub metadata: Option<Value>,
     pub step: u64,
     pub depth: u64,
@@ -49,6 +50,18 @@ impl CallSpec {
         self.with_metadata(serde_json::json!({ "working_dir": dir }))
     }
 
+    /// Scopes the turn to `root` the way today's harness reads it:
+    /// `metadata.fs_scope.root`, other metadata keys kept.
+    pub fn with_fs_root(mut self, root: &str) -> CallSpec {
+        let mut metadata = match self.metadata.take() {
+            Some(Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        };
+        metadata.insert("fs_scope".into(), serde_json::json!({ "root": root }));
+        self.metadata = Some(Value::Object(metadata));
+        self
+    }
+
     pub fn at(mut self, step: u64, depth: u64) -> CallSpec {
         self.step = step;
         self.depth = depth;
@@ -61,7 +74,8 @@ impl CallSpec {
 pub enum CallState {
     /// A chain or the target is running for it right now.
     Running,
-    /// Parked by a hook; the turn waits until a resolve.
+    /// Parked by a hook; the turn waits until a resolve. The arguments it
+    /// holds are [`super::HarnessDouble::held_arguments`].
     Held { held_by: String, point: HookPoint },
     /// The turn got this result (target output, or an is_error result from a
     /// failed target or a policy denial).
@@ -75,7 +89,9 @@ pub enum CallState {
     },
     /// A `deliver` resolve answered it under `entry_id`.
     Delivered { entry_id: String, result: Value },
-    /// Its turn ended while it was held; a later resolve finds nothing.
+    /// Its turn ended while it was held; a later resolve finds nothing
+    /// (generation 1; on generation 2 the call stays `Held` on a finished
+    /// turn).
     Abandoned { status: String },
 }
 
@@ -150,8 +166,12 @@ pub struct TargetRun {
     /// The invocation metadata the target received (see the module doc of
     /// [`super`] for its format).
     pub metadata: Value,
-    /// One-shot roots of this run (from an `execute` resolve); empty otherwise.
+    /// One-shot roots of this run (generation 1: `extra_roots`, generation
+    /// 2: `fs_scope.grants` of an `execute` resolve); empty otherwise.
     pub extra_roots: Vec<String>,
+    /// The boundary the trusted stamp carried (`workspace` or
+    /// `configured_roots`); `None` on generation 1 and for unstamped calls.
+    pub boundary: Option<String>,
     /// The result handed to the post-trigger chain.
     pub result: Value,
 }
@@ -177,8 +197,20 @@ pub struct TurnCompletion {
     pub result_error: Option<Value>,
     pub reason: Option<String>,
     /// The parent session of a child session's turn; sent as
-    /// `parent: {session_id}` and matched by `parent_session_id` filters.
+    /// `parent: {session_id}` (generation 2: `parent: {session_id, turn_id,
+    /// function_call_id}` and `parent_session_id`) and matched by
+    /// `parent_session_id` filters.
     pub parent_session_id: Option<String>,
+    /// Generation 2: the parent's turn and call in the `parent` link (empty
+    /// strings when `None`).
+    pub parent_turn_id: Option<String>,
+    pub parent_function_call_id: Option<String>,
+    /// Generation 2: `false` marks a turn after which the session still runs.
+    pub terminal: bool,
+    /// Generation 2: the context accounting, sent as is when present.
+    pub context: Option<Value>,
+    /// Generation 2: the depth of a reactively spawned turn.
+    pub reactive_depth: Option<u32>,
 }
 
 impl TurnCompletion {
@@ -195,6 +227,11 @@ impl TurnCompletion {
             result_error: None,
             reason: None,
             parent_session_id: None,
+            parent_turn_id: None,
+            parent_function_call_id: None,
+            terminal: true,
+            context: None,
+            reactive_depth: None,
         }
     }
 }

@@ -9,7 +9,7 @@ use super::config::{HookConfig, HookPoint};
 use super::model::{BindingInfo, CallSpec, CallState, HookCall, TargetRun};
 use super::{lock, peer, CallKey, CallRecord, Core};
 
-fn view(spec: &CallSpec) -> CallView<'_> {
+pub(super) fn view(spec: &CallSpec) -> CallView<'_> {
     CallView {
         session_id: &spec.session_id,
         turn_id: &spec.turn_id,
@@ -24,22 +24,23 @@ fn view(spec: &CallSpec) -> CallView<'_> {
 /// Where a held call was parked, as a resume needs it.
 #[derive(Debug, Clone)]
 pub(super) enum Parked {
-    Pre { holder: ChainKey },
+    Pre {
+        holder: ChainKey,
+    },
+    /// Held at post-trigger by this binding.
+    PostBy {
+        holder: ChainKey,
+    },
     Post,
 }
 
 impl Core {
     pub(super) async fn run_call(&self, spec: CallSpec) -> CallState {
+        if self.today() {
+            return self.run_call_today(spec).await;
+        }
         let key: CallKey = (spec.session_id.clone(), spec.call_id.clone());
-        lock(&self.calls).insert(
-            key.clone(),
-            CallRecord {
-                arguments: spec.arguments.clone(),
-                spec,
-                state: CallState::Running,
-                holder: None,
-            },
-        );
+        lock(&self.calls).insert(key.clone(), CallRecord::new(spec));
         self.run_pre(&key, None, Vec::new()).await
     }
 
@@ -52,11 +53,13 @@ impl Core {
     ) -> CallState {
         match parked {
             Parked::Pre { holder } => self.run_pre(key, Some(holder), extra_roots).await,
-            Parked::Post => self.run_target_then_post(key, extra_roots).await,
+            Parked::PostBy { .. } | Parked::Post => {
+                self.run_target_then_post(key, extra_roots).await
+            }
         }
     }
 
-    fn snapshot(&self, key: &CallKey) -> Option<(CallSpec, Value)> {
+    pub(super) fn snapshot(&self, key: &CallKey) -> Option<(CallSpec, Value)> {
         lock(&self.calls)
             .get(key)
             .map(|r| (r.spec.clone(), r.arguments.clone()))
@@ -132,27 +135,9 @@ impl Core {
         if let Some(dir) = spec.metadata.as_ref().and_then(|m| m.get("working_dir")) {
             metadata["working_dir"] = dir.clone();
         }
-        let request = peer::request(
-            &spec.function_id,
-            arguments.clone(),
-            None,
-            Some(self.options.target_timeout_ms),
-            Some(&metadata),
-            None,
-        );
-        let result = match self.iii.trigger(request).await {
+        let result = match self.invoke_target(spec, arguments, &metadata).await {
             Ok(output) => chain::success_result(&spec.call_id, &spec.function_id, &output),
-            Err(err) => {
-                let (code, message) = match err {
-                    Error::Remote { code, message, .. } => (code, message),
-                    Error::Timeout => ("timeout".to_string(), Error::Timeout.to_string()),
-                    other => ("invocation_failed".to_string(), other.to_string()),
-                };
-                let message = if self.options.prefix_target_errors {
-                    format!("{}: {message}", spec.function_id)
-                } else {
-                    message
-                };
+            Err((code, message)) => {
                 chain::error_result(&spec.call_id, &spec.function_id, &code, &message)
             }
         };
@@ -164,9 +149,42 @@ impl Core {
             arguments: arguments.clone(),
             metadata,
             extra_roots,
+            boundary: None,
             result: result.clone(),
         });
         result
+    }
+
+    /// Invokes a call's target through the engine with the options' timeout;
+    /// an error comes back as `(code, message)`, the message prefixed with
+    /// the function id when the options say so.
+    pub(super) async fn invoke_target(
+        &self,
+        spec: &CallSpec,
+        arguments: &Value,
+        metadata: &Value,
+    ) -> Result<Value, (String, String)> {
+        let request = peer::request(
+            &spec.function_id,
+            arguments.clone(),
+            None,
+            Some(self.options.target_timeout_ms),
+            Some(metadata),
+            None,
+        );
+        self.iii.trigger(request).await.map_err(|err| {
+            let (code, message) = match err {
+                Error::Remote { code, message, .. } => (code, message),
+                Error::Timeout => ("timeout".to_string(), Error::Timeout.to_string()),
+                other => ("invocation_failed".to_string(), other.to_string()),
+            };
+            let message = if self.options.prefix_target_errors {
+                format!("{}: {message}", spec.function_id)
+            } else {
+                message
+            };
+            (code, message)
+        })
     }
 
     async fn run_post(
@@ -218,6 +236,27 @@ impl Core {
         config: &HookConfig,
         input: Value,
     ) -> Option<Verdict> {
+        let failure = match self.invoke_hook(spec, point, binding, config, input).await {
+            Ok(value) => match chain::read_reply(&value) {
+                Ok(verdict) => return Some(verdict),
+                Err(why) => HookFailure::Failed(why),
+            },
+            Err(failure) => failure,
+        };
+        tracing::debug!(hook = %binding.function_id, ?failure, "hook failed");
+        chain::failure_verdict(config.on_error, &binding.function_id, &failure)
+    }
+
+    /// Invokes one hook and journals the call; the reply, or why there is
+    /// none.
+    pub(super) async fn invoke_hook(
+        &self,
+        spec: &CallSpec,
+        point: HookPoint,
+        binding: &BindingInfo,
+        config: &HookConfig,
+        input: Value,
+    ) -> Result<Value, HookFailure> {
         let request = peer::request(
             &binding.function_id,
             input.clone(),
@@ -241,19 +280,13 @@ impl Core {
             input,
             reply: recorded,
         });
-        let failure = match reply {
-            Ok(value) => match chain::read_reply(&value) {
-                Ok(verdict) => return Some(verdict),
-                Err(why) => HookFailure::Failed(why),
-            },
-            Err(Error::Timeout) => HookFailure::TimedOut,
-            Err(e) => HookFailure::Failed(peer::error_text(&e)),
-        };
-        tracing::debug!(hook = %binding.function_id, ?failure, "hook failed");
-        chain::failure_verdict(config.on_error, &binding.function_id, &failure)
+        reply.map_err(|e| match e {
+            Error::Timeout => HookFailure::TimedOut,
+            e => HookFailure::Failed(peer::error_text(&e)),
+        })
     }
 
-    fn park(
+    pub(super) fn park(
         &self,
         key: &CallKey,
         arguments: Value,
@@ -270,7 +303,12 @@ impl Core {
         state
     }
 
-    fn settle(&self, key: &CallKey, arguments: Option<Value>, state: CallState) -> CallState {
+    pub(super) fn settle(
+        &self,
+        key: &CallKey,
+        arguments: Option<Value>,
+        state: CallState,
+    ) -> CallState {
         if let Some(record) = lock(&self.calls).get_mut(key) {
             if let Some(arguments) = arguments {
                 record.arguments = arguments;

@@ -1,11 +1,12 @@
-//! Durable workspace grants: roots a session may use beyond its own
-//! workspace, kept until revoked.
+//! Durable grants: roots a session may use beyond its own workspace, kept
+//! until revoked.
 //!
 //! # Format
 //!
-//! `harness::workspace::grant {session_id, root}`,
+//! Generation 1: `harness::workspace::grant {session_id, root}`,
 //! `harness::workspace::grants {session_id}`,
-//! `harness::workspace::revoke {session_id, root}`, each →
+//! `harness::workspace::revoke {session_id, root}`; generation 2 the same
+//! under `harness::filesystem::*` (and no `harness::workspace::*`). Each →
 //! `{ "session_id": "s1", "roots": ["/a", "/b"] }` (sorted, deduplicated).
 //! Roots are stored as given; an empty `session_id` or `root` is
 //! `invalid_payload`.
@@ -16,7 +17,10 @@ use iii_sdk::{Error, RegisterFunction};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{lock, Core, WORKSPACE_GRANT, WORKSPACE_GRANTS, WORKSPACE_REVOKE};
+use super::{
+    lock, Core, FILESYSTEM_GRANT, FILESYSTEM_GRANTS, FILESYSTEM_REVOKE, WORKSPACE_GRANT,
+    WORKSPACE_GRANTS, WORKSPACE_REVOKE,
+};
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct RootRequest {
@@ -53,15 +57,28 @@ fn gone() -> Error {
     Error::Handler("harness stopped".into())
 }
 
+/// Generation 1: `harness::workspace::*`.
 pub(super) fn register(core: &Arc<Core>) {
+    register_ids(core, [WORKSPACE_GRANT, WORKSPACE_GRANTS, WORKSPACE_REVOKE]);
+}
+
+/// Generation 2: `harness::filesystem::{grant,grants,revoke}`.
+pub(super) fn register_filesystem(core: &Arc<Core>) {
+    register_ids(
+        core,
+        [FILESYSTEM_GRANT, FILESYSTEM_GRANTS, FILESYSTEM_REVOKE],
+    );
+}
+
+fn register_ids(core: &Arc<Core>, [grant, list, revoke]: [&'static str; 3]) {
     for (id, change, description) in [
         (
-            WORKSPACE_GRANT,
+            grant,
             Change::Grant,
             "Grant a session a durable workspace root",
         ),
         (
-            WORKSPACE_REVOKE,
+            revoke,
             Change::Revoke,
             "Revoke a session's durable workspace root",
         ),
@@ -78,7 +95,7 @@ pub(super) fn register(core: &Arc<Core>) {
     }
     let weak: Weak<Core> = Arc::downgrade(core);
     core.iii.register_function(
-        WORKSPACE_GRANTS,
+        list,
         RegisterFunction::new_async(move |req: SessionRequest| {
             let core = weak.upgrade();
             async move {

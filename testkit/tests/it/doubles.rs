@@ -1,6 +1,7 @@
 //! The peer doubles checked against an engine: each test starts its own
 //! engine (two harness doubles cannot share one: worker names are unique),
-//! plays a scenario and checks what the double did.
+//! plays a scenario and checks what the double did. Tests named `g2_…`
+//! play today's harness and shell (generation 2); the others the brief's.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -8,13 +9,15 @@ use std::time::Duration;
 
 use approval_gate_testkit::fixture::{call, EngineFixture};
 use approval_gate_testkit::harness::{
-    CallSpec, CallState, HarnessDouble, HarnessOptions, HookPoint, ResolveTiming,
+    Boundary, CallSpec, CallState, Generation, HarnessDouble, HarnessOptions, HookPoint,
+    ResolveFault, ResolveTiming, TurnCompletion, WATCH_ID,
 };
 use approval_gate_testkit::session::SessionDouble;
+use approval_gate_testkit::shell::{access_request_tail, Dialect, JailShell};
 use approval_gate_testkit::targets::{
     Behaviour, Echo, Reply, TargetCall, TargetError, TargetWorker,
 };
-use iii_sdk::protocol::RegisterTriggerInput;
+use iii_sdk::protocol::{RegisterTriggerInput, TriggerRequest};
 use iii_sdk::{Error, IIIClient};
 use serde_json::{json, Value};
 
@@ -129,6 +132,11 @@ async fn world(
     }
 }
 
+/// The brief's harness, whatever the default generation is.
+fn brief() -> HarnessOptions {
+    HarnessOptions::generation(Generation::G1)
+}
+
 fn spec(call_id: &str, function_id: &str, arguments: Value) -> CallSpec {
     CallSpec::new("s1", "t1", call_id, function_id, arguments)
 }
@@ -144,7 +152,7 @@ fn hooks_called(h: &HarnessDouble, point: HookPoint) -> Vec<String> {
 #[tokio::test]
 async fn a_binding_with_an_unknown_key_is_rejected() {
     on_each_engine("a_binding_with_an_unknown_key_is_rejected", |engine| async move {
-        let w = world(engine, HarnessOptions::default(), vec![("t::bad", reply(Value::Null)), ("t::good", reply(Value::Null))]).await;
+        let w = world(engine, brief(), vec![("t::bad", reply(Value::Null)), ("t::good", reply(Value::Null))]).await;
         bind(w.t.client(), PRE, "t::bad", json!({"timeout": 5000}));
         bind(w.t.client(), PRE, "t::bad", json!({"priority": "first"}));
         hook(&w.h, &w.t, PRE, "t::good", json!({"timeout_ms": 5000, "on_error": "fail_closed"})).await;
@@ -174,7 +182,7 @@ async fn the_chain_runs_by_priority_then_function_id_and_skips_unmatched_globs()
         "the_chain_runs_by_priority_then_function_id_and_skips_unmatched_globs",
         |engine| async move {
             let hooks = ["t::a", "t::b", "t::c", "t::z"].map(|id| (id, reply(Value::Null)));
-            let w = world(engine, HarnessOptions::default(), hooks.to_vec()).await;
+            let w = world(engine, brief(), hooks.to_vec()).await;
             hook(&w.h, &w.t, PRE, "t::b", json!({})).await;
             hook(&w.h, &w.t, PRE, "t::a", json!({"priority": 0})).await;
             hook(
@@ -223,7 +231,7 @@ async fn rewritten_arguments_reach_the_next_hook_and_the_target() {
         |engine| async move {
             let w = world(
                 engine,
-                HarnessOptions::default(),
+                brief(),
                 vec![
                     (
                         "t::rewrite",
@@ -265,7 +273,7 @@ async fn deny_answers_with_an_error_result_and_stops_the_chain() {
         |engine| async move {
             let w = world(
                 engine,
-                HarnessOptions::default(),
+                brief(),
                 vec![
                     (
                         "t::deny",
@@ -325,7 +333,7 @@ async fn hold_parks_the_call_and_execute_runs_the_rest_once() {
     on_each_engine("hold_parks_the_call_and_execute_runs_the_rest_once", |engine| async move {
         let w = world(
             engine,
-            HarnessOptions::default(),
+            brief(),
             vec![
                 ("t::first", reply(Value::Null)),
                 ("t::hold", reply(json!({"decision": "hold"}))),
@@ -388,7 +396,7 @@ async fn hold_parks_the_call_and_execute_runs_the_rest_once() {
 #[tokio::test]
 async fn deliver_appends_under_the_deterministic_entry_id() {
     on_each_engine("deliver_appends_under_the_deterministic_entry_id", |engine| async move {
-        let w = world(engine, HarnessOptions::default(), vec![("t::hold", reply(json!({"decision": "hold"})))]).await;
+        let w = world(engine, brief(), vec![("t::hold", reply(json!({"decision": "hold"})))]).await;
         hook(&w.h, &w.t, PRE, "t::hold", json!({})).await;
         assert!(w.h.call(spec("c9", "demo::echo", json!({}))).await.is_held());
         let content = json!([{"type": "text", "text": "Rejected by operator."}]);
@@ -425,7 +433,7 @@ async fn deliver_appends_under_the_deterministic_entry_id() {
 #[tokio::test]
 async fn resolve_needs_a_held_call_of_that_turn_and_resumes_the_turn_last() {
     on_each_engine("resolve_needs_a_held_call_of_that_turn_and_resumes_the_turn_last", |engine| async move {
-        let w = world(engine, HarnessOptions::default(), vec![("t::hold", reply(json!({"decision": "hold"})))]).await;
+        let w = world(engine, brief(), vec![("t::hold", reply(json!({"decision": "hold"})))]).await;
         hook(&w.h, &w.t, PRE, "t::hold", json!({})).await;
         assert!(w.h.call(spec("c1", "demo::echo", json!({}))).await.is_held());
         assert!(w.h.call(spec("c2", "demo::echo", json!({}))).await.is_held());
@@ -448,7 +456,7 @@ async fn resolve_needs_a_held_call_of_that_turn_and_resumes_the_turn_last() {
 async fn a_post_trigger_hold_reruns_the_target_on_execute() {
     on_each_engine("a_post_trigger_hold_reruns_the_target_on_execute", |engine| async move {
         let watch = Script::boxed(vec![json!({"decision": "hold"})], json!({"decision": "continue"}));
-        let w = world(engine, HarnessOptions::default(), vec![("t::watch", watch)]).await;
+        let w = world(engine, brief(), vec![("t::watch", watch)]).await;
         hook(&w.h, &w.t, POST, "t::watch", json!({"functions": ["shell::*"], "timeout_ms": 5000, "on_error": "fail_open"})).await;
         let tail = r#" grant_hint={"v":1,"dir":"/data","path":"/data/x","code":"S215"}"#;
         let message = format!("path escapes the fs jail roots [/w/s1]: /data/x{tail}");
@@ -494,7 +502,7 @@ async fn a_post_trigger_hold_reruns_the_target_on_execute() {
 async fn a_held_again_call_leaves_the_turn_waiting() {
     on_each_engine("a_held_again_call_leaves_the_turn_waiting", |engine| async move {
         let watch = Script::boxed(vec![], json!({"decision": "hold"}));
-        let w = world(engine, HarnessOptions::default(), vec![("t::watch", watch)]).await;
+        let w = world(engine, brief(), vec![("t::watch", watch)]).await;
         hook(&w.h, &w.t, POST, "t::watch", json!({})).await;
         assert!(w.h.call(spec("c1", "demo::echo", json!({}))).await.is_held());
         let reply = call(
@@ -516,7 +524,7 @@ async fn after_reply_timing_answers_before_running() {
     on_each_engine("after_reply_timing_answers_before_running", |engine| async move {
         let options = HarnessOptions {
             resolve_timing: ResolveTiming::AfterReply,
-            ..HarnessOptions::default()
+            ..brief()
         };
         let w = world(engine, options, vec![("t::hold", Script::boxed(vec![json!({"decision": "hold"})], Value::Null))]).await;
         hook(&w.h, &w.t, PRE, "t::hold", json!({})).await;
@@ -544,7 +552,7 @@ async fn a_failing_hook_denies_when_fail_closed_and_is_skipped_when_fail_open() 
         |engine| async move {
             let w = world(
                 engine,
-                HarnessOptions::default(),
+                brief(),
                 vec![
                     ("t::broken", reply(Value::Null)),
                     ("t::odd", reply(json!({"decision": "allow"}))),
@@ -618,7 +626,7 @@ async fn a_hook_past_its_timeout_denies_when_fail_closed_and_is_skipped_when_fai
         |engine| async move {
             let w = world(
                 engine,
-                HarnessOptions::default(),
+                brief(),
                 vec![
                     ("t::slow", reply(json!({"decision": "hold"}))),
                     ("demo::closed", echo()),
@@ -662,12 +670,7 @@ async fn a_dispatch_policy_denial_reaches_post_trigger_with_a_string_error() {
     on_each_engine(
         "a_dispatch_policy_denial_reaches_post_trigger_with_a_string_error",
         |engine| async move {
-            let w = world(
-                engine,
-                HarnessOptions::default(),
-                vec![("t::post", reply(Value::Null))],
-            )
-            .await;
+            let w = world(engine, brief(), vec![("t::post", reply(Value::Null))]).await;
             hook(&w.h, &w.t, POST, "t::post", json!({})).await;
             w.h.deny_dispatch("demo::echo");
             let state = w.h.call(spec("c1", "demo::echo", json!({}))).await;
@@ -691,7 +694,7 @@ async fn newer_builds_prefix_target_errors_with_the_function_id() {
         |engine| async move {
             let options = HarnessOptions {
                 prefix_target_errors: true,
-                ..HarnessOptions::default()
+                ..brief()
             };
             let w = world(engine, options, vec![]).await;
             w.t.fail("shell::run", "S220", "outside the session directory");
@@ -712,7 +715,7 @@ async fn workspace_grants_are_sorted_and_deduplicated() {
     on_each_engine(
         "workspace_grants_are_sorted_and_deduplicated",
         |engine| async move {
-            let w = world(engine, HarnessOptions::default(), vec![]).await;
+            let w = world(engine, brief(), vec![]).await;
             let c = w.t.client();
             for root in ["/b", "/a", "/b"] {
                 call(
@@ -757,7 +760,7 @@ async fn an_older_harness_has_no_workspace_grants() {
         |engine| async move {
             let options = HarnessOptions {
                 workspace_grants: false,
-                ..HarnessOptions::default()
+                ..brief()
             };
             let w = world(engine, options, vec![]).await;
             let err = call(
@@ -786,7 +789,7 @@ async fn turn_completed_reaches_bindings_whose_filter_matches() {
     on_each_engine("turn_completed_reaches_bindings_whose_filter_matches", |engine| async move {
         let w = world(
             engine,
-            HarnessOptions::default(),
+            brief(),
             vec![
                 ("t::all", reply(json!({"ok": true}))),
                 ("t::s1", reply(json!({"ok": true}))),
@@ -892,6 +895,975 @@ async fn session_get_serves_the_map_and_session_deleted_reaches_every_binding() 
             assert_eq!(t.runs("t::also"), 1);
             let gone = call(t.client(), "session::get", json!({"session_id": "s1"})).await;
             assert!(gone.is_err(), "a deleted session is unknown");
+        },
+    )
+    .await;
+}
+
+// ---- today's harness and shell (generation 2) ------------------------------
+
+const RESOLVE: &str = "harness::function::resolve";
+const WS: &str = "/w/s1";
+
+fn today() -> HarnessOptions {
+    HarnessOptions::generation(Generation::G2)
+}
+
+/// A call of session `s1`, turn `t1`, scoped to [`WS`] the way today's
+/// harness reads it (`metadata.fs_scope.root`).
+fn scoped(call_id: &str, function_id: &str, arguments: Value) -> CallSpec {
+    spec(call_id, function_id, arguments).with_fs_root(WS)
+}
+
+fn execute(call_id: &str, extra: Value) -> Value {
+    let mut request = json!({"session_id": "s1", "turn_id": "t1", "function_call_id": call_id, "action": "execute"});
+    if let (Some(r), Value::Object(extra)) = (request.as_object_mut(), extra) {
+        r.extend(extra);
+    }
+    request
+}
+
+fn stamp(grants: &[&str], boundary: &str) -> Value {
+    json!({"root": WS, "grants": grants, "boundary": boundary})
+}
+
+/// The inputs every hook of `function_id` received, oldest first.
+fn inputs_of(h: &HarnessDouble, function_id: &str) -> Vec<Value> {
+    h.hook_calls()
+        .into_iter()
+        .filter(|c| c.function_id == function_id)
+        .map(|c| c.input)
+        .collect()
+}
+
+#[tokio::test]
+async fn g2_the_stamp_reaches_hooks_and_targets_and_no_hook_can_widen_it() {
+    on_each_engine("g2_the_stamp_reaches_hooks_and_targets_and_no_hook_can_widen_it", |engine| async move {
+        let widen = reply(json!({"decision": "continue", "mutations": {"arguments":
+            {"cmd": "rm", "fs_scope": {"root": "/", "grants": ["/etc"], "boundary": "workspace"}}}}));
+        let w = world(
+            engine,
+            today(),
+            vec![
+                ("t::widen", widen),
+                ("coder::edit", echo()),
+                ("fp::pipe", echo()),
+                ("shell::filesystem::validate", echo()),
+            ],
+        )
+        .await;
+        hook(&w.h, &w.t, PRE, "t::widen", json!({"functions": ["shell::run"]})).await;
+        call(w.t.client(), "harness::filesystem::grant", json!({"session_id": "s1", "root": "/data"}))
+            .await
+            .expect("grant");
+        let forged = json!({"cmd": "ls", "fs_scope": {"root": "/", "grants": ["/"]}});
+        let state = w.h.call(scoped("c1", "shell::run", forged.clone())).await;
+        assert!(matches!(state, CallState::Completed { .. }), "{state:?}");
+        let trusted = stamp(&["/data"], "configured_roots");
+        assert_eq!(
+            inputs_of(&w.h, "t::widen")[0]["call"]["arguments"],
+            json!({"cmd": "ls", "fs_scope": trusted}),
+            "the pre-trigger hook sees the stamp, not the model's scope"
+        );
+        assert_eq!(
+            w.t.payloads("shell::run"),
+            vec![json!({"cmd": "rm", "fs_scope": trusted})],
+            "the hook's rewrite applies but its scope is stamped over"
+        );
+
+        for (id, stamped) in [
+            ("coder::edit", true),
+            ("fp::pipe", true),
+            ("shell::filesystem::validate", false),
+            ("demo::echo", false),
+        ] {
+            w.h.call(scoped(&format!("c_{id}"), id, forged.clone())).await;
+            let got = w.t.payloads(id)[0].clone();
+            if stamped {
+                assert_eq!(got, json!({"cmd": "ls", "fs_scope": trusted}), "{id}");
+            } else {
+                assert_eq!(got, forged, "{id} is not stamped");
+            }
+        }
+        // A turn with no root: the model's scope is taken off.
+        w.h.call(spec("c9", "coder::edit", forged.clone()).with_working_dir(WS)).await;
+        assert_eq!(w.t.payloads("coder::edit")[1], json!({"cmd": "ls"}));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn g2_the_boundary_is_workspace_only_while_the_watch_binding_matches() {
+    on_each_engine(
+        "g2_the_boundary_is_workspace_only_while_the_watch_binding_matches",
+        |engine| async move {
+            let w = world(
+                engine,
+                today(),
+                vec![
+                    (WATCH_ID, reply(Value::Null)),
+                    ("approval::grant-watch", reply(Value::Null)),
+                    ("coder::edit", echo()),
+                ],
+            )
+            .await;
+            // A watch under another id does not count.
+            hook(
+                &w.h,
+                &w.t,
+                POST,
+                "approval::grant-watch",
+                json!({"functions": ["shell::*", "coder::*"]}),
+            )
+            .await;
+            w.h.call(scoped("c1", "shell::run", json!({}))).await;
+            assert_eq!(w.h.boundary("s1", "c1"), Some(Boundary::ConfiguredRoots));
+            assert_eq!(
+                w.h.runs_of("shell::run")[0].boundary.as_deref(),
+                Some("configured_roots")
+            );
+
+            hook(
+                &w.h,
+                &w.t,
+                POST,
+                WATCH_ID,
+                json!({"functions": ["shell::*"]}),
+            )
+            .await;
+            w.h.call(scoped("c2", "shell::run", json!({}))).await;
+            assert_eq!(w.h.boundary("s1", "c2"), Some(Boundary::Workspace));
+            assert_eq!(
+                w.t.payloads("shell::run")[1]["fs_scope"],
+                stamp(&[], "workspace")
+            );
+            w.h.call(scoped("c3", "coder::edit", json!({}))).await;
+            assert_eq!(
+                w.h.boundary("s1", "c3"),
+                Some(Boundary::ConfiguredRoots),
+                "the watch's globs do not match coder::edit"
+            );
+            w.h.call(scoped("c4", "demo::echo", json!({}))).await;
+            assert_eq!(
+                w.h.boundary("s1", "c4"),
+                None,
+                "an unstamped call has no boundary"
+            );
+            assert_eq!(w.h.runs_of("demo::echo")[0].boundary, None);
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn g2_the_jail_shell_enforces_root_and_grants_only_for_the_workspace_boundary() {
+    on_each_engine(
+        "g2_the_jail_shell_enforces_root_and_grants_only_for_the_workspace_boundary",
+        |engine| async move {
+            let jail =
+                |_: ()| Arc::new(JailShell::new(Dialect::Shell, &["/srv"])) as Arc<dyn Behaviour>;
+            let w = world(
+                engine,
+                today(),
+                vec![
+                    (WATCH_ID, reply(Value::Null)),
+                    ("shell::read", jail(())),
+                    ("shell::list", jail(())),
+                ],
+            )
+            .await;
+            hook(
+                &w.h,
+                &w.t,
+                POST,
+                WATCH_ID,
+                json!({"functions": ["shell::read"]}),
+            )
+            .await;
+            let read = |id: &str, path: &str| scoped(id, "shell::read", json!({"path": path}));
+
+            let inside = w.h.call(read("c1", "/w/s1/a")).await;
+            assert_eq!(inside.result().unwrap()["is_error"], false, "{inside:?}");
+            let scoped_out = w.h.call(read("c2", "/srv/x")).await;
+            let result = scoped_out.result().unwrap();
+            assert_eq!(result["details"]["error"]["code"], "S220", "{result}");
+            let message = result["details"]["error"]["message"].as_str().unwrap();
+            assert!(
+                message.ends_with(&access_request_tail("/srv", "/srv/x", "S220")),
+                "{message}"
+            );
+            let outside = w.h.call(read("c3", "/data/x")).await;
+            assert_eq!(
+                outside.result().unwrap()["details"]["error"]["code"],
+                "S215"
+            );
+
+            call(
+                w.t.client(),
+                "harness::filesystem::grant",
+                json!({"session_id": "s1", "root": "/data"}),
+            )
+            .await
+            .unwrap();
+            let granted = w.h.call(read("c4", "/data/x")).await;
+            assert_eq!(granted.result().unwrap()["is_error"], false, "{granted:?}");
+
+            // No watch on shell::list: only the shell's own roots count.
+            let list = |id: &str, path: &str| scoped(id, "shell::list", json!({"path": path}));
+            let own = w.h.call(list("c5", "/srv/x")).await;
+            assert_eq!(own.result().unwrap()["is_error"], false, "{own:?}");
+            let ws = w.h.call(list("c6", "/w/s1/a")).await;
+            assert_eq!(
+                ws.result().unwrap()["details"]["error"]["code"],
+                "S215",
+                "{ws:?}"
+            );
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn g2_filesystem_grants_are_sorted_copied_to_children_and_dropped_with_the_session() {
+    on_each_engine(
+        "g2_filesystem_grants_are_sorted_copied_to_children_and_dropped_with_the_session",
+        |engine| async move {
+            let url = engine.url();
+            let w = world(
+                engine,
+                today(),
+                vec![
+                    ("t::tc", reply(json!({"ok": true}))),
+                    ("t::hold", reply(json!({"decision": "hold"}))),
+                ],
+            )
+            .await;
+            let sessions = SessionDouble::start(&url).await;
+            let c = w.t.client();
+            for root in ["/b", "/a", "/b"] {
+                call(
+                    c,
+                    "harness::filesystem::grant",
+                    json!({"session_id": "s1", "root": root}),
+                )
+                .await
+                .unwrap();
+            }
+            let grants = call(
+                c,
+                "harness::filesystem::grants",
+                json!({"session_id": "s1"}),
+            )
+            .await
+            .unwrap();
+            assert_eq!(grants, json!({"session_id": "s1", "roots": ["/a", "/b"]}));
+            let revoked = call(
+                c,
+                "harness::filesystem::revoke",
+                json!({"session_id": "s1", "root": "/a"}),
+            )
+            .await
+            .unwrap();
+            assert_eq!(revoked, json!({"session_id": "s1", "roots": ["/b"]}));
+            let info = call(c, "harness::filesystem::info", json!({}))
+                .await
+                .unwrap();
+            assert_eq!(info, json!({"default_root": null, "boundary": "auto"}));
+            let old = call(c, "harness::workspace::grants", json!({"session_id": "s1"}))
+                .await
+                .expect_err("no harness::workspace::* on today's harness");
+            assert_eq!(code(&old), "function_not_found");
+
+            w.h.spawn_child("s1", "child");
+            let child = call(
+                c,
+                "harness::filesystem::grants",
+                json!({"session_id": "child"}),
+            )
+            .await
+            .unwrap();
+            assert_eq!(child["roots"], json!(["/b"]));
+
+            hook(&w.h, &w.t, "harness::turn-completed", "t::tc", json!({})).await;
+            hook(&w.h, &w.t, PRE, "t::hold", json!({})).await;
+            assert!(w
+                .h
+                .call(spec("c1", "demo::echo", json!({})))
+                .await
+                .is_held());
+            assert!(
+                sessions
+                    .wait_for_binding("harness::on-session-deleted", WAIT)
+                    .await,
+                "today's harness binds session::deleted"
+            );
+            sessions.delete("s1").await;
+            assert!(
+                w.h.wait_until(WAIT, |h| h.grants("s1").is_empty()).await,
+                "grants dropped"
+            );
+            let status = call(
+                c,
+                "harness::status",
+                json!({"session_id": "s1", "verbose": true}),
+            )
+            .await
+            .unwrap();
+            assert_eq!(status, Value::Null, "the session's turn is gone");
+            let late = call(c, RESOLVE, execute("c1", json!({}))).await.unwrap();
+            assert_eq!(late["resolved"], false);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert_eq!(
+                w.t.runs("t::tc"),
+                0,
+                "session::deleted fires no turn-completed"
+            );
+            assert_eq!(w.h.grants("child"), vec!["/b"], "the child keeps its copy");
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn g2_resolve_drops_extra_roots_unions_its_grants_and_fills_deliver_defaults() {
+    on_each_engine(
+        "g2_resolve_drops_extra_roots_unions_its_grants_and_fills_deliver_defaults",
+        |engine| async move {
+            let w = world(engine, today(), vec![("t::hold", reply(json!({"decision": "hold"})))]).await;
+            hook(&w.h, &w.t, PRE, "t::hold", json!({"functions": ["shell::run"]})).await;
+            call(w.t.client(), "harness::filesystem::grant", json!({"session_id": "s1", "root": "/data"}))
+                .await
+                .unwrap();
+            assert!(w.h.call(scoped("c1", "shell::run", json!({"cmd": "ls"}))).await.is_held());
+            assert!(w.h.call(scoped("c2", "shell::run", json!({"cmd": "ls"}))).await.is_held());
+
+            let reply = call(
+                w.t.client(),
+                RESOLVE,
+                execute("c1", json!({"extra_roots": ["/x"], "fs_scope": {"grants": ["/one", "/data"]}, "bogus": 1})),
+            )
+            .await
+            .unwrap();
+            assert_eq!(reply, json!({"resolved": true, "turn_resumed": false}));
+            let run = &w.h.runs_of("shell::run")[0];
+            assert_eq!(run.arguments["fs_scope"], stamp(&["/data", "/one"], "configured_roots"));
+            assert_eq!(run.extra_roots, vec!["/one", "/data"], "the one-shot grants as sent");
+            assert!(!run.arguments.to_string().contains("/x"), "extra_roots is dropped");
+
+            let delivered = call(
+                w.t.client(),
+                RESOLVE,
+                json!({"session_id": "s1", "turn_id": "t1", "function_call_id": "c2"}),
+            )
+            .await
+            .unwrap();
+            assert_eq!(delivered, json!({"resolved": true, "turn_resumed": true}));
+            let entry = w.h.entry("e_t1_c2").expect("delivered under e_<turn>_<call>");
+            assert_eq!(entry.result["content"], json!([{"type": "text", "text": ""}]));
+            assert_eq!(entry.result["is_error"], false);
+            assert_eq!(entry.result["details"], Value::Null);
+            assert_eq!(w.t.runs("shell::run"), 1, "deliver is the default and runs nothing");
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn g2_execute_runs_the_rest_of_the_chain_after_the_holder_on_the_held_arguments() {
+    on_each_engine(
+        "g2_execute_runs_the_rest_of_the_chain_after_the_holder_on_the_held_arguments",
+        |engine| async move {
+            let first = reply(json!({"mutations": {"arguments": {"cmd": "a"}}, "annotations": {"first": 1}}));
+            let holder = Script::boxed(
+                vec![json!({"decision": "hold", "mutations": {"arguments": {"cmd": "b"}}, "annotations": {"held": true}})],
+                json!({"decision": "deny", "reason": "the holder ran again"}),
+            );
+            let after = reply(json!({"decision": "continue", "mutations": {"arguments": {"cmd": "c"}}}));
+            let w = world(
+                engine,
+                today(),
+                vec![("t::first", first), ("t::hold", holder), ("t::after", after)],
+            )
+            .await;
+            let only = json!({"functions": ["shell::run"]});
+            for (id, priority) in [("t::first", -1), ("t::hold", 0), ("t::after", 1)] {
+                let mut config = only.clone();
+                config["priority"] = json!(priority);
+                hook(&w.h, &w.t, PRE, id, config).await;
+            }
+            let state = w.h.call(scoped("c1", "shell::run", json!({"cmd": "ls"}))).await;
+            assert_eq!(
+                state,
+                CallState::Held { held_by: "t::hold".into(), point: HookPoint::PreTrigger }
+            );
+            assert_eq!(w.h.held_arguments("s1", "c1"), Some(json!({"cmd": "b"})), "the holder's own rewrite is kept");
+            assert_eq!(
+                w.h.annotations("s1", "c1"),
+                json!({"first": 1, "held": true}).as_object().cloned().unwrap()
+            );
+            assert_eq!(w.t.runs("t::after") + w.t.runs("shell::run"), 0);
+
+            for (request, why) in [
+                (json!({"session_id": "s1", "turn_id": "t9", "function_call_id": "c1", "action": "execute"}), "wrong turn"),
+                (execute("nope", json!({})), "unknown call"),
+            ] {
+                let refused = call(w.t.client(), RESOLVE, request).await.unwrap();
+                assert_eq!(refused, json!({"resolved": false, "turn_resumed": false}), "{why}");
+            }
+            let reply = call(w.t.client(), RESOLVE, execute("c1", json!({"fs_scope": {"grants": ["/g"]}})))
+                .await
+                .unwrap();
+            assert_eq!(reply, json!({"resolved": true, "turn_resumed": true}));
+            assert_eq!(hooks_called(&w.h, HookPoint::PreTrigger), vec!["t::first", "t::hold", "t::after"]);
+            let trusted = stamp(&["/g"], "configured_roots");
+            assert_eq!(
+                inputs_of(&w.h, "t::after")[0]["call"]["arguments"],
+                json!({"cmd": "b", "fs_scope": trusted}),
+                "the rest of the chain sees the held arguments, stamped again"
+            );
+            assert_eq!(w.t.payloads("shell::run"), vec![json!({"cmd": "c", "fs_scope": trusted})]);
+            let entry = w.h.entry("e_t1_c1").expect("the result is appended");
+            assert_eq!(entry.result["is_error"], false);
+
+            let again = call(w.t.client(), RESOLVE, execute("c1", json!({}))).await.unwrap();
+            assert_eq!(again["resolved"], false, "a call that is not pending");
+            assert_eq!(w.t.runs("shell::run"), 1);
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn g2_execute_answers_only_when_the_target_and_the_post_chain_have_finished() {
+    on_each_engine(
+        "g2_execute_answers_only_when_the_target_and_the_post_chain_have_finished",
+        |engine| async move {
+            let w = world(
+                engine,
+                today(),
+                vec![
+                    ("t::hold", reply(json!({"decision": "hold"}))),
+                    ("t::post", reply(Value::Null)),
+                ],
+            )
+            .await;
+            hook(&w.h, &w.t, PRE, "t::hold", json!({})).await;
+            hook(&w.h, &w.t, POST, "t::post", json!({})).await;
+            // A target that takes a while: the switch the release work uses.
+            w.t.set_delay("demo::echo", Duration::from_millis(800));
+            assert!(w
+                .h
+                .call(spec("c1", "demo::echo", json!({})))
+                .await
+                .is_held());
+
+            let client = w.t.client().clone();
+            let resolve =
+                tokio::spawn(async move { call(&client, RESOLVE, execute("c1", json!({}))).await });
+            assert!(
+                w.h.wait_until(WAIT, |_| w.t.runs("demo::echo") == 1).await,
+                "the target started"
+            );
+            assert!(!resolve.is_finished(), "no answer while the target runs");
+            assert_eq!(w.h.state("s1", "c1"), Some(CallState::Running));
+            assert_eq!(
+                w.h.pending_calls("s1"),
+                vec!["c1"],
+                "a call being executed is still pending"
+            );
+
+            let reply = resolve.await.expect("joined").expect("resolve answers");
+            assert_eq!(reply, json!({"resolved": true, "turn_resumed": true}));
+            assert!(matches!(
+                w.h.state("s1", "c1"),
+                Some(CallState::Completed { .. })
+            ));
+            assert_eq!(
+                inputs_of(&w.h, "t::post").len(),
+                1,
+                "the post-trigger chain ran before the answer"
+            );
+            assert!(w.h.pending_calls("s1").is_empty());
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn g2_a_post_trigger_hold_inside_execute_holds_again_under_the_same_id() {
+    on_each_engine(
+        "g2_a_post_trigger_hold_inside_execute_holds_again_under_the_same_id",
+        |engine| async move {
+            let watch = Script::boxed(vec![json!({"decision": "hold"})], Value::Null);
+            let w = world(
+                engine,
+                today(),
+                vec![
+                    ("t::gate", reply(json!({"decision": "hold"}))),
+                    (WATCH_ID, watch),
+                    ("shell::read", Arc::new(JailShell::new(Dialect::Shell, &[]))),
+                ],
+            )
+            .await;
+            hook(
+                &w.h,
+                &w.t,
+                PRE,
+                "t::gate",
+                json!({"functions": ["shell::*"]}),
+            )
+            .await;
+            hook(
+                &w.h,
+                &w.t,
+                POST,
+                WATCH_ID,
+                json!({"functions": ["shell::*"], "on_error": "fail_open"}),
+            )
+            .await;
+            let first =
+                w.h.call(scoped("c1", "shell::read", json!({"path": "/data/x"})))
+                    .await;
+            assert_eq!(first.held_by(), Some("t::gate"));
+
+            let reply = call(w.t.client(), RESOLVE, execute("c1", json!({})))
+                .await
+                .unwrap();
+            assert_eq!(reply, json!({"resolved": true, "turn_resumed": false}));
+            assert_eq!(
+                w.h.state("s1", "c1"),
+                Some(CallState::Held {
+                    held_by: WATCH_ID.into(),
+                    point: HookPoint::PostTrigger
+                })
+            );
+            let seen = &inputs_of(&w.h, WATCH_ID)[0]["result"];
+            let message = seen["details"]["error"]["message"].as_str().unwrap();
+            assert!(
+                message.ends_with(&access_request_tail("/data", "/data/x", "S215")),
+                "{message}"
+            );
+            assert_eq!(w.h.pending_calls("s1"), vec!["c1"]);
+
+            let reply = call(
+                w.t.client(),
+                RESOLVE,
+                execute("c1", json!({"fs_scope": {"grants": ["/data"]}})),
+            )
+            .await
+            .unwrap();
+            assert_eq!(reply, json!({"resolved": true, "turn_resumed": true}));
+            let done = w.h.state("s1", "c1").unwrap();
+            assert_eq!(done.result().unwrap()["is_error"], false, "{done:?}");
+            assert_eq!(
+                w.t.runs("t::gate"),
+                1,
+                "no pre-trigger hook runs again after a post-trigger hold"
+            );
+            let runs = w.h.runs_of("shell::read");
+            assert_eq!(runs.len(), 2);
+            assert_eq!(
+                runs[1].arguments["fs_scope"],
+                stamp(&["/data"], "workspace")
+            );
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn g2_deny_keeps_only_the_reason_and_post_trigger_replies_rewrite_the_result() {
+    on_each_engine(
+        "g2_deny_keeps_only_the_reason_and_post_trigger_replies_rewrite_the_result",
+        |engine| async move {
+            let redact = reply(json!({
+                "mutations": {"content": [{"type": "text", "text": "[redacted]"}], "is_error": true},
+                "annotations": {"redacted": true}
+            }));
+            let w = world(
+                engine,
+                today(),
+                vec![
+                    ("t::deny", reply(json!({"decision": "deny", "reason": "not today", "details": {"secret": 1}}))),
+                    ("t::bare", reply(json!({"decision": "deny"}))),
+                    ("t::post_deny", reply(json!({"decision": "deny", "reason": "too late"}))),
+                    ("t::redact", redact),
+                    ("demo::other", echo()),
+                    ("demo::third", echo()),
+                ],
+            )
+            .await;
+            hook(&w.h, &w.t, PRE, "t::deny", json!({"functions": ["demo::echo"]})).await;
+            hook(&w.h, &w.t, PRE, "t::bare", json!({"functions": ["demo::other"]})).await;
+            hook(&w.h, &w.t, POST, "t::post_deny", json!({"functions": ["shell::run"]})).await;
+            hook(&w.h, &w.t, POST, "t::redact", json!({"functions": ["demo::third"]})).await;
+
+            let denied = w.h.call(spec("c1", "demo::echo", json!({}))).await;
+            assert_eq!(denied.deny_reason(), Some("not today"));
+            assert_eq!(
+                denied.result().unwrap(),
+                &json!({"function_call_id": "c1", "function_id": "demo::echo",
+                        "content": [{"type": "text", "text": "not today"}], "is_error": true,
+                        "details": {"error": "hook_denied", "message": "not today"}})
+            );
+            let bare = w.h.call(spec("c2", "demo::other", json!({}))).await;
+            assert_eq!(bare.deny_reason(), Some("denied by hook"));
+            assert_eq!(bare.result().unwrap()["details"]["message"], "denied by hook");
+            assert_eq!(w.t.runs("demo::echo") + w.t.runs("demo::other"), 0);
+
+            let post = w.h.call(spec("c3", "shell::run", json!({}))).await;
+            assert!(matches!(post, CallState::Completed { .. }), "a post-trigger deny is ignored: {post:?}");
+            assert_eq!(post.result().unwrap()["is_error"], false);
+
+            let rewritten = w.h.call(spec("c4", "demo::third", json!({"k": 1}))).await;
+            let result = rewritten.result().unwrap();
+            assert_eq!(result["content"], json!([{"type": "text", "text": "[redacted]"}]));
+            assert_eq!(result["is_error"], true);
+            assert_eq!(result["details"], json!({"function_id": "demo::third", "echo": {"k": 1}}));
+            assert_eq!(w.h.annotations("s1", "c4")["redacted"], true);
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn g2_a_cancelled_turn_leaves_its_held_calls_pending_and_unresolvable() {
+    on_each_engine(
+        "g2_a_cancelled_turn_leaves_its_held_calls_pending_and_unresolvable",
+        |engine| async move {
+            let w = world(
+                engine,
+                today(),
+                vec![("t::tc", reply(json!({"ok": true}))), ("t::hold", reply(json!({"decision": "hold"})))],
+            )
+            .await;
+            hook(&w.h, &w.t, "harness::turn-completed", "t::tc", json!({"session_id": "s1"})).await;
+            hook(&w.h, &w.t, PRE, "t::hold", json!({})).await;
+            assert!(w.h.call(spec("c1", "demo::echo", json!({}))).await.is_held());
+            assert_eq!(w.h.complete_turn("s1", "t1", "cancelled").await, 1);
+            assert!(w.h.wait_until(WAIT, |_| w.t.runs("t::tc") == 1).await);
+            let event = &w.t.payloads("t::tc")[0];
+            assert_eq!(event["status"], "cancelled");
+            assert_eq!(event["terminal"], true);
+
+            assert_eq!(w.h.held_calls("s1", "t1"), vec!["c1"], "still held, on a finished turn");
+            let status = call(w.t.client(), "harness::status", json!({"session_id": "s1", "verbose": true}))
+                .await
+                .unwrap();
+            assert_eq!(status["pending_function_calls"], json!(["c1"]));
+            assert_eq!(status["status"], "cancelled");
+            for action in ["execute", "deliver"] {
+                let late = call(
+                    w.t.client(),
+                    RESOLVE,
+                    json!({"session_id": "s1", "turn_id": "t1", "function_call_id": "c1", "action": action}),
+                )
+                .await
+                .unwrap();
+                assert_eq!(late, json!({"resolved": false, "turn_resumed": false}), "{action}");
+            }
+            assert!(w.h.state("s1", "c1").unwrap().is_held());
+            assert_eq!(w.t.runs("demo::echo"), 0);
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn g2_status_lists_the_current_turns_pending_calls_when_verbose() {
+    on_each_engine(
+        "g2_status_lists_the_current_turns_pending_calls_when_verbose",
+        |engine| async move {
+            let w = world(
+                engine,
+                today(),
+                vec![("t::hold", reply(json!({"decision": "hold"})))],
+            )
+            .await;
+            hook(
+                &w.h,
+                &w.t,
+                PRE,
+                "t::hold",
+                json!({"functions": ["demo::echo"]}),
+            )
+            .await;
+            assert!(w
+                .h
+                .call(spec("c2", "demo::echo", json!({})))
+                .await
+                .is_held());
+            assert!(w
+                .h
+                .call(spec("c1", "demo::echo", json!({})))
+                .await
+                .is_held());
+            w.h.call(spec("c3", "shell::run", json!({}))).await;
+            let c = w.t.client();
+            let verbose = call(
+                c,
+                "harness::status",
+                json!({"session_id": "s1", "verbose": true}),
+            )
+            .await
+            .unwrap();
+            assert_eq!(
+                verbose,
+                json!({"session_id": "s1", "turn_id": "t1", "status": "awaiting_functions",
+                   "pending_function_calls": ["c1", "c2"]})
+            );
+            let terse = call(c, "harness::status", json!({"session_id": "s1"}))
+                .await
+                .unwrap();
+            assert!(terse.get("pending_function_calls").is_none(), "{terse}");
+            let unknown = call(
+                c,
+                "harness::status",
+                json!({"session_id": "nobody", "verbose": true}),
+            )
+            .await
+            .unwrap();
+            assert_eq!(unknown, Value::Null);
+
+            w.h.start_turn("s1", "t2").await;
+            let next = call(
+                c,
+                "harness::status",
+                json!({"session_id": "s1", "verbose": true}),
+            )
+            .await
+            .unwrap();
+            assert_eq!(next["turn_id"], "t2");
+            assert_eq!(
+                next["pending_function_calls"],
+                json!([]),
+                "only the current turn's calls"
+            );
+            assert_eq!(next["status"], "running");
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn g2_ready_reaches_late_binders_on_announce_and_after_a_restart() {
+    on_each_engine("g2_ready_reaches_late_binders_on_announce_and_after_a_restart", |engine| async move {
+        let url = engine.url();
+        let w = world(engine, today(), vec![("t::ready", reply(Value::Null))]).await;
+        let rejected = call(
+            w.t.client(),
+            "engine::register_trigger",
+            json!({"trigger_type": "harness::ready", "function_id": "t::ready", "config": {"session_id": "s1"}}),
+        )
+        .await;
+        assert!(rejected.is_err(), "harness::ready takes {{}} only");
+        bind(w.t.client(), "harness::ready", "t::ready", json!({}));
+        assert!(
+            w.h.wait_until(WAIT, |_| w.t.runs("t::ready") == 1).await,
+            "a binding made after boot is told at once"
+        );
+        let event = &w.t.payloads("t::ready")[0];
+        assert_eq!(event["status"], "ready");
+        assert!(event["timestamp"].as_u64().is_some_and(|t| t > 1_600_000_000_000));
+
+        assert_eq!(w.h.announce_ready().await, 1);
+        assert!(w.h.wait_until(WAIT, |_| w.t.runs("t::ready") == 2).await);
+
+        w.h.shutdown().await;
+        let restarted = HarnessDouble::start(&url, today()).await;
+        assert!(
+            restarted.wait_until(WAIT, |_| w.t.runs("t::ready") >= 3).await,
+            "the restarted harness announces itself to the binding the engine hands it"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn g1_has_none_of_the_generation_2_surface() {
+    on_each_engine(
+        "g1_has_none_of_the_generation_2_surface",
+        |engine| async move {
+            let w = world(engine, brief(), vec![]).await;
+            assert_eq!(w.h.announce_ready().await, 0);
+            let types = call(w.t.client(), "engine::triggers::list", json!({}))
+                .await
+                .unwrap();
+            let ids: Vec<&str> = types["triggers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t["id"].as_str())
+                .collect();
+            assert!(
+                ids.contains(&"harness::turn-completed") && !ids.contains(&"harness::ready"),
+                "{ids:?}"
+            );
+            for id in [
+                "harness::status",
+                "harness::filesystem::grants",
+                "harness::filesystem::info",
+            ] {
+                let err = call(w.t.client(), id, json!({"session_id": "s1"}))
+                    .await
+                    .expect_err(id);
+                assert_eq!(code(&err), "function_not_found", "{id}");
+            }
+            // The brief's harness stamps nothing.
+            w.h.call(scoped("c1", "shell::run", json!({"cmd": "ls"})))
+                .await;
+            assert_eq!(w.t.payloads("shell::run"), vec![json!({"cmd": "ls"})]);
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn g2_turn_completed_carries_the_newer_fields_and_filters_reject_unknown_keys() {
+    on_each_engine(
+        "g2_turn_completed_carries_the_newer_fields_and_filters_reject_unknown_keys",
+        |engine| async move {
+            let w = world(engine, today(), vec![("t::tc", reply(json!({"ok": true})))]).await;
+            let rejected = call(
+                w.t.client(),
+                "engine::register_trigger",
+                json!({"trigger_type": "harness::turn-completed", "function_id": "t::tc", "config": {"sesion_id": "s1"}}),
+            )
+            .await;
+            assert!(rejected.is_err(), "today's harness rejects an unknown filter key");
+            hook(&w.h, &w.t, "harness::turn-completed", "t::tc", json!({"parent_session_id": "p1"})).await;
+            let mut turn = TurnCompletion::new("child", "t5", "completed");
+            turn.parent_session_id = Some("p1".into());
+            turn.parent_turn_id = Some("pt".into());
+            turn.parent_function_call_id = Some("pc".into());
+            turn.terminal = false;
+            turn.context = Some(json!({"tokens": 5}));
+            turn.reactive_depth = Some(2);
+            turn.result = Some(json!("done"));
+            assert_eq!(w.h.complete_turn_with(turn).await, 1);
+            assert!(w.h.wait_until(WAIT, |_| w.t.runs("t::tc") == 1).await);
+            let event = &w.t.payloads("t::tc")[0];
+            assert_eq!(event["terminal"], false);
+            assert_eq!(event["parent"], json!({"session_id": "p1", "turn_id": "pt", "function_call_id": "pc"}));
+            assert_eq!(event["parent_session_id"], "p1");
+            assert_eq!(event["context"], json!({"tokens": 5}));
+            assert_eq!(event["reactive_depth"], 2);
+            assert_eq!(event["result"], "done");
+        },
+    )
+    .await;
+}
+
+/// The resolve faults, played on one generation.
+async fn resolve_faults(engine: EngineFixture, generation: Generation) {
+    let w = world(
+        engine,
+        HarnessOptions::generation(generation),
+        vec![("t::hold", reply(json!({"decision": "hold"})))],
+    )
+    .await;
+    hook(
+        &w.h,
+        &w.t,
+        PRE,
+        "t::hold",
+        json!({"functions": ["demo::echo"]}),
+    )
+    .await;
+    for id in ["c1", "c2", "c3", "c4"] {
+        assert!(w.h.call(spec(id, "demo::echo", json!({}))).await.is_held());
+    }
+    w.h.fault_resolves(ResolveFault::Refuse, 1);
+    w.h.fault_resolves(ResolveFault::Hang, 1);
+    w.h.fault_resolves(ResolveFault::LoseReply, 1);
+    w.h.fault_resolves(ResolveFault::Fail, 1);
+    let short = |call_id: &str| TriggerRequest {
+        function_id: RESOLVE.to_string(),
+        payload: execute(call_id, json!({})),
+        action: None,
+        timeout_ms: Some(700),
+    };
+    let c = w.t.client();
+
+    let refused = call(c, RESOLVE, execute("c1", json!({}))).await.unwrap();
+    assert_eq!(refused, json!({"resolved": false, "turn_resumed": false}));
+    assert!(
+        w.h.state("s1", "c1").unwrap().is_held(),
+        "a refusal touches nothing"
+    );
+
+    let hung = c.trigger(short("c2")).await;
+    assert!(matches!(hung, Err(Error::Timeout)), "{hung:?}");
+    assert!(
+        w.h.state("s1", "c2").unwrap().is_held(),
+        "a hung resolve did nothing"
+    );
+
+    let lost = c.trigger(short("c3")).await;
+    assert!(matches!(lost, Err(Error::Timeout)), "{lost:?}");
+    let done =
+        w.h.wait_for_state("s1", "c3", WAIT, |s| {
+            matches!(s, CallState::Completed { .. })
+        })
+        .await;
+    assert!(
+        matches!(done, Some(CallState::Completed { .. })),
+        "the lost reply's work was done: {done:?}"
+    );
+
+    let failed = call(c, RESOLVE, execute("c4", json!({})))
+        .await
+        .expect_err("fails");
+    assert_eq!(code(&failed), "harness_unavailable");
+    assert!(w.h.state("s1", "c4").unwrap().is_held());
+
+    let normal = call(c, RESOLVE, execute("c4", json!({}))).await.unwrap();
+    assert_eq!(
+        normal,
+        json!({"resolved": true, "turn_resumed": false}),
+        "c1 and c2 are still held"
+    );
+    assert_eq!(w.t.runs("demo::echo"), 2);
+    assert_eq!(
+        w.h.resolve_requests().len(),
+        5,
+        "every request is journaled"
+    );
+}
+
+#[tokio::test]
+async fn resolves_can_be_refused_hung_lost_or_failed_on_either_generation() {
+    for generation in [Generation::G1, Generation::G2] {
+        on_each_engine(
+            "resolves_can_be_refused_hung_lost_or_failed_on_either_generation",
+            |engine| resolve_faults(engine, generation),
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn g2_without_grants_has_no_filesystem_plane() {
+    on_each_engine(
+        "g2_without_grants_has_no_filesystem_plane",
+        |engine| async move {
+            let options = HarnessOptions {
+                workspace_grants: false,
+                ..today()
+            };
+            let w = world(engine, options, vec![]).await;
+            for id in [
+                "harness::filesystem::grants",
+                "harness::filesystem::info",
+                "harness::workspace::grants",
+            ] {
+                let err = call(w.t.client(), id, json!({"session_id": "s1"}))
+                    .await
+                    .expect_err(id);
+                assert_eq!(code(&err), "function_not_found", "{id}");
+            }
+            let status = call(w.t.client(), "harness::status", json!({"session_id": "s1"})).await;
+            assert_eq!(status.expect("status is still served"), Value::Null);
         },
     )
     .await;
