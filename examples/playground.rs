@@ -523,7 +523,10 @@ impl World {
         };
         for (point, function_id) in [
             ("harness::hook::pre-trigger", "approval::gate"),
-            ("harness::hook::post-trigger", "approval::filesystem-access-watch"),
+            (
+                "harness::hook::post-trigger",
+                "approval::filesystem-access-watch",
+            ),
         ] {
             if harness
                 .wait_for_binding(point, function_id, WAIT * 2)

@@ -254,7 +254,9 @@ async fn fail_closed_a_parked_binding_is_kept_across_checks_and_activates_with_t
         let parked_warnings = worker
             .output()
             .lines()
-            .filter(|l| l.contains("the binding is parked until it appears") && l.contains("approval::gate"))
+            .filter(|l| {
+                l.contains("the binding is parked until it appears") && l.contains("approval::gate")
+            })
             .count();
         assert_eq!(parked_warnings, 1, "said once, not at every check");
 

@@ -68,7 +68,7 @@ const ALLOW_DENY_SESSION: &[&str] = &[
     "agent    calls shell::run",
     "hook     pre_trigger approval::gate → continue  (allowed: approved_always entry shell::run)",
     "target   shell::run failed: S215 path escapes the fs jail roots [/w/play]: /data/reports/q3.csv (+ grant_hint)",
-    "hook     post_trigger approval::grant-watch → hold  (a folder prompt instead of the error)",
+    "hook     post_trigger approval::filesystem-access-watch → hold  (a folder prompt instead of the error)",
     "event    approval::pending-created play/c3 shell::run, kind folder_access, dir /data/reports",
     "· play/c3 shell::run folder_access /data/reports (S215)",
     "decide   once | session | always | deny [reason] > session   (from --script)",
@@ -152,7 +152,7 @@ async fn a_denied_folder_is_not_asked_again() {
             "gate     /data/reports is remembered as denied for play",
             // the next read stands down: the shell's own error reaches the agent
             "agent    calls shell::run {\"cmd\":\"cat\",\"path\":\"/data/reports/q4.csv\"}",
-            "hook     post_trigger approval::grant-watch → continue",
+            "hook     post_trigger approval::filesystem-access-watch → continue",
             "agent    got shell::run's error: path escapes the fs jail roots",
             "note     no prompt this time",
         ],
