@@ -25,8 +25,8 @@ use crate::bindings::plain_bindings;
 use crate::config::{self, ApprovalConfig, BootstrapError, ConfigCell, Snapshot, CONFIG_ID};
 use crate::engine::{CallError, Engine};
 use crate::function_table::{self, FUNCTION_IDS};
-use crate::inbox::{PendingRecord, PendingStore};
 use crate::links::LinkRoutes;
+use crate::pending::{PendingRecord, PendingStore};
 use crate::release::{recover, timer::Timer};
 use crate::settings::{ApprovalSettings, Known};
 use crate::worker::{Claim, Worker};
@@ -506,7 +506,8 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
     // Subscribed before the routes' first sync and the binding's first
     // check, so a configuration change from here on reaches both.
     let config_changes = worker.config.subscribe();
-    worker.link_routes.sync(&worker).await;
+    let link_routes = LinkRoutes::default();
+    link_routes.sync(&worker).await;
     // The gate's binding first, then the watch's.
     let binding = worker
         .gate_binding
@@ -550,7 +551,7 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
         watch_binding,
         config_changes.clone(),
     ));
-    tokio::spawn(LinkRoutes::follow(worker.clone(), config_changes));
+    tokio::spawn(link_routes.follow(worker.clone(), config_changes));
     tokio::spawn(rebind_on_reconnect(worker.clone()));
     Ok(worker)
 }
@@ -634,7 +635,7 @@ async fn after_reconnect(worker: &Worker) {
     if let Err(err) = config::reregister_schema(&worker.engine).await {
         tracing::warn!(error = %err, "reconnected; configuration schema not registered again");
     }
-    if let Err(err) = config::reload(worker).await {
+    if let Err(err) = config::reload(&worker.engine, &worker.config).await {
         tracing::error!(error = %err, "reconnected; configuration not re-read, keeping the last good one");
     }
 }

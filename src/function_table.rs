@@ -15,7 +15,6 @@ pub(crate) fn register_all(worker: &Arc<Worker>) {
     decision::register(worker);
     inbox::register(worker);
     lifecycle::register(worker);
-    config::register(worker);
     health::register(worker);
     links::register(worker);
 }

@@ -35,9 +35,11 @@ mod health;
 mod hook;
 mod inbox;
 mod lifecycle;
+mod link_token;
 mod links;
 mod logs;
 mod manifest;
+mod pending;
 mod policy;
 mod redact;
 mod release;
@@ -69,9 +71,9 @@ pub use grant_watch::hint::{find_hint, recognise, JAIL_CODES};
 pub use grant_watch::{folder_request, StandDown};
 pub use hook::record::build_record;
 pub use hook::{parse_hook_input, HookCall, HookInput, HookOutput, MalformedInput};
-pub use inbox::cursor::{decode as decode_cursor, encode as encode_cursor, CursorError};
-pub use inbox::index::{ListPage, ListQuery, PendingIndex};
-pub use inbox::{
+pub use pending::cursor::{decode as decode_cursor, encode as encode_cursor, CursorError};
+pub use pending::index::{ListPage, ListQuery, PendingIndex};
+pub use pending::{
     all_scopes, bucket_scope, state_key, GrantRequest, HoldLimits, PendingRecord, RecordKind,
     SortKey, LOAD_CONCURRENCY, PENDING_CREATED, PENDING_ESCALATED, PENDING_RESOLVED,
 };

@@ -1,7 +1,10 @@
-//! Lifecycle purges (`architecture/contract.md` § Bindings): a completed turn
-//! and a deleted session take their held calls out of the inbox (outcome
-//! `aborted`), with the grant watch's memory and, for a session, its
-//! settings. Every record leaves through the inbox store's emit gate.
+//! The events the engine and the harness send the worker
+//! (`architecture/contract.md` § Bindings): a completed turn and a deleted
+//! session take their held calls out of the inbox (outcome `aborted`), with
+//! the grant watch's memory and, for a session, its settings; the harness's
+//! `ready` reconciles the inbox with what it holds; a configuration change
+//! re-reads the policy. Every record leaves through the pending store's emit
+//! gate.
 
 use std::sync::Arc;
 
@@ -10,7 +13,7 @@ use serde::Deserialize;
 
 use crate::error::is_valid_id;
 use crate::functions::{register_shaped, register_typed, Ack};
-use crate::inbox::{Outcome, Purged, RecordKey};
+use crate::pending::{Outcome, Purged, RecordKey};
 use crate::worker::Worker;
 
 pub(crate) use crate::bindings::{HARNESS_READY_ID, SESSION_DELETED_ID, TURN_COMPLETED_ID};
@@ -179,6 +182,25 @@ async fn reconcile_session(worker: &Worker, sid: &str, pending: &[String]) -> us
 /// longer holds.
 const NOT_HELD: &str = "not_held";
 
+/// A `configuration` change event; the worker re-reads the entry rather
+/// than trust it.
+// Only a schema: the handler takes the payload as raw JSON and ignores it.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+pub(crate) struct ConfigurationEvent {
+    /// Always `configuration`.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// `configuration:registered`, `configuration:updated` or `configuration:deleted`.
+    pub event_type: Option<String>,
+    /// The entry's id (`approval-gate`).
+    pub id: Option<String>,
+    /// The value before the change.
+    pub old_value: Option<serde_json::Value>,
+    /// The value after the change.
+    pub new_value: Option<serde_json::Value>,
+}
+
 /// Registers the lifecycle handlers.
 pub(crate) fn register(worker: &Arc<Worker>) {
     register_typed(
@@ -187,6 +209,17 @@ pub(crate) fn register(worker: &Arc<Worker>) {
         "Internal (harness::turn-completed): purges the turn's held calls (outcome aborted) and attempt counters.",
         |w, e: TurnCompleted| async move {
             on_turn_completed(&w, e).await;
+            Ok(Ack { ok: true })
+        },
+    );
+    register_shaped::<ConfigurationEvent, _, _, _>(
+        worker,
+        crate::config::ID,
+        "Internal (configuration trigger): re-reads the approval-gate entry and swaps the compiled policy.",
+        |w, _event| async move {
+            if let Err(err) = crate::config::reload(&w.engine, &w.config).await {
+                tracing::error!(error = %err, "configuration reload failed; keeping the last good configuration");
+            }
             Ok(Ack { ok: true })
         },
     );

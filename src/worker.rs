@@ -9,8 +9,7 @@ use crate::bindings::durable::{DurableBinding, GATE, WATCH};
 use crate::config::cell::ConfigCell;
 use crate::engine::Engine;
 use crate::folders::Folders;
-use crate::inbox::store::PendingStore;
-use crate::links::LinkRoutes;
+use crate::pending::store::PendingStore;
 use crate::release::Releaser;
 use crate::settings::store::SettingsStore;
 
@@ -33,8 +32,6 @@ pub(crate) struct Worker {
     pub(crate) gate_binding: DurableBinding,
     /// The folder-access watch's durable binding, as last checked.
     pub(crate) watch_binding: DurableBinding,
-    /// The approval links' HTTP routes, bound while links are on.
-    pub(crate) link_routes: LinkRoutes,
     /// When the worker booted.
     pub(crate) started: std::time::Instant,
     /// How it came to hold the worker name (stood by first or not).
@@ -67,7 +64,6 @@ impl Worker {
             releaser,
             gate_binding: DurableBinding::new(GATE),
             watch_binding: DurableBinding::new(WATCH),
-            link_routes: LinkRoutes::default(),
             started: std::time::Instant::now(),
             claim,
             engine,

@@ -16,6 +16,8 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use crate::link_token::{Links, LinksError};
+
 /// A credential from the configuration. Serializes as the plain string (the
 /// entry stores it), never shows in `Debug`.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +55,18 @@ pub struct LinksConfig {
     /// The bearer token of `GET /approvals`; without it the inbox page is 404.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inbox_token: Option<Secret>,
+}
+
+impl LinksConfig {
+    /// The configuration made ready for use (links off, with the reason,
+    /// when the secret or the base URL cannot be used).
+    pub(crate) fn compile(&self) -> Result<Links, LinksError> {
+        Links::new(
+            self.secret.expose(),
+            &self.public_base_url,
+            self.inbox_token.as_ref().map(Secret::expose),
+        )
+    }
 }
 
 /// `links` as stored: null or absent is off; an object is parsed; anything

@@ -25,14 +25,12 @@ use serde_json::Value;
 
 pub(crate) use cell::ConfigCell;
 pub use links::LinksConfig;
-#[cfg(test)]
-pub(crate) use links::Secret;
 pub use reload::BootstrapError;
-pub(crate) use reload::{bootstrap, register, reload, reregister_schema, ID};
+pub(crate) use reload::{bootstrap, reload, reregister_schema, ID};
 pub use schema::schema;
 pub use seed::{load_seed, SeedError};
 
-use crate::links::Links;
+use crate::link_token::Links;
 use crate::policy::{
     default_rules, CompiledRules, CompiledSettings, RuleError, RulePrecedence, RuleSpec,
     MIN_DEADLINE_MS,
@@ -357,7 +355,7 @@ impl Snapshot {
         let (rules, guard_errors) = rules.with_extra_guards(&config.human_only_extra);
         let default_settings = default_settings(&config, &rules, 0);
         let defaults = CompiledSettings::new(&default_settings);
-        let (links, link_errors) = match config.links.as_ref().map(Links::new) {
+        let (links, link_errors) = match config.links.as_ref().map(LinksConfig::compile) {
             None => (None, Vec::new()),
             Some(Ok(links)) => {
                 let inbox_errors = links.inbox_refused().map(ToString::to_string);

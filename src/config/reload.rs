@@ -13,17 +13,13 @@
 //! the gate's binding guard and the link routes follow it themselves.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
-use schemars::JsonSchema;
 use serde_json::{json, Value};
 
 use super::cell::ConfigCell;
 use super::{last_good, schema, ApprovalConfig, ConfigError, Snapshot, CONFIG_ID};
 use crate::engine::{CallError, Engine, Entry, ErrorCode};
-use crate::functions::{register_shaped, Ack};
-use crate::worker::Worker;
 
 /// `approval::on-config-change`.
 pub(crate) const ID: &str = "approval::on-config-change";
@@ -209,15 +205,10 @@ fn report(snapshot: &Snapshot) {
     );
 }
 
-/// Re-reads, validates and swaps the configuration snapshot.
-pub(crate) async fn reload(worker: &Worker) -> Result<(), ReloadError> {
-    reload_into(&worker.engine, &worker.config).await
-}
-
 /// Re-reads the entry into `cell`: a value whose rules compile replaces the
 /// snapshot and is kept as the last good one; one whose rules do not keeps
 /// the snapshot in force (or lockdown) and reports its errors.
-async fn reload_into(engine: &Engine, cell: &ConfigCell) -> Result<(), ReloadError> {
+pub(crate) async fn reload(engine: &Engine, cell: &ConfigCell) -> Result<(), ReloadError> {
     let mut persisted = cell.reloading.lock().await;
     let value = engine
         .configuration_get(CONFIG_ID, false)
@@ -233,38 +224,4 @@ async fn reload_into(engine: &Engine, cell: &ConfigCell) -> Result<(), ReloadErr
         last_good::write(engine, &mut persisted, &config).await;
     }
     Ok(())
-}
-
-/// A `configuration` change event; the worker re-reads the entry rather
-/// than trust it.
-// Only a schema: the handler takes the payload as raw JSON and ignores it.
-#[derive(JsonSchema)]
-#[allow(dead_code)]
-pub(crate) struct ConfigurationEvent {
-    /// Always `configuration`.
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
-    /// `configuration:registered`, `configuration:updated` or `configuration:deleted`.
-    pub event_type: Option<String>,
-    /// The entry's id (`approval-gate`).
-    pub id: Option<String>,
-    /// The value before the change.
-    pub old_value: Option<Value>,
-    /// The value after the change.
-    pub new_value: Option<Value>,
-}
-
-/// Registers `approval::on-config-change`.
-pub(crate) fn register(worker: &Arc<Worker>) {
-    register_shaped::<ConfigurationEvent, _, _, _>(
-        worker,
-        ID,
-        "Internal (configuration trigger): re-reads the approval-gate entry and swaps the compiled policy.",
-        |w, _event: Value| async move {
-            if let Err(err) = reload(&w).await {
-                tracing::error!(error = %err, "configuration reload failed; keeping the last good configuration");
-            }
-            Ok(Ack { ok: true })
-        },
-    );
 }

@@ -8,7 +8,7 @@ use super::{
     DEFAULT_BINDING_CHECK_INTERVAL_MS, DEFAULT_GATE_PRIORITY, DEFAULT_GRANT_REASK_LIMIT,
     DEFAULT_RELEASE_TIMEOUT_MS, DEFAULT_RESOLVE_WAIT_MS,
 };
-use crate::links::token::MIN_SECRET_CHARS;
+use crate::link_token::token::MIN_SECRET_CHARS;
 use crate::policy::MIN_DEADLINE_MS;
 
 /// The JSON schema (draft-07) registered with the entry: titles, descriptions,

@@ -23,7 +23,7 @@ use crate::config::ApprovalConfig;
 use crate::error::{validate_function_id, validate_id, ApprovalError};
 use crate::functions::register_typed;
 use crate::gate::{settings_unknown, GATE_UNAVAILABLE};
-use crate::inbox::{timeout_ms, HoldLimits};
+use crate::pending::{timeout_ms, HoldLimits};
 use crate::policy::{
     decide_with, Call, CompiledRules, CompiledSettings, DecideOptions, TraceStep, Verdict,
 };

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{validate_id, ApprovalError, StateError};
 use crate::folders::GrantScope;
 use crate::functions::register_typed;
-use crate::inbox::{StoreError, Via};
+use crate::pending::{StoreError, Via};
 use crate::release::{Answer, Decision, Request};
 use crate::worker::Worker;
 

@@ -166,7 +166,7 @@ mod tests {
     use crate::engine::SessionContext;
     use crate::hook::parse_hook_input;
     use crate::hook::record::build_record;
-    use crate::inbox::RecordKind;
+    use crate::pending::RecordKind;
     use crate::redact::calls;
 
     fn input(function_id: &str) -> HookInput {

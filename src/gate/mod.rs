@@ -23,7 +23,7 @@ use crate::functions::register_hook;
 use crate::hook::budget::Deadline;
 use crate::hook::record;
 use crate::hook::{deny, parse_hook_input, HookCall, HookInput, HookOutput};
-use crate::inbox::{HoldLimits, RecordKind, Written};
+use crate::pending::{HoldLimits, RecordKind, Written};
 use crate::settings::Known;
 use crate::worker::Worker;
 

@@ -16,7 +16,7 @@ use std::path::{Component, Path};
 
 use serde_json::Value;
 
-use crate::inbox::GrantRequest;
+use crate::pending::GrantRequest;
 
 /// The jail-scope error codes.
 pub const JAIL_CODES: &[&str] = &["S215", "S220", "C215", "C218"];

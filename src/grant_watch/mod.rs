@@ -27,7 +27,7 @@ use crate::hook::budget::Deadline;
 use crate::hook::record::FS_SCOPE;
 use crate::hook::record::{build_record, session_context, set_deadlines, SESSION_BUDGET};
 use crate::hook::{parse_hook_input, HookCall, HookInput, HookOutput};
-use crate::inbox::{AccessRequest, GrantRequest, HoldLimits, RecordKind};
+use crate::pending::{AccessRequest, GrantRequest, HoldLimits, RecordKind};
 use crate::worker::Worker;
 use hint::{contains, recognise};
 

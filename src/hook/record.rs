@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::protocol::{HookCall, HookInput};
 use crate::config::ApprovalConfig;
 use crate::engine::{Engine, SessionContext};
-use crate::inbox::{deadlines, HoldLimits, Metadata, PendingRecord, RecordKind};
+use crate::pending::{deadlines, HoldLimits, Metadata, PendingRecord, RecordKind};
 use crate::redact::{redact, redact_text};
 
 /// The argument today's harness stamps onto shell, coder and pipe calls:

@@ -14,13 +14,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::cursor;
-use super::index::ListQuery;
-use super::record::PendingRecord;
-use super::record::ShownRecord;
 use crate::error::{validate_id, ApprovalError};
 use crate::functions::register_typed;
-use crate::links::Links;
+use crate::link_token::Links;
+use crate::pending::cursor;
+use crate::pending::index::ListQuery;
+use crate::pending::PendingRecord;
+use crate::pending::ShownRecord;
 use crate::worker::Worker;
 
 /// `approval::list-pending`.
@@ -119,7 +119,7 @@ pub(crate) fn list_pending(
 /// A record with its `approval_url` when links are on.
 fn shown(links: Option<&Links>, record: Arc<PendingRecord>) -> ShownRecord {
     ShownRecord {
-        approval_url: links.and_then(|links| links.approval_url(&record)),
+        approval_url: links.and_then(|links| record.approval_url(links)),
         record,
     }
 }

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::page::GoneReason;
-use crate::inbox::{Outcome, Removal};
+use crate::pending::{Outcome, Removal};
 
 /// The request object `iii-http` sends: the fields the worker reads (the
 /// others are ignored; the request path is never read, so never logged).

@@ -3,12 +3,14 @@
 //! that a human can open on a phone to decide it, and the inbox page that
 //! lists them.
 //!
-//! The pure core: tokens ([`token`]), the inbox's bearer check ([`bearer`]),
-//! the pages with their headers ([`page`]), the HTTP request/response shapes
-//! and the same-origin check ([`http`]), the compiled configuration
-//! (`setup`). The thin shell, `serve`, registers the three HTTP functions,
-//! binds their routes while links are on, looks records up and decides
-//! through `decision::resolve::decide`, the path `approval::resolve` takes.
+//! The pure core: tokens, the inbox's bearer check and the compiled
+//! configuration live below the surfaces, in `crate::link_token` (the
+//! configuration compiles them, the pending inbox mints links with them);
+//! here are the pages with their headers ([`page`]) and the HTTP
+//! request/response shapes and the same-origin check ([`http`]). The thin
+//! shell, `serve`, registers the three HTTP functions, binds their routes
+//! while links are on, looks records up and decides through the one release
+//! path, the one `approval::resolve` takes.
 //!
 //! # Token format
 //!
@@ -17,8 +19,8 @@
 //! `0x01 ‖ kind ‖ pending_at (u64 BE) ‖ u16 len ‖ session_id ‖ u16 len ‖ function_call_id`
 //! followed by its 32-byte tag
 //! `HMAC-SHA256(links.secret, "approval-gate/link/v1" ‖ 0x00 ‖ payload)`.
-//! Ids are at most [`token::MAX_ID_BYTES`] UTF-8 bytes each (a record with a
-//! longer id gets no link), so a token is at most [`token::MAX_TOKEN_LEN`]
+//! Ids are at most `MAX_ID_BYTES` UTF-8 bytes each (a record with a
+//! longer id gets no link), so a token is at most `MAX_TOKEN_LEN`
 //! characters and anything longer is refused unread. A token for a UUID
 //! session id and a 30-character call id is 150 characters.
 //!
@@ -72,12 +74,8 @@
 //! script ([`page::content_security_policy`]); `Referrer-Policy` keeps the
 //! token out of any other site's logs, `no-store` out of caches.
 
-pub mod bearer;
 pub mod http;
 pub mod page;
 mod serve;
-mod setup;
-pub mod token;
 
 pub(crate) use serve::{register, LinkRoutes, DECIDE_ID, HTTP, INBOX_ID, PAGE_ID};
-pub(crate) use setup::Links;

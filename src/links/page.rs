@@ -27,7 +27,7 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::token::Kind;
+use crate::link_token::token::Kind;
 
 #[cfg(test)]
 mod tests;

@@ -24,12 +24,13 @@ use tokio::sync::watch;
 
 use super::http::{gone_reason, same_origin_json, HttpRequest, HttpResponse};
 use super::page::{self, CallView, GoneReason, InboxRow};
-use super::setup::Links;
-use super::token::{Kind, Revision, TokenError};
 use crate::config::Snapshot;
 use crate::decision::resolve::{operator_reason, response, ResolveDecision};
 use crate::folders::GrantScope;
-use crate::inbox::{list_pending, ListPendingRequest, PendingRecord, RecordKind, Via};
+use crate::inbox::{list_pending, ListPendingRequest};
+use crate::link_token::token::{Kind, Revision, TokenError};
+use crate::link_token::Links;
+use crate::pending::{PendingRecord, RecordKind, Via};
 use crate::release::{Answer, Decision, Request};
 use crate::schema::schema_of;
 use crate::worker::Worker;
@@ -375,7 +376,8 @@ fn inbox(worker: &Worker, request: &HttpRequest) -> HttpResponse {
     HttpResponse::html(200, page::inbox_page(&inbox_rows, more))
 }
 
-/// The `http` bindings of the three routes, made while links are on.
+/// The `http` bindings of the three routes, made while links are on. Owned
+/// by the task that follows the configuration (boot makes the first sync).
 #[derive(Default)]
 pub(crate) struct LinkRoutes {
     bound: tokio::sync::Mutex<Vec<Trigger>>,
@@ -387,12 +389,16 @@ impl LinkRoutes {
     /// change is missed) syncs the routes. Between changes it waits on the
     /// channel alone and reads the cell like any reader, so a reload never
     /// waits for it. Ends when the connection ends for good.
-    pub(crate) async fn follow(worker: Arc<Worker>, mut changes: watch::Receiver<Arc<Snapshot>>) {
+    pub(crate) async fn follow(
+        self,
+        worker: Arc<Worker>,
+        mut changes: watch::Receiver<Arc<Snapshot>>,
+    ) {
         while changes.changed().await.is_ok() {
             if worker.engine.iii().fatal_error().is_some() {
                 return;
             }
-            worker.link_routes.sync(&worker).await;
+            self.sync(&worker).await;
         }
     }
 

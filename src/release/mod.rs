@@ -41,7 +41,7 @@ use std::time::Duration;
 use crate::config::ConfigCell;
 use crate::engine::{CallError, Engine, ReleaseAction};
 use crate::folders::{contains, Folders, GrantScope};
-use crate::inbox::{
+use crate::pending::{
     timeout_denial, Claim, NoteDecision, Outcome, PendingRecord, PendingStore, RecordKind,
     ReleaseNote, StoreError, Take, Via,
 };

@@ -10,7 +10,7 @@ use futures_util::stream::{self, StreamExt};
 
 use super::{Answer, Releaser};
 use crate::engine::{CallError, ErrorCode};
-use crate::inbox::{NoteDecision, RecordKey};
+use crate::pending::{NoteDecision, RecordKey};
 
 /// Releases recovered at once.
 const CONCURRENCY: usize = 8;

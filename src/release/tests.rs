@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::config::{ApprovalConfig, Snapshot};
-use crate::inbox::GrantRequest;
+use crate::pending::GrantRequest;
 
 /// What the fake harness does with a resolve.
 #[derive(Clone, Copy, PartialEq, Eq)]

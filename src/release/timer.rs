@@ -35,7 +35,7 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::{Answer, Decision, Releaser, Request};
-use crate::inbox::{PendingRecord, PendingStore, Via};
+use crate::pending::{PendingRecord, PendingStore, Via};
 use crate::time::now_ms;
 
 /// Records acted on at once (each is one harness call and two state calls).

@@ -6,7 +6,7 @@ use regex::Regex;
 use serde_json::json;
 
 use super::*;
-use crate::links::token::{sign, LinkSecret, Revision};
+use crate::link_token::token::{sign, LinkSecret, Revision};
 
 /// What agents have been seen to put where a page shows text.
 const HOSTILE: &[&str] = &[

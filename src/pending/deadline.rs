@@ -134,7 +134,7 @@ mod tests {
 
     use super::*;
     use crate::engine::Release;
-    use crate::inbox::GrantRequest;
+    use crate::pending::GrantRequest;
 
     fn config(timeout: Option<u64>, escalate: Option<u64>) -> ApprovalConfig {
         ApprovalConfig {

@@ -326,7 +326,7 @@ impl Events {
             .load()
             .links
             .as_ref()
-            .and_then(|links| links.approval_url(record));
+            .and_then(|links| record.approval_url(links));
         let payload = PendingCreated {
             record: record.clone(),
             approval_url,
@@ -354,7 +354,7 @@ impl Events {
             .load()
             .links
             .as_ref()
-            .and_then(|links| links.approval_url(record));
+            .and_then(|links| record.approval_url(links));
         let payload = PendingEscalated {
             record: record.clone(),
             approval_url,

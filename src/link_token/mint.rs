@@ -6,20 +6,8 @@
 //! that cannot be used (shorter than [`MIN_SECRET_CHARS`], like the secret)
 //! turns only the inbox page off. Either is reported, never with the value.
 
-use crate::config::LinksConfig;
-use crate::inbox::{PendingRecord, RecordKind};
-
 use super::bearer::{InboxToken, InboxTokenError};
 use super::token::{self, Kind, LinkSecret, Revision, SecretError, TokenError, MIN_SECRET_CHARS};
-
-impl From<RecordKind> for Kind {
-    fn from(kind: RecordKind) -> Kind {
-        match kind {
-            RecordKind::Function => Kind::Function,
-            RecordKind::FolderAccess | RecordKind::FilesystemAccess => Kind::FolderAccess,
-        }
-    }
-}
 
 /// Why a configured `links` cannot be used (links are then off, or only the
 /// inbox page for an inbox token; `approval::health` reports it). No variant
@@ -62,15 +50,18 @@ impl Links {
     /// Checks and keys a `links` configuration. An inbox token that cannot
     /// be used leaves links on and the inbox page off
     /// ([`Links::inbox_refused`] says why).
-    pub(crate) fn new(config: &LinksConfig) -> Result<Links, LinksError> {
-        let secret = LinkSecret::new(config.secret.expose())?;
-        let (base_url, origin) = base_and_origin(&config.public_base_url)?;
-        let (inbox, inbox_refused) =
-            match config.inbox_token.as_ref().map(|t| inbox_token(t.expose())) {
-                None => (None, None),
-                Some(Ok(token)) => (Some(token), None),
-                Some(Err(err)) => (None, Some(err)),
-            };
+    pub(crate) fn new(
+        secret: &str,
+        public_base_url: &str,
+        inbox_token_text: Option<&str>,
+    ) -> Result<Links, LinksError> {
+        let secret = LinkSecret::new(secret)?;
+        let (base_url, origin) = base_and_origin(public_base_url)?;
+        let (inbox, inbox_refused) = match inbox_token_text.map(inbox_token) {
+            None => (None, None),
+            Some(Ok(token)) => (Some(token), None),
+            Some(Err(err)) => (None, Some(err)),
+        };
         Ok(Links {
             secret,
             base_url,
@@ -87,14 +78,14 @@ impl Links {
 
     /// The record's `approval_url`; `None` for ids no link can name (longer
     /// than [`token::MAX_ID_BYTES`]).
-    pub(crate) fn approval_url(&self, record: &PendingRecord) -> Option<String> {
-        let revision = Revision::new(
-            &record.session_id,
-            &record.function_call_id,
-            record.pending_at,
-            record.kind.into(),
-        )
-        .ok()?;
+    pub(crate) fn approval_url(
+        &self,
+        session_id: &str,
+        function_call_id: &str,
+        pending_at: u64,
+        kind: Kind,
+    ) -> Option<String> {
+        let revision = Revision::new(session_id, function_call_id, pending_at, kind).ok()?;
         Some(format!(
             "{}/approvals/{}",
             self.base_url,
@@ -153,16 +144,26 @@ fn base_and_origin(text: &str) -> Result<(String, String), LinksError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Secret;
 
     const SECRET: &str = "0123456789abcdef0123456789abcdef";
 
-    fn config(base: &str) -> LinksConfig {
-        LinksConfig {
-            secret: Secret::new(SECRET),
-            public_base_url: base.to_string(),
-            inbox_token: None,
+    /// The `links` configuration's three fields.
+    struct Config {
+        secret: String,
+        base: String,
+        inbox: Option<String>,
+    }
+
+    fn config(base: &str) -> Config {
+        Config {
+            secret: SECRET.to_string(),
+            base: base.to_string(),
+            inbox: None,
         }
+    }
+
+    fn new(c: &Config) -> Result<Links, LinksError> {
+        Links::new(&c.secret, &c.base, c.inbox.as_deref())
     }
 
     #[test]
@@ -189,7 +190,7 @@ mod tests {
                 "https://corp.example",
             ),
         ] {
-            let links = Links::new(&config(base)).unwrap();
+            let links = new(&config(base)).unwrap();
             assert_eq!(links.base_url, want_base, "{base}");
             assert_eq!(links.origin(), want_origin, "{base}");
         }
@@ -207,7 +208,7 @@ mod tests {
             "javascript:alert(1)",
         ] {
             assert!(
-                matches!(Links::new(&config(base)), Err(LinksError::BaseUrl(_))),
+                matches!(new(&config(base)), Err(LinksError::BaseUrl(_))),
                 "{base}"
             );
         }
@@ -216,8 +217,8 @@ mod tests {
     #[test]
     fn a_short_secret_is_refused() {
         let mut short = config("https://gate.example");
-        short.secret = Secret::new("too short");
-        assert!(matches!(Links::new(&short), Err(LinksError::Secret(_))));
+        short.secret = "too short".to_string();
+        assert!(matches!(new(&short), Err(LinksError::Secret(_))));
     }
 
     #[test]
@@ -226,8 +227,8 @@ mod tests {
         assert_eq!(short_token.chars().count(), MIN_SECRET_CHARS - 1);
         for token in [short_token, "", "q7x", &" ".repeat(MIN_SECRET_CHARS)] {
             let mut with = config("https://gate.example");
-            with.inbox_token = Some(Secret::new(token));
-            let links = Links::new(&with).expect("links stay on");
+            with.inbox = Some(token.to_string());
+            let links = new(&with).expect("links stay on");
             assert!(links.inbox().is_none(), "{token:?}");
             let why = links.inbox_refused().expect("reported").to_string();
             assert!(why.contains("links.inbox_token"), "{why}");
@@ -237,8 +238,8 @@ mod tests {
             }
         }
         let mut long = config("https://gate.example");
-        long.inbox_token = Some(Secret::new("é".repeat(MIN_SECRET_CHARS)));
-        let links = Links::new(&long).expect("links on");
+        long.inbox = Some("é".repeat(MIN_SECRET_CHARS));
+        let links = new(&long).expect("links on");
         assert!(
             links.inbox().is_some(),
             "32 characters (not bytes) are enough"
@@ -248,14 +249,10 @@ mod tests {
 
     #[test]
     fn an_approval_url_carries_a_token_for_the_records_revision() {
-        let links = Links::new(&config("https://gate.example/")).unwrap();
-        let record: PendingRecord = serde_json::from_value(serde_json::json!({
-            "session_id": "s_1", "turn_id": "t_1", "function_call_id": "c_1",
-            "function_id": "shell::run", "kind": "folder_access",
-            "arguments_excerpt": {}, "pending_at": 42
-        }))
-        .unwrap();
-        let url = links.approval_url(&record).unwrap();
+        let links = new(&config("https://gate.example/")).unwrap();
+        let url = links
+            .approval_url("s_1", "c_1", 42, Kind::FolderAccess)
+            .unwrap();
         let token = url.strip_prefix("https://gate.example/approvals/").unwrap();
         let revision = links.verify(token).unwrap();
         assert_eq!(revision.session_id(), "s_1");

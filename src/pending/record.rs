@@ -10,6 +10,8 @@ use serde_json::{Map, Value};
 
 pub use super::compact::{JsonText, Metadata};
 use crate::engine::{Release, ReleaseAction};
+use crate::link_token::token::Kind;
+use crate::link_token::Links;
 use crate::policy::DenialEnvelope;
 
 /// Which prompt a console renders for a record.
@@ -50,6 +52,16 @@ impl RecordKind {
     /// prompt are one prompt).
     pub fn same_prompt(self, other: RecordKind) -> bool {
         self == other || (self.is_folder() && other.is_folder())
+    }
+}
+
+impl From<RecordKind> for Kind {
+    /// A link names a function hold or a folder prompt (either spelling).
+    fn from(kind: RecordKind) -> Kind {
+        match kind {
+            RecordKind::Function => Kind::Function,
+            RecordKind::FolderAccess | RecordKind::FilesystemAccess => Kind::FolderAccess,
+        }
     }
 }
 
@@ -258,6 +270,17 @@ impl SortKey {
 }
 
 impl PendingRecord {
+    /// The page where a human decides this revision, while links are on
+    /// (none for an id too long to sign).
+    pub(crate) fn approval_url(&self, links: &Links) -> Option<String> {
+        links.approval_url(
+            &self.session_id,
+            &self.function_call_id,
+            self.pending_at,
+            self.kind.into(),
+        )
+    }
+
     /// The record's identity.
     pub fn key(&self) -> RecordKey {
         (self.session_id.clone(), self.function_call_id.clone())

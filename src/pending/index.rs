@@ -489,7 +489,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::inbox::RecordKind;
+    use crate::pending::RecordKind;
 
     fn rec(
         pending_at: u64,

@@ -1,0 +1,12 @@
+//! Approval links' tokens, below every surface (`architecture/contract.md`
+//! § Approval links and the inbox page; the format and what a token proves
+//! are in `crate::links`): signed one-revision tokens ([`token`]), the
+//! inbox's bearer check ([`bearer`]) and the compiled `links` configuration
+//! that mints a record's `approval_url` ([`mint`]). The configuration compiles
+//! it, the pending inbox mints with it, the link surface verifies with it.
+
+pub mod bearer;
+pub(crate) mod mint;
+pub mod token;
+
+pub(crate) use mint::{Links, LinksError};
