@@ -43,3 +43,4 @@ mod redaction;
 mod release;
 mod security;
 mod standby;
+mod today;
