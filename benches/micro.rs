@@ -26,10 +26,9 @@ const INDEX_SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 fn session() -> CompiledSettings {
     let entry = |id: &str| Entry::new(id, 0, GrantedBy::UserClick);
     CompiledSettings::new(&ApprovalSettings {
-        mode: Mode::Manual,
         always_allow: vec![entry("state::get"), entry("mcp::*::read")],
         approved_always: vec![entry("coder::*"), entry("web::fetch")],
-        mode_set_at: 0,
+        ..ApprovalSettings::new(Mode::Manual)
     })
 }
 
@@ -106,10 +105,9 @@ fn bench_decide_v2(c: &mut Criterion) {
     });
     approved.extend([entry("coder::*"), entry("web::fetch")]);
     let settings = CompiledSettings::new(&ApprovalSettings {
-        mode: Mode::Manual,
         always_allow: vec![entry("state::get"), entry("mcp::*::read")],
         approved_always: approved,
-        mode_set_at: 0,
+        ..ApprovalSettings::new(Mode::Manual)
     });
     let cases: Vec<(&str, &str, Option<Value>)> = vec![
         ("ask_hit", "ask42::deploy", None),
@@ -175,10 +173,9 @@ fn bench_decide_parts(c: &mut Criterion) {
         arguments: None,
     };
     let bare = CompiledSettings::new(&ApprovalSettings {
-        mode: Mode::Manual,
         always_allow: Vec::new(),
         approved_always: Vec::new(),
-        mode_set_at: 0,
+        ..ApprovalSettings::new(Mode::Manual)
     });
     let granted = session();
     let empty = CompiledRules::empty();

@@ -46,6 +46,7 @@ mod release;
 mod schema;
 mod settings;
 mod shutdown;
+mod terms;
 mod time;
 mod worker;
 
@@ -78,17 +79,18 @@ pub use pending::{
     SortKey, LOAD_CONCURRENCY, PENDING_CREATED, PENDING_ESCALATED, PENDING_RESOLVED,
 };
 pub use policy::{
-    builtin_guard, decide, decide_with, default_rules, is_guarded_scope, is_human_only,
-    ArgConstraint, Basis, Call, CompiledRules, CompiledSettings, ConstraintOp, DecideOptions,
-    Decision, DenialEnvelope, Family, GrantRef, Guard, Outcome, Probe, RuleAction, RuleError,
-    RuleExamples, RuleObject, RulePrecedence, RuleSpec, Step, TraceStep, Verdict, HUMAN_ONLY_RULE,
+    builtin_guard, decide, decide_with, default_rules, is_guarded_scope, is_human_only, Basis,
+    Call, CompiledRules, CompiledSettings, DecideOptions, Decision, DenialEnvelope, Family,
+    GrantRef, Guard, Outcome, Probe, RuleAction, RuleError, RuleExamples, RuleObject,
+    RulePrecedence, RuleSpec, Step, TraceStep, Verdict, HUMAN_ONLY_RULE, LOCKDOWN_RULE,
     MIN_DEADLINE_MS,
 };
 pub use redact::{
     is_secret_key, redact, redact_text, MAX_DEPTH, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_STRING_CHARS,
     REDACTED, SECRET_NAMES,
 };
-pub use settings::{ApprovalSettings, Bounds, Entry, GrantList, GrantedBy, Mode};
+pub use settings::{ApprovalSettings, Bounds, Entry, GrantList, GrantedBy};
+pub use terms::{ArgConstraint, ConstraintOp, Mode};
 
 /// Every state scope the worker reads or writes. Each falls under the
 /// prefix the gate guards: no agent call can reach the gate's own state.

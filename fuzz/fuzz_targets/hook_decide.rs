@@ -15,11 +15,11 @@ use approval_gate::{
     build_record, builtin_guard, explain, is_valid_id, judge, parse_hook_input, redact,
     ApprovalConfig, ApprovalSettings, CompiledRules, CompiledSettings, DenialEnvelope, Entry,
     GrantedBy, HookInput, HookOutput, Judgement, Mode, PendingRecord, RecordKind, RulePrecedence,
-    RuleSpec, SessionContext, Snapshot, WireVerdict, HUMAN_ONLY_RULE,
+    RuleSpec, SessionContext, Snapshot, WireVerdict, HUMAN_ONLY_RULE, LOCKDOWN_RULE,
 };
-use approval_gate_fuzz::reference::pattern_matches;
 use approval_gate_fuzz::walk::redaction_violation;
 use approval_gate_fuzz::{dismantle, nest_arrays};
+use approval_gate_reference::pattern_matches;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Map, Value};
 
@@ -67,10 +67,9 @@ fn settings(mode: Mode, always_allow: &[&str], approved_always: &[&str]) -> Appr
     let mut approved = entries(approved_always);
     approved.extend(bounded());
     ApprovalSettings {
-        mode,
         always_allow: entries(always_allow),
         approved_always: approved,
-        mode_set_at: 0,
+        ..ApprovalSettings::new(mode)
     }
 }
 
@@ -144,6 +143,17 @@ static FIXTURES: LazyLock<Vec<Fixture>> = LazyLock::new(|| {
                 extra_guards,
             });
         }
+        // The lockdown (no configuration ever compiled), under grants that
+        // would allow everything.
+        let everything = settings(Mode::Full, &["*"], &["*"]);
+        out.push(Fixture {
+            name: "lockdown",
+            mode: Mode::Full,
+            settings: CompiledSettings::new(&everything),
+            rules: CompiledRules::lockdown().with_precedence(precedence),
+            config: ApprovalConfig::default(),
+            extra_guards: Vec::new(),
+        });
     }
     out
 });
@@ -283,6 +293,12 @@ fn check_explained(fixture: &Fixture, input: &HookInput, judgement: &Judgement<'
     let (verdict, rule, reason, deadline) = match judgement {
         Judgement::Continue { rule, .. } => (WireVerdict::Allow, *rule, None, None),
         Judgement::Deny { reason, rule } => (WireVerdict::Deny, *rule, Some(reason.as_str()), None),
+        Judgement::Hold { ask: None } if fixture.rules.is_lockdown() => (
+            WireVerdict::NeedsApproval,
+            Some(LOCKDOWN_RULE),
+            None,
+            fixture.config.pending_timeout_ms,
+        ),
         Judgement::Hold { ask } => (
             WireVerdict::NeedsApproval,
             ask.map(|a| a.rule_id),
@@ -366,7 +382,14 @@ fuzz_target!(|data: &[u8]| {
                 fixture.name
             );
         }
-        if !guarded && ids_ok && fixture.mode == Mode::Full {
+        if !guarded && ids_ok && fixture.rules.is_lockdown() {
+            // The lockdown holds every other call, whatever the grants.
+            assert!(
+                matches!(judgement, Judgement::Hold { ask: None }),
+                "{}: {judgement:?}",
+                fixture.name
+            );
+        } else if !guarded && ids_ok && fixture.mode == Mode::Full {
             // Full mode: only an ask rule (a human floor) holds, and under
             // first_match nothing denies.
             assert!(

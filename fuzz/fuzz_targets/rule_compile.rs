@@ -5,10 +5,11 @@
 //! `human_only_extra`) → `ApprovalConfig::from_value` → `Snapshot::compile`.
 //! Never panics; compile errors carry valid indices; when the rules compile,
 //! every example agrees with the naive reference's reading of its rule, and
-//! `decide` on arbitrary calls agrees with the naive reference ladder under
-//! both precedences — for arbitrary settings (bounded, argument-scoped and
-//! seed entries) and for the configuration's defaults — and `explain`
-//! agrees with `decide`.
+//! `decide` on arbitrary calls agrees with the naive reference ladder
+//! (`approval-gate-reference`) under both precedences and in the lockdown —
+//! for arbitrary settings (bounded, argument-scoped, exact and pattern
+//! entries, stored seed entries, suppressed seeds) and for the
+//! configuration's defaults — and `explain` agrees with `decide`.
 
 #![no_main]
 
@@ -18,7 +19,7 @@ use approval_gate::{
     Snapshot, Verdict, WireVerdict,
 };
 use approval_gate_fuzz::gen::Gen;
-use approval_gate_fuzz::reference::{outcome_of, Policy, RefRule};
+use approval_gate_reference::{outcome_of, wall_clock_ms, At, Policy, RefRule};
 use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Map, Value};
@@ -33,11 +34,36 @@ fn mode_text(g: &mut Gen) -> Result<Value> {
     })
 }
 
+/// Command lines a prefix constraint can meet: separators, substitutions,
+/// quotes, argv arrays.
+const COMMANDS: [&str; 10] = [
+    "git status",
+    "git status --short",
+    "git statusx",
+    "git status; id",
+    "git status $(id)",
+    "git log 'open",
+    "rm -rf /",
+    "ls && rm x",
+    "git ",
+    "",
+];
+
+fn command(g: &mut Gen) -> Result<Value> {
+    Ok(match g.u.int_in_range(0..=3)? {
+        0 => json!(["git", "status", *g.u.choose(&COMMANDS)?]),
+        1 => json!([*g.u.choose(&["rm", "git"])?, 1, true]),
+        _ => json!(*g.u.choose(&COMMANDS)?),
+    })
+}
+
 fn constraint(g: &mut Gen) -> Result<Value> {
-    Ok(match g.u.int_in_range(0..=7)? {
+    Ok(match g.u.int_in_range(0..=9)? {
         0 | 1 => json!({"equals": g.value(3)?}),
-        2..=4 => json!({"matches": g.regex()?}),
-        5 | 6 => json!({"prefix": g.string()?}),
+        2 => json!({"equals": *g.u.choose(&[json!(1), json!(1.0), json!(["git", "status"])])?}),
+        3..=5 => json!({"matches": g.regex()?}),
+        6 => json!({"prefix": g.string()?}),
+        7 | 8 => json!({"prefix": *g.u.choose(&COMMANDS)?}),
         _ => g.value(2)?,
     })
 }
@@ -134,8 +160,9 @@ fn rule(g: &mut Gen) -> Result<Value> {
 
 /// Allow-list entries: unbounded mostly, else expired (at 0 or 1 ms since
 /// the epoch) or never expiring, with uses left or used up, with argument
-/// constraints (which may not compile: the entry then matches nothing), or
-/// seeded from a rule.
+/// constraints (which may not compile: the entry then matches nothing);
+/// exact or pattern; or a seed entry a record was stored with before seeds
+/// were derived (ignored).
 fn entries(g: &mut Gen) -> Result<Vec<Entry>> {
     let n = g.u.int_in_range(0..=3)?;
     let mut out = Vec::new();
@@ -145,7 +172,13 @@ fn entries(g: &mut Gen) -> Result<Vec<Entry>> {
         } else {
             GrantedBy::UserClick
         };
-        let mut entry = Entry::new(g.glob()?, 0, by);
+        let id = if g.u.ratio(1, 3)? {
+            g.function_id()?
+        } else {
+            g.glob()?
+        };
+        let mut entry = Entry::new(id, 0, by);
+        entry.pattern = g.u.ratio(1, 2)?;
         if g.u.ratio(1, 2)? {
             entry.expires_at = *g.u.choose(&[None, Some(0), Some(1), Some(u64::MAX)])?;
             entry.uses_left = *g.u.choose(&[None, Some(0), Some(1), Some(5)])?;
@@ -171,10 +204,11 @@ fn arguments(g: &mut Gen) -> Result<Option<Value>> {
             let mut map = Map::new();
             for _ in 0..n {
                 let key = g.field()?.trim_start_matches('/').to_owned();
-                let value = match g.u.int_in_range(0..=3)? {
+                let value = match g.u.int_in_range(0..=4)? {
                     0 => Value::String(g.regex()?),
                     1 => json!({"b": g.value(2)?, "dry_run": true}),
                     2 => json!([g.value(1)?, {"k": g.value(1)?}]),
+                    3 => command(g)?,
                     _ => g.value(2)?,
                 };
                 map.insert(key, value);
@@ -198,17 +232,18 @@ fn agree(
         arguments: args,
     };
     let d = decide(compiled, rules, &call);
-    let expected = policy.decide(settings, fid, args);
+    let expected = policy.decide(settings, fid, args, At::time(wall_clock_ms()));
     assert_eq!(
         outcome_of(&d),
         expected,
         "{fid:?} {args:?} under {:?}",
         rules.precedence()
     );
+    assert_eq!(d.verdict, expected.verdict());
     let verdict = match &d.basis {
         Basis::HumanOnly { .. } => Verdict::Deny,
         Basis::Rule { index, action, .. } => {
-            assert_eq!(*action, policy.rules[*index].action());
+            assert_eq!(*action, policy.rules()[*index].action());
             match action {
                 RuleAction::Allow => Verdict::Allow,
                 RuleAction::Deny => Verdict::Deny,
@@ -216,10 +251,14 @@ fn agree(
             }
         }
         Basis::Ask { index, .. } => {
-            assert_eq!(policy.rules[*index].action(), RuleAction::Ask);
+            assert_eq!(policy.rules()[*index].action(), RuleAction::Ask);
             Verdict::Hold
         }
-        Basis::NoMatch => Verdict::Hold,
+        Basis::NoMatch | Basis::Lockdown => Verdict::Hold,
+        Basis::Seed { rule, .. } => {
+            assert_eq!(policy.rules()[*rule].action(), RuleAction::Allow);
+            Verdict::Allow
+        }
         Basis::ModeFull | Basis::ApprovedAlways { .. } | Basis::AlwaysAllow { .. } => {
             Verdict::Allow
         }
@@ -275,12 +314,12 @@ fn run(u: &mut Unstructured) -> Result<()> {
         config_json["human_only_extra"] = json!(extra_guards);
     }
     let mode = *g.u.choose(&[Mode::Manual, Mode::Auto, Mode::Full])?;
-    let settings = ApprovalSettings {
-        mode,
+    let mut settings = ApprovalSettings {
         always_allow: entries(&mut g)?,
         approved_always: entries(&mut g)?,
-        mode_set_at: 0,
+        ..ApprovalSettings::new(mode)
     };
+    let lockdown = g.u.ratio(1, 16)?;
     let ncalls = g.u.int_in_range(1..=6)?;
     let mut calls = Vec::new();
     for _ in 0..ncalls {
@@ -304,12 +343,23 @@ fn run(u: &mut Unstructured) -> Result<()> {
         }
     };
     assert_eq!(compiled.len(), specs.len());
-    let reference_rules: Vec<RefRule> = specs
-        .iter()
-        .map(|s| RefRule::of(s).expect("a compiled rule compiles alone"))
+    let reference = Policy::new(&specs).expect("a compiled rule compiles alone");
+    let seeds: Vec<String> = reference
+        .seeds()
+        .into_iter()
+        .map(|(glob, _)| glob)
         .collect();
-    // Examples are checked against the rule alone (glob and args).
-    for (spec, rule) in specs.iter().zip(&reference_rules) {
+    assert_eq!(compiled.auto_seed_globs(), seeds);
+    // Some seeds suppressed, as a human's remove-always-allow leaves them.
+    for (glob, _) in reference.seeds() {
+        if g.u.ratio(1, 3)? {
+            settings.suppressed_seeds.push(glob);
+        }
+    }
+    // Examples are checked against the rule alone (glob and args, read as
+    // the rule's action says).
+    for spec in &specs {
+        let rule = RefRule::of(spec).expect("a compiled rule compiles alone");
         if let RuleSpec::Object(obj) = spec {
             if let Some(examples) = &obj.examples {
                 for p in &examples.matching {
@@ -321,11 +371,18 @@ fn run(u: &mut Unstructured) -> Result<()> {
             }
         }
     }
-    let rules = compiled.with_precedence(precedence);
-    let policy = Policy {
-        rules: &reference_rules,
-        precedence,
-        extra_guards: &[],
+    let (rules, policy) = if lockdown {
+        (
+            CompiledRules::lockdown().with_precedence(precedence),
+            Policy::lockdown().with_precedence(precedence),
+        )
+    } else {
+        (
+            compiled.with_precedence(precedence),
+            Policy::new(&specs)
+                .expect("a compiled rule compiles alone")
+                .with_precedence(precedence),
+        )
     };
     let compiled_settings = CompiledSettings::new(&settings);
     for (fid, args) in &calls {
@@ -342,6 +399,9 @@ fn run(u: &mut Unstructured) -> Result<()> {
     // The configuration entry around the same rules, and its defaults.
     if let Ok(config) = ApprovalConfig::from_value(&config_json) {
         assert_eq!(config.rules, specs);
+        let rules = CompiledRules::compile(&specs)
+            .expect("compiled once")
+            .with_precedence(precedence);
         let defaults = default_settings(&config, &rules, 0);
         // Seeds: the allow rules that list `auto` and have no `args`, in
         // rule order, each glob once.
@@ -372,11 +432,10 @@ fn run(u: &mut Unstructured) -> Result<()> {
         assert_eq!(snapshot.rules.len(), specs.len());
         assert_eq!(snapshot.rules.precedence(), snapshot.config.rule_precedence);
         assert_eq!(snapshot.default_settings, defaults);
-        let policy = Policy {
-            rules: &reference_rules,
-            precedence: snapshot.config.rule_precedence,
-            extra_guards: &snapshot.config.human_only_extra,
-        };
+        let policy = Policy::new(&specs)
+            .expect("a compiled rule compiles alone")
+            .with_precedence(snapshot.config.rule_precedence)
+            .with_extra_guards(&snapshot.config.human_only_extra);
         for (fid, args) in &calls {
             agree(
                 &snapshot.defaults,

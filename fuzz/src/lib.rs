@@ -1,9 +1,10 @@
 //! Shared pieces of the fuzz targets: JSON values and policy texts built from
-//! fuzz input, the output checks the targets run, and a naive reference of
-//! the decision ladder to compare [`approval_gate::decide`] with.
+//! fuzz input, and the output checks the targets run. The naive reference
+//! of the decision ladder they compare [`approval_gate::decide`] with is the
+//! workspace crate `approval-gate-reference` (`../reference`), the same
+//! oracle the worker's property tests use.
 
 pub mod gen;
-pub mod reference;
 pub mod walk;
 
 use serde_json::Value;

@@ -401,6 +401,7 @@ pub fn default_settings(
             .collect(),
         approved_always: Vec::new(),
         mode_set_at: 0,
+        suppressed_seeds: Vec::new(),
     }
 }
 

@@ -4,7 +4,10 @@
 //! holds, never spends a grant's use.
 //!
 //! The gate and this function run the same ladder ([`decide_with`]); only
-//! the trace is extra, and [`explain`] is the whole of the difference.
+//! the trace is extra, and [`explain`] is the whole of the difference. In
+//! the lockdown (no configuration has ever compiled) every call but the
+//! human-only surface answers `needs_approval` with `rule_id: "lockdown"`
+//! and a `lockdown` trace step.
 //!
 //! # Format
 //!
@@ -171,4 +174,40 @@ pub(crate) fn register(worker: &Arc<Worker>) {
         "Run the gate's ladder for a call without writing or holding: verdict, matched rule, reason, rule-compile errors.",
         |w, r: EvaluateRequest| async move { evaluate(&w, &r).await },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::policy::{Outcome, Step};
+    use crate::settings::{ApprovalSettings, Entry, GrantedBy};
+    use crate::terms::Mode;
+
+    #[test]
+    fn rule_21_1_evaluate_in_lockdown_answers_needs_approval_with_rule_lockdown() {
+        let everything = ApprovalSettings {
+            always_allow: vec![Entry::new("*", 0, GrantedBy::UserClick)],
+            approved_always: vec![Entry::new("*", 0, GrantedBy::UserClick)],
+            ..ApprovalSettings::new(Mode::Full)
+        };
+        let settings = CompiledSettings::new(&everything);
+        let rules = CompiledRules::lockdown();
+        let config = ApprovalConfig::default();
+        let out = explain(&settings, &rules, &config, "shell::exec", Some(&json!({})));
+        assert_eq!(out.verdict, WireVerdict::NeedsApproval);
+        assert_eq!(out.rule_id.as_deref(), Some("lockdown"));
+        assert_eq!(
+            out.trace.last().map(|t| (t.step, t.outcome)),
+            Some((Step::Lockdown, Outcome::Hold))
+        );
+        let wire = serde_json::to_value(&out).expect("serializes");
+        assert_eq!(wire["verdict"], "needs_approval");
+        assert_eq!(wire["trace"][1]["step"], "lockdown");
+        // The human-only surface is still denied.
+        let out = explain(&settings, &rules, &config, "approval::resolve", None);
+        assert_eq!(out.verdict, WireVerdict::Deny);
+        assert_eq!(out.rule_id.as_deref(), Some("human_only_function"));
+    }
 }

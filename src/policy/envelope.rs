@@ -18,8 +18,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::args::ConstraintOp;
 use crate::redact::redact;
+use crate::terms::ConstraintOp;
 
 /// The envelope's schema version.
 const ENVELOPE_SCHEMA_VERSION: u32 = 1;

@@ -1,12 +1,18 @@
 //! A session's allow-lists prepared for matching (`architecture/contract.md`
-//! § Settings): each list's globs compiled once per settings change into one
-//! table, and each entry's bounds — seed, expiry, uses, argument
+//! § Settings): each list's patterns compiled once per settings change into
+//! one table, and each entry's bounds — expiry, uses, argument
 //! constraints — kept beside it for the ladder to check.
+//!
+//! Only a human's entries are compiled here. Seed entries come from the
+//! rules in force (`CompiledRules`), never from a stored record: a stored
+//! `granted_by: "seed"` entry (written before seeds were derived) is
+//! ignored, and the session's `suppressed_seeds` are kept for the ladder to
+//! pass those seeds over.
 
-use super::args::CompiledConstraint;
+use super::args::{compile_args, CompiledConstraint};
 use super::glob::{Pattern, PatternTable};
-use super::rules::compile_args;
-use crate::settings::{ApprovalSettings, Entry, GrantList, GrantedBy, Mode};
+use crate::settings::{ApprovalSettings, Entry, GrantList, GrantedBy};
+use crate::terms::Mode;
 
 /// One entry of a session's allow-lists, by position: what the gate spends a
 /// use of, and what a decision passes over when that write failed.
@@ -30,12 +36,9 @@ pub(crate) enum GrantArgs {
     Invalid,
 }
 
-/// What bounds one entry, beside its glob.
+/// What bounds one entry, beside its pattern.
 #[derive(Debug, Clone)]
 pub(crate) struct Bounds {
-    /// Materialised from an allow rule (`granted_by: "seed"`): it never
-    /// beats a deny rule.
-    pub(crate) seed: bool,
     pub(crate) expires_at: Option<u64>,
     pub(crate) used_up: bool,
     pub(crate) args: GrantArgs,
@@ -51,17 +54,24 @@ pub(crate) struct EntryList {
 }
 
 impl EntryList {
-    /// An entry whose glob does not compile matches only its exact text; if
-    /// the globs cannot be compiled together, the offenders (or, failing
-    /// that, every glob) fall back the same way: fewer allows, never more.
+    /// A human's entries of one list; seed entries are left out. An exact
+    /// entry (`pattern: false`) matches only its text. An entry whose glob
+    /// does not compile matches only its exact text too; if the globs cannot
+    /// be compiled together, the offenders (or, failing that, every glob)
+    /// fall back the same way: fewer allows, never more.
     fn new(entries: &[Entry]) -> EntryList {
+        let entries: Vec<Entry> = entries
+            .iter()
+            .filter(|e| e.granted_by != GrantedBy::Seed)
+            .cloned()
+            .collect();
         let patterns = |exact_only: &dyn Fn(u32) -> bool| -> Vec<(Pattern, u32)> {
             entries
                 .iter()
                 .zip(0u32..)
                 .map(|(entry, slot)| {
                     let text = entry.function_id.as_str();
-                    let pattern = if exact_only(slot) {
+                    let pattern = if !entry.pattern || exact_only(slot) {
                         Pattern::Exact(text.into())
                     } else {
                         Pattern::parse_or_exact(text)
@@ -82,7 +92,6 @@ impl EntryList {
         let bounds = entries
             .iter()
             .map(|e| Bounds {
-                seed: e.granted_by == GrantedBy::Seed,
                 expires_at: e.expires_at,
                 used_up: e.uses_left == Some(0),
                 args: match &e.args {
@@ -92,20 +101,22 @@ impl EntryList {
             })
             .collect();
         EntryList {
-            entries: entries.to_vec(),
+            entries,
             bounds,
             table,
         }
     }
 }
 
-/// A session's settings prepared for matching: the allow-list globs are
+/// A session's settings prepared for matching: the allow-list patterns are
 /// compiled once per settings change, not per call.
 #[derive(Debug, Clone)]
 pub struct CompiledSettings {
     pub(crate) mode: Mode,
     pub(crate) approved_always: EntryList,
     pub(crate) always_allow: EntryList,
+    /// The seeds a human removed from this session (their function ids).
+    pub(crate) suppressed_seeds: Box<[Box<str>]>,
 }
 
 impl CompiledSettings {
@@ -115,7 +126,17 @@ impl CompiledSettings {
             mode: settings.mode,
             approved_always: EntryList::new(&settings.approved_always),
             always_allow: EntryList::new(&settings.always_allow),
+            suppressed_seeds: settings
+                .suppressed_seeds
+                .iter()
+                .map(|id| id.as_str().into())
+                .collect(),
         }
+    }
+
+    /// Whether the session suppressed the seed for `function_id`.
+    pub(crate) fn suppresses(&self, function_id: &str) -> bool {
+        self.suppressed_seeds.iter().any(|id| **id == *function_id)
     }
 
     /// The session's mode.

@@ -2,8 +2,10 @@
 //! ladder the gate, `approval::evaluate` and the benches all run.
 //!
 //! The modules depend on each other in one direction only:
-//! `glob`, `args`, `guard` ← `rules` ← `grants` ← `decide` ← `reasons`;
-//! `trace` (the explained decision's steps) and `envelope` stand alone.
+//! `glob`, `command` ← `args`, `guard` ← `rules` ← `grants` ← `decide` ←
+//! `reasons`; `trace` (the explained decision's steps) and `envelope` stand
+//! alone. The wire words they share with the settings (`Mode`,
+//! `ArgConstraint`) live in the leaf `crate::terms`.
 //!
 //! Three stages, kept apart: the wire types ([`RuleSpec`]) are parsed by
 //! serde; [`CompiledRules::compile`] validates and compiles them once per
@@ -11,8 +13,13 @@
 //! one call against a [`CompiledSettings`] snapshot — no I/O, no locks, no
 //! allocation once warm. [`Decision::reason`] and [`DenialEnvelope`] turn a
 //! decision into what the model and the console see.
+//!
+//! The differential oracle of all this lives outside the product, in the
+//! workspace crate `approval-gate-reference` (`reference/`), shared by the
+//! property tests (`tests/it/properties.rs`) and the fuzz targets.
 
 mod args;
+mod command;
 mod decide;
 mod envelope;
 mod glob;
@@ -22,20 +29,16 @@ mod reasons;
 mod rules;
 mod trace;
 
-pub use args::ConstraintOp;
+pub use args::check_args;
 pub use decide::{
     decide, decide_with, Basis, Call, DecideOptions, Decision, Verdict, HUMAN_ONLY_RULE,
+    LOCKDOWN_RULE,
 };
 pub use envelope::DenialEnvelope;
 pub use grants::{CompiledSettings, GrantRef};
 pub use guard::{builtin_guard, is_guarded_scope, is_human_only, Family, Guard};
 pub use rules::{
-    check_args, default_rules, ArgConstraint, CompiledRules, Probe, RuleAction, RuleError,
-    RuleExamples, RuleObject, RulePrecedence, RuleSpec, MIN_DEADLINE_MS,
+    default_rules, CompiledRules, Probe, RuleAction, RuleError, RuleExamples, RuleObject,
+    RulePrecedence, RuleSpec, MIN_DEADLINE_MS,
 };
 pub use trace::{Outcome, Step, TraceStep};
-
-#[cfg(test)]
-mod perf;
-#[cfg(test)]
-mod reference;

@@ -9,14 +9,16 @@
 //! Allow and hold texts are short notes for logs and `approval::evaluate`.
 
 use super::args::MatchedConstraint;
-use super::decide::{Basis, Decision, Verdict, HUMAN_ONLY_RULE};
+use super::decide::{Basis, Decision, Verdict, HUMAN_ONLY_RULE, LOCKDOWN_RULE};
 
 impl<'r> Decision<'r> {
     /// The rule behind the decision: `human_only_function` for a human-only
-    /// target, the matching rule's id for a rule or ask decision, else `None`.
+    /// target, `lockdown` for a hold of the lockdown, the matching rule's id
+    /// for a rule or ask decision, else `None`.
     pub fn rule_id(&self) -> Option<&'r str> {
         match self.basis {
             Basis::HumanOnly { .. } => Some(HUMAN_ONLY_RULE),
+            Basis::Lockdown => Some(LOCKDOWN_RULE),
             Basis::Rule { rule_id, .. } | Basis::Ask { rule_id, .. } => Some(rule_id),
             _ => None,
         }
@@ -70,6 +72,13 @@ impl<'r> Decision<'r> {
                 "allowed: always_allow entry {} (session mode is auto)",
                 entry.function_id
             ),
+            (_, Basis::Seed { entry, rule }) => format!(
+                "allowed: always_allow seed entry {} of rule {rule} (session mode is auto)",
+                entry.function_id
+            ),
+            (_, Basis::Lockdown) => {
+                "held: lockdown (no configuration has compiled yet); a human decides".to_owned()
+            }
             (_, Basis::NoMatch) => "held: no rule matched".to_owned(),
         }
     }
@@ -105,19 +114,19 @@ mod tests {
 
     use super::*;
     use crate::policy::{decide, Call, CompiledRules, CompiledSettings, RuleSpec};
-    use crate::settings::{ApprovalSettings, Entry, GrantedBy, Mode};
+    use crate::settings::{ApprovalSettings, Entry, GrantedBy};
+    use crate::terms::Mode;
 
     fn settings(mode: Mode, always_allow: &[&str], approved_always: &[&str]) -> CompiledSettings {
         let entries = |ids: &[&str]| {
             ids.iter()
-                .map(|id| Entry::new(*id, 0, GrantedBy::Seed))
+                .map(|id| Entry::new(*id, 0, GrantedBy::UserClick))
                 .collect()
         };
         CompiledSettings::new(&ApprovalSettings {
-            mode,
             always_allow: entries(always_allow),
             approved_always: entries(approved_always),
-            mode_set_at: 0,
+            ..ApprovalSettings::new(mode)
         })
     }
 
@@ -278,5 +287,34 @@ mod tests {
         assert_eq!(id("c"), None);
         assert_eq!(id("d"), None);
         assert_eq!(id("e"), None);
+    }
+
+    #[test]
+    fn rule_21_1_a_lockdown_hold_names_the_lockdown() {
+        let lockdown = CompiledRules::lockdown();
+        let s = settings(Mode::Full, &["*"], &["*"]);
+        let d = decide(
+            &s,
+            &lockdown,
+            &Call {
+                function_id: "shell::exec",
+                arguments: None,
+            },
+        );
+        assert_eq!(d.rule_id(), Some(LOCKDOWN_RULE));
+        assert_eq!(
+            d.reason("shell::exec"),
+            "held: lockdown (no configuration has compiled yet); a human decides"
+        );
+    }
+
+    #[test]
+    fn a_seed_names_its_rule() {
+        let r = rules(json!(["!z", {"function": "x::*", "action": "allow", "modes": ["auto"]}]));
+        let auto = settings(Mode::Auto, &[], &[]);
+        assert_eq!(
+            reason_of(&auto, &r, "x::y", None),
+            "allowed: always_allow seed entry x::* of rule 1 (session mode is auto)"
+        );
     }
 }

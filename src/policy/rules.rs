@@ -34,10 +34,11 @@ use schemars::JsonSchema;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::args::CompiledConstraint;
+use super::args::{args_hold, compile_args, CompiledConstraint, Reading};
 use super::glob::{Pattern, PatternTable};
 use super::guard::{ExtraGuards, Guard};
-use crate::settings::Mode;
+use crate::settings::{Entry, GrantedBy};
+use crate::terms::{ArgConstraint, Mode};
 
 /// The default rule set: deny this worker's own surface; everything else that
 /// is not short-cut by the session's settings holds.
@@ -210,76 +211,6 @@ impl RulePrecedence {
     }
 }
 
-/// One argument constraint, exactly one key: `{"equals": <json>}`,
-/// `{"matches": "<regex>"}` or `{"prefix": "<string>"}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ArgConstraint {
-    /// Type-strict JSON equality; a missing field is `null`.
-    Equals(serde_json::Value),
-    /// An unanchored regex (Rust `regex` syntax) tested against string values only.
-    Matches(String),
-    /// The string value starts with this text (strings only).
-    Prefix(String),
-}
-
-/// The schema a console shows: one object per operator, each key described.
-impl JsonSchema for ArgConstraint {
-    fn schema_name() -> String {
-        "ArgConstraint".to_owned()
-    }
-
-    fn json_schema(_: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
-        let one = |key: &str, description: &str, typed: bool| {
-            let mut property = serde_json::json!({ "description": description });
-            if typed {
-                property["type"] = "string".into();
-            }
-            serde_json::json!({
-                "type": "object",
-                "additionalProperties": false,
-                "required": [key],
-                "properties": { key: property },
-            })
-        };
-        let schema = serde_json::json!({
-            "description": "One argument constraint: exactly one of equals, matches, prefix.",
-            "oneOf": [
-                one("equals", "Type-strict JSON equality; a missing field is null.", false),
-                one("matches", "Unanchored regular expression (Rust regex syntax); strings only.", true),
-                one("prefix", "The string value starts with this text (case-sensitive, no regex); strings only.", true),
-            ],
-        });
-        serde_json::from_value(schema).unwrap_or(schemars::schema::Schema::Bool(true))
-    }
-}
-
-impl ArgConstraint {
-    /// Compiles the constraint on `field`.
-    pub(crate) fn compile(&self, field: &str) -> Result<CompiledConstraint, String> {
-        match self {
-            ArgConstraint::Equals(v) => CompiledConstraint::equals(field, v),
-            ArgConstraint::Matches(re) => CompiledConstraint::matches(field, re),
-            ArgConstraint::Prefix(p) => CompiledConstraint::prefix(field, p),
-        }
-    }
-}
-
-/// Checks that an `args` object compiles (a grant's, before it is stored).
-pub fn check_args(args: &BTreeMap<String, ArgConstraint>) -> Result<(), String> {
-    compile_args(args).map(drop)
-}
-
-/// Compiles an `args` object (constraints in key order).
-pub(crate) fn compile_args(
-    args: &BTreeMap<String, ArgConstraint>,
-) -> Result<Box<[CompiledConstraint]>, String> {
-    args.iter()
-        .map(|(field, c)| c.compile(field))
-        .collect::<Result<Vec<_>, String>>()
-        .map(Vec::into_boxed_slice)
-}
-
 /// A rule that does not compile, with its position in the `rules` array.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema, thiserror::Error)]
 #[error("rule {index}: {message}")]
@@ -334,40 +265,37 @@ pub(crate) struct CompiledRule {
 }
 
 impl CompiledRule {
+    /// How the rule reads a call's arguments: deny and ask rules widely,
+    /// allow rules strictly (`super::args`).
+    pub(crate) fn reading(&self) -> Reading {
+        match self.action {
+            RuleAction::Allow => Reading::Strict,
+            RuleAction::Deny | RuleAction::Ask => Reading::Wide,
+        }
+    }
+
     /// Whether the rule applies to a call in `mode` with these arguments
     /// (its function pattern already matched).
     pub(crate) fn applies(&self, mode: Mode, args: Option<&serde_json::Value>) -> bool {
-        self.modes.contains(mode) && args_hold(self.args.as_deref(), args)
+        self.modes.contains(mode) && self.holds(args)
+    }
+
+    /// Whether the rule's `args` hold for these arguments.
+    pub(crate) fn holds(&self, args: Option<&serde_json::Value>) -> bool {
+        args_hold(self.args.as_deref(), args, self.reading())
     }
 }
 
-/// Whether the constraints hold for a call's arguments: no constraints
-/// always hold; any constraint needs an arguments object.
-pub(crate) fn args_hold(
-    constraints: Option<&[CompiledConstraint]>,
-    args: Option<&serde_json::Value>,
-) -> bool {
-    match constraints {
-        None => true,
-        Some(constraints) => match args {
-            Some(serde_json::Value::Object(obj)) => constraints.iter().all(|c| c.holds(obj)),
-            _ => false,
-        },
-    }
-}
-
-/// The first constraint that does not hold (for traces): `None` when all
-/// hold or there are none; the first constraint when the arguments are not
-/// an object.
-pub(crate) fn failing_constraint<'c>(
-    constraints: Option<&'c [CompiledConstraint]>,
-    args: Option<&serde_json::Value>,
-) -> Option<&'c CompiledConstraint> {
-    let constraints = constraints?;
-    match args {
-        Some(serde_json::Value::Object(obj)) => constraints.iter().find(|c| !c.holds(obj)),
-        _ => constraints.first(),
-    }
+/// An `always_allow` entry derived from an allow rule whose `modes` list
+/// `auto` and that has no `args` (a seed). Seeds are never stored: they
+/// come from the rules in force, so a rule removed takes its seed with it.
+#[derive(Debug, Clone)]
+pub(crate) struct Seed {
+    /// The entry as a session's settings show it (`granted_by: "seed"`,
+    /// `granted_at: 0`).
+    pub(crate) entry: Entry,
+    /// The index of the first rule it comes from.
+    pub(crate) rule: usize,
 }
 
 /// The configuration's rules, compiled: exact ids in a hash map, globs in one
@@ -375,17 +303,27 @@ pub(crate) fn failing_constraint<'c>(
 /// Immutable once built; share it in an `Arc` and swap the whole value on a
 /// configuration change.
 ///
-/// Two tables, each slot the rule's index: `table` holds the allow and deny
-/// rules, `asks` the ask rules (a floor checked before everything but the
-/// guard, so it is matched on its own).
+/// Three tables: `table` holds the allow and deny rules and `asks` the ask
+/// rules (a floor checked before everything but the guard, so it is matched
+/// on its own), each slot the rule's index; `seed_table` the seeds, each
+/// slot the seed's index.
+///
+/// A rule set may be the **lockdown** ([`CompiledRules::lockdown`]): what
+/// runs while no configuration has ever compiled. It has no rules; the
+/// guard still denies the human-only surface and every other call holds for
+/// a human, in every mode, whatever the session's grants say.
 #[derive(Debug, Clone, Default)]
 pub struct CompiledRules {
     pub(crate) rules: Vec<CompiledRule>,
     pub(crate) table: PatternTable,
     pub(crate) asks: PatternTable,
+    /// The entries derived from the rules (in rule order, once per glob).
+    pub(crate) seeds: Vec<Seed>,
+    pub(crate) seed_table: PatternTable,
     /// The operator's extra human-only guards.
     extra: ExtraGuards,
     pub(crate) precedence: RulePrecedence,
+    lockdown: bool,
 }
 
 impl CompiledRules {
@@ -429,13 +367,19 @@ impl CompiledRules {
         match PatternTable::build(patterns)
             .and_then(|table| PatternTable::build(asks).map(|asks| (table, asks)))
         {
-            Ok((table, asks)) => Ok(CompiledRules {
-                rules,
-                table,
-                asks,
-                extra: ExtraGuards::default(),
-                precedence: RulePrecedence::default(),
-            }),
+            Ok((table, asks)) => {
+                let (seeds, seed_table) = seeds_of(&rules);
+                Ok(CompiledRules {
+                    rules,
+                    table,
+                    asks,
+                    seeds,
+                    seed_table,
+                    extra: ExtraGuards::default(),
+                    precedence: RulePrecedence::default(),
+                    lockdown: false,
+                })
+            }
             Err(err) => {
                 if err.culprits.is_empty() {
                     let index = specs.len().saturating_sub(1);
@@ -489,6 +433,23 @@ impl CompiledRules {
         CompiledRules::default()
     }
 
+    /// The lockdown: what runs while no configuration has ever compiled.
+    /// The human-only surface is denied; every other call holds for a human
+    /// (rule id `lockdown`), in every mode, whatever the session's grants
+    /// say. Extra guards and a precedence may still be set on it; they do
+    /// not lift it.
+    pub fn lockdown() -> CompiledRules {
+        CompiledRules {
+            lockdown: true,
+            ..CompiledRules::default()
+        }
+    }
+
+    /// Whether this is the lockdown.
+    pub fn is_lockdown(&self) -> bool {
+        self.lockdown
+    }
+
     /// Number of rules.
     pub fn len(&self) -> usize {
         self.rules.len()
@@ -504,24 +465,46 @@ impl CompiledRules {
         self.rules.iter().map(|r| &*r.rule_id)
     }
 
-    /// Function globs to seed a fresh session's `always_allow` with: those of
-    /// the `allow` rules whose `modes` explicitly list `auto`, in rule order,
-    /// without duplicates.
+    /// The seeds' function globs: those of the `allow` rules whose `modes`
+    /// explicitly list `auto` and that have no `args`, in rule order,
+    /// without duplicates. A session's `always_allow` shows them (unless it
+    /// suppressed one); they are never stored.
     ///
     /// Rules with `args` are left out: an allow-list entry is a bare function
     /// id, so seeding one would allow every argument the rule's constraints
     /// exclude. Rules without `modes` are left out because they already allow
     /// in every mode.
     pub fn auto_seed_globs(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        for rule in &self.rules {
-            let seeds =
-                rule.action == RuleAction::Allow && rule.explicit_auto && rule.args.is_none();
-            if seeds && !out.iter().any(|g| **g == *rule.function) {
-                out.push(rule.function.to_string());
-            }
+        self.seeds
+            .iter()
+            .map(|seed| seed.entry.function_id.clone())
+            .collect()
+    }
+}
+
+/// The seeds of compiled rules and their table. A table that cannot be
+/// built (it never is larger than the rules' own) leaves no seeds: fewer
+/// allows, never more.
+fn seeds_of(rules: &[CompiledRule]) -> (Vec<Seed>, PatternTable) {
+    let mut seeds: Vec<Seed> = Vec::new();
+    for (rule_index, rule) in rules.iter().enumerate() {
+        let seeds_one =
+            rule.action == RuleAction::Allow && rule.explicit_auto && rule.args.is_none();
+        if seeds_one && !seeds.iter().any(|s| *s.entry.function_id == *rule.function) {
+            seeds.push(Seed {
+                entry: Entry::new(&*rule.function, 0, GrantedBy::Seed),
+                rule: rule_index,
+            });
         }
-        out
+    }
+    let patterns = seeds
+        .iter()
+        .zip(0u32..)
+        .filter_map(|(seed, slot)| Some((Pattern::parse(&seed.entry.function_id).ok()?, slot)))
+        .collect();
+    match PatternTable::build(patterns) {
+        Ok(table) => (seeds, table),
+        Err(_) => (Vec::new(), PatternTable::default()),
     }
 }
 
@@ -623,10 +606,8 @@ pub const MIN_DEADLINE_MS: u64 = 1000;
 /// Runs each example against the rule alone (its glob and `args`, not its
 /// modes); a message per example that fails.
 fn check_examples(rule: &CompiledRule, pattern: &Pattern, examples: &RuleExamples) -> Vec<String> {
-    let matches = |probe: &Probe| {
-        pattern.matches(&probe.function_id)
-            && args_hold(rule.args.as_deref(), probe.arguments.as_ref())
-    };
+    let matches =
+        |probe: &Probe| pattern.matches(&probe.function_id) && rule.holds(probe.arguments.as_ref());
     let show = |probe: &Probe| match &probe.arguments {
         Some(arguments) => format!("{} {}", probe.function_id, arguments),
         None => probe.function_id.clone(),
@@ -750,25 +731,6 @@ mod tests {
         assert!(mode.to_string().contains("yolo"), "{mode}");
         let number = serde_json::from_value::<RuleSpec>(json!(3)).expect_err("number");
         assert!(number.to_string().contains("a glob string"), "{number}");
-    }
-
-    #[test]
-    fn arg_constraints_need_exactly_one_known_key() {
-        let ok: ArgConstraint =
-            serde_json::from_value(json!({"equals": null})).expect("null equals");
-        assert_eq!(ok, ArgConstraint::Equals(serde_json::Value::Null));
-        for bad in [
-            json!({"equals": 1, "matches": "x"}),
-            json!({}),
-            json!({"contains": "x"}),
-            json!({"matches": 3}),
-            json!("equals"),
-        ] {
-            assert!(
-                serde_json::from_value::<ArgConstraint>(bad.clone()).is_err(),
-                "{bad}"
-            );
-        }
     }
 
     #[test]
@@ -945,7 +907,7 @@ mod tests {
                 "match": [{"function_id": "shell::exec", "arguments": {"cmd": "rm -rf /"}}],
                 "no_match": [
                     {"function_id": "shell::exec", "arguments": {"cmd": "ls"}},
-                    {"function_id": "shell::exec"},
+                    {"function_id": "shell::exec", "arguments": {}},
                     {"function_id": "shell::run", "arguments": {"cmd": "rm x"}}
                 ]
             }
@@ -1024,6 +986,83 @@ mod tests {
             vec!["state::get".to_owned(), "state::*".to_owned()]
         );
         assert!(CompiledRules::empty().auto_seed_globs().is_empty());
+    }
+
+    #[test]
+    fn rule_21_4_examples_read_arguments_as_their_rule_does() {
+        // A deny rule reads widely: no arguments at all, or an argv array,
+        // meet its constraint; an allow rule reads strictly.
+        let ok = compile(json!([
+            {"function": "shell::exec", "action": "deny", "args": {"cmd": {"matches": "rm -rf"}},
+             "examples": {"match": [
+                {"function_id": "shell::exec"},
+                {"function_id": "shell::exec", "arguments": {"cmd": ["rm", "-rf", "/"]}}
+             ]}},
+            {"function": "shell::exec", "action": "allow", "args": {"cmd": {"prefix": "git status"}},
+             "examples": {"match": [
+                {"function_id": "shell::exec", "arguments": {"cmd": "git status --short"}},
+                {"function_id": "shell::exec", "arguments": {"cmd": ["git", "status"]}}
+             ], "no_match": [
+                {"function_id": "shell::exec"},
+                {"function_id": "shell::exec", "arguments": {"cmd": "git status; id"}},
+                {"function_id": "shell::exec", "arguments": {"cmd": "git statusx"}}
+             ]}}
+        ]));
+        assert_eq!(ok.len(), 2);
+        assert_eq!(ok.rules[0].reading(), Reading::Wide);
+        assert_eq!(ok.rules[1].reading(), Reading::Strict);
+    }
+
+    #[test]
+    fn rule_21_1_the_lockdown_has_no_rules_and_says_so() {
+        let lockdown = CompiledRules::lockdown();
+        assert!(lockdown.is_lockdown());
+        assert!(lockdown.is_empty());
+        assert!(lockdown.auto_seed_globs().is_empty());
+        // Setting the precedence or extra guards keeps it a lockdown.
+        let (guarded, errors) = CompiledRules::lockdown()
+            .with_precedence(RulePrecedence::DenyAskAllow)
+            .with_extra_guards(&["ops::*".to_owned()]);
+        assert!(errors.is_empty());
+        assert!(guarded.is_lockdown());
+        assert!(guarded.extra_guard("ops::x").is_some());
+        assert!(!CompiledRules::empty().is_lockdown());
+        assert!(!compile(json!(["a"])).is_lockdown());
+    }
+
+    #[test]
+    fn rule_21_3_seeds_are_derived_from_the_rules_with_their_rule() {
+        let rules = compile(json!([
+            "!x",
+            {"function": "state::*", "action": "allow", "modes": ["auto"]},
+            {"function": "state::*", "action": "allow", "modes": ["auto", "manual"], "rule_id": "again"},
+            {"function": "fs::read", "action": "allow", "modes": ["auto"]}
+        ]));
+        let seeds: Vec<_> = rules
+            .seeds
+            .iter()
+            .map(|s| {
+                (
+                    s.entry.function_id.as_str(),
+                    s.entry.granted_by,
+                    s.entry.granted_at,
+                    s.rule,
+                )
+            })
+            .collect();
+        assert_eq!(
+            seeds,
+            vec![
+                ("state::*", GrantedBy::Seed, 0, 1),
+                ("fs::read", GrantedBy::Seed, 0, 3)
+            ]
+        );
+        assert_eq!(
+            rules.seed_table.first_match("state::get", |_| true),
+            Some(0)
+        );
+        assert_eq!(rules.seed_table.first_match("fs::read", |_| true), Some(1));
+        assert_eq!(rules.seed_table.first_match("fs::write", |_| true), None);
     }
 
     #[test]

@@ -24,6 +24,8 @@ use serde::Serialize;
 pub enum Step {
     /// The gate's own levers (§ The gate guards its own levers).
     HumanOnly,
+    /// No configuration has ever compiled: every other call holds.
+    Lockdown,
     /// `deny_ask_allow` only: one deny rule whose function glob matched.
     DenyRule,
     /// One ask rule whose function glob matched (or none).

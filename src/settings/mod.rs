@@ -7,5 +7,8 @@ mod cache;
 mod model;
 pub(crate) mod store;
 
-pub use model::{ApprovalSettings, Bounds, Entry, GrantList, GrantedBy, Mode};
+pub use model::{ApprovalSettings, Bounds, Entry, GrantList, GrantedBy};
+// The record's mode, for the modules that read it with the record; the word
+// itself lives in `terms`, shared with the rules.
+pub use crate::terms::Mode;
 pub(crate) use store::{event_key, Known, SettingsSource};

@@ -4,48 +4,45 @@
 //! # Format
 //!
 //! ```json
-//! { "mode": "manual", "always_allow": [{"function_id": "state::get", "granted_at": 0, "granted_by": "seed"}],
+//! { "mode": "manual",
+//!   "always_allow": [{"function_id": "fs::*", "granted_at": 1796216160000, "granted_by": "user_click"}],
 //!   "approved_always": [{"function_id": "shell::exec", "granted_at": 1796216164779,
-//!     "granted_by": "user_click", "expires_at": 1796219764779, "uses_left": 2,
+//!     "granted_by": "user_click", "pattern": false, "expires_at": 1796219764779, "uses_left": 2,
 //!     "args": {"cmd": {"prefix": "git "}}}],
-//!   "mode_set_at": 0 }
+//!   "mode_set_at": 0,
+//!   "suppressed_seeds": ["state::get"] }
 //! ```
+//!
+//! **Exact or pattern.** An entry's `function_id` is a glob unless the entry
+//! says `"pattern": false`: then it matches that id only (`*` included,
+//! literally). `approve-always` remembers what a human saw — one function
+//! id — so its entries are exact unless the request asks for a pattern;
+//! `add-always-allow` (an operator's allow-list) makes globs. An entry
+//! without the field is a glob: so were all entries written before the
+//! field existed, and they keep the meaning they were written with.
+//!
+//! **Seeds are derived, never stored.** The `always_allow` entries with
+//! `granted_by: "seed"` come from the rules in force ([`with_seeds`] makes
+//! the view a console sees); the record stores only a human's entries, and
+//! the seeds a human removed (`suppressed_seeds`, absent when empty). Seed
+//! entries stored before seeds were derived are dropped when the record is
+//! read ([`drop_seed_entries`]), so its next write leaves them out.
 //!
 //! A grant may be bounded (`architecture/contract.md` § Settings): by time
 //! (`expires_at`), by count (`uses_left`, spent by the gate one use per
 //! allowed call) and by arguments (`args`). A bounded entry that expired or
 //! was used up is ignored by the gate at once and dropped from the record on
 //! its next mutation.
+//!
+//! [`with_seeds`]: ApprovalSettings::with_seeds
+//! [`drop_seed_entries`]: ApprovalSettings::drop_seed_entries
 
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::policy::ArgConstraint;
-
-/// A session's approval mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Every call that no rule or remembered decision covers waits for a human.
-    Manual,
-    /// As manual, but the session's `always_allow` list is honoured.
-    Auto,
-    /// Every call runs (except the human-only surface).
-    Full,
-}
-
-impl Mode {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Manual => "manual",
-            Mode::Auto => "auto",
-            Mode::Full => "full",
-        }
-    }
-}
+use crate::terms::{ArgConstraint, Mode};
 
 /// Who created an allow-list entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -53,19 +50,25 @@ impl Mode {
 pub enum GrantedBy {
     /// A human clicked "always allow" / "approve always".
     UserClick,
-    /// Materialised from an `allow` rule whose `modes` include `auto`.
+    /// Derived from an `allow` rule whose `modes` include `auto` (never stored).
     Seed,
 }
 
-/// One allow-list entry: a function id or glob.
+/// One allow-list entry: a function id, or a glob.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Entry {
-    /// A function id, or a glob (`*`, `?`, `[..]`, `{a,b}`).
+    /// A function id, or a glob (`*`, `?`, `[..]`, `{a,b}`) unless `pattern`
+    /// is false.
     pub function_id: String,
-    /// When the entry was granted (ms since the epoch; 0 for in-memory seeds).
+    /// When the entry was granted (ms since the epoch; 0 for seeds).
     pub granted_at: u64,
     /// Who granted it.
     pub granted_by: GrantedBy,
+    /// Whether `function_id` is a glob. `false`: it matches that exact id
+    /// only (what `approve-always` remembers unless asked for a pattern).
+    /// Absent: a glob, as every entry written before this field existed.
+    #[serde(default = "a_pattern", skip_serializing_if = "is_pattern")]
+    pub pattern: bool,
     /// The entry stops applying at this time (ms since the epoch):
     /// `granted_at + ttl_ms`. Absent: it never expires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -74,28 +77,47 @@ pub struct Entry {
     /// before it runs. Absent: unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uses_left: Option<u64>,
-    /// Argument constraints the call must meet, as in rules plus `prefix`.
+    /// Argument constraints the call must meet, as in allow rules.
     /// Absent: any arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<BTreeMap<String, ArgConstraint>>,
 }
 
+/// An entry without `pattern` is a glob.
+fn a_pattern() -> bool {
+    true
+}
+
+/// Only exact entries say so on the wire.
+fn is_pattern(pattern: &bool) -> bool {
+    *pattern
+}
+
 impl Entry {
-    /// An unbounded entry for `function_id`, granted at `granted_at` by `granted_by`.
+    /// An unbounded glob entry for `function_id`, granted at `granted_at`
+    /// by `granted_by`.
     pub fn new(function_id: impl Into<String>, granted_at: u64, granted_by: GrantedBy) -> Entry {
         Entry {
             function_id: function_id.into(),
             granted_at,
             granted_by,
+            pattern: true,
             expires_at: None,
             uses_left: None,
             args: None,
         }
     }
 
-    /// A user's entry for `function_id` granted at `now` within `bounds`.
-    pub fn bounded(function_id: impl Into<String>, now: u64, bounds: &Bounds) -> Entry {
+    /// A user's entry for `function_id` (a glob when `pattern`, else that id
+    /// exactly) granted at `now` within `bounds`.
+    pub fn bounded(
+        function_id: impl Into<String>,
+        pattern: bool,
+        now: u64,
+        bounds: &Bounds,
+    ) -> Entry {
         Entry {
+            pattern,
             expires_at: bounds.ttl_ms.map(|ttl| now.saturating_add(ttl)),
             uses_left: bounds.uses,
             args: bounds.args.clone(),
@@ -109,9 +131,20 @@ impl Entry {
         self.expires_at.is_some_and(|at| now >= at) || self.uses_left == Some(0)
     }
 
+    /// Whether `other` grants the same: the same id read the same way, the
+    /// same bounds (uses left compared as given).
+    fn same_terms(&self, other: &Entry) -> bool {
+        self.function_id == other.function_id
+            && self.pattern == other.pattern
+            && self.args == other.args
+            && self.expires_at == other.expires_at
+            && self.uses_left == other.uses_left
+    }
+
     /// Whether `other` is this grant, whatever uses it has left since.
     fn same_grant(&self, other: &Entry) -> bool {
         self.function_id == other.function_id
+            && self.pattern == other.pattern
             && self.granted_at == other.granted_at
             && self.granted_by == other.granted_by
             && self.expires_at == other.expires_at
@@ -156,7 +189,8 @@ impl GrantList {
 pub struct ApprovalSettings {
     /// The session's mode.
     pub mode: Mode,
-    /// Honoured only in `auto` mode.
+    /// Honoured only in `auto` mode. Stored: a human's entries; shown: the
+    /// seeds of the rules in force first, then those.
     #[serde(default)]
     pub always_allow: Vec<Entry>,
     /// Remembered human decisions, honoured in every mode.
@@ -165,53 +199,107 @@ pub struct ApprovalSettings {
     /// When the mode was last set (ms since the epoch; 0 = never).
     #[serde(default)]
     pub mode_set_at: u64,
+    /// Seeds a human removed from this session (their function ids): they
+    /// stay out whatever the rules say. Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suppressed_seeds: Vec<String>,
 }
 
 impl ApprovalSettings {
+    /// A record in `mode` with nothing granted.
+    pub fn new(mode: Mode) -> ApprovalSettings {
+        ApprovalSettings {
+            mode,
+            always_allow: Vec::new(),
+            approved_always: Vec::new(),
+            mode_set_at: 0,
+            suppressed_seeds: Vec::new(),
+        }
+    }
+
     /// `set-mode`: sets the mode and stamps `mode_set_at`.
     pub fn set_mode(&mut self, mode: Mode, now: u64) {
         self.mode = mode;
         self.mode_set_at = now;
     }
 
-    /// `add-always-allow`: idempotent on the exact `function_id` (an existing
-    /// entry keeps its `granted_at`).
+    /// `add-always-allow`: a glob, idempotent on the exact `function_id` (an
+    /// existing entry keeps its `granted_at`).
     pub fn add_always_allow(&mut self, function_id: &str, now: u64) {
-        self.grant(GrantList::AlwaysAllow, function_id, &Bounds::default(), now);
-    }
-
-    /// `approve-always`: idempotent on the exact `function_id`.
-    pub fn approve_always(&mut self, function_id: &str, now: u64) {
         self.grant(
-            GrantList::ApprovedAlways,
+            GrantList::AlwaysAllow,
             function_id,
+            true,
             &Bounds::default(),
             now,
         );
     }
 
-    /// `add-always-allow` / `approve-always` with bounds. An entry with the
-    /// same `function_id`, `args`, `expires_at` and `uses_left` as the new
-    /// one is the same grant: it stays, with its `granted_at`. Any other
+    /// `approve-always` of what a human saw: an entry for exactly
+    /// `function_id` (a held call's id, a link's "remember"), idempotent.
+    pub fn approve_always(&mut self, function_id: &str, now: u64) {
+        self.grant(
+            GrantList::ApprovedAlways,
+            function_id,
+            false,
+            &Bounds::default(),
+            now,
+        );
+    }
+
+    /// `add-always-allow` / `approve-always` with bounds; `pattern` says
+    /// whether `function_id` is a glob. An entry with the same
+    /// `function_id`, `pattern`, `args`, `expires_at` and `uses_left` as the
+    /// new one is the same grant: it stays, with its `granted_at`. Any other
     /// difference makes a distinct entry.
-    pub fn grant(&mut self, list: GrantList, function_id: &str, bounds: &Bounds, now: u64) {
-        let new = Entry::bounded(function_id, now, bounds);
+    pub fn grant(
+        &mut self,
+        list: GrantList,
+        function_id: &str,
+        pattern: bool,
+        bounds: &Bounds,
+        now: u64,
+    ) {
+        let new = Entry::bounded(function_id, pattern, now, bounds);
         let entries = self.list_mut(list);
-        let same = |e: &Entry| {
-            e.function_id == new.function_id
-                && e.args == new.args
-                && e.expires_at == new.expires_at
-                && e.uses_left == new.uses_left
-        };
-        if !entries.iter().any(same) {
+        if !entries.iter().any(|e| e.same_terms(&new)) {
             entries.push(new);
         }
     }
 
     /// `remove-always-allow`: removes every entry for the exact
-    /// `function_id`, bounded or not; absent is a no-op.
-    pub fn remove_always_allow(&mut self, function_id: &str) {
+    /// `function_id`, bounded or not; when it names one of `seeds` (the
+    /// seeds of the rules in force) that seed is suppressed for good.
+    /// Anything else absent is a no-op.
+    pub fn remove_always_allow(&mut self, function_id: &str, seeds: &[String]) {
         self.always_allow.retain(|e| e.function_id != function_id);
+        let seeded = seeds.iter().any(|s| s == function_id);
+        if seeded && !self.suppressed_seeds.iter().any(|s| s == function_id) {
+            self.suppressed_seeds.push(function_id.to_owned());
+        }
+    }
+
+    /// Drops seed entries a record was stored with before seeds were
+    /// derived: they are ignored on read and left out of the next write.
+    pub fn drop_seed_entries(&mut self) {
+        self.always_allow
+            .retain(|e| e.granted_by != GrantedBy::Seed);
+        self.approved_always
+            .retain(|e| e.granted_by != GrantedBy::Seed);
+    }
+
+    /// The settings as a console sees them: the seeds of the rules in
+    /// force (`seeds`, their globs in rule order), except those the session
+    /// suppressed, ahead of the stored `always_allow` entries.
+    pub fn with_seeds(&self, seeds: &[String]) -> ApprovalSettings {
+        let mut view = self.clone();
+        view.drop_seed_entries();
+        let derived = seeds
+            .iter()
+            .filter(|glob| !self.suppressed_seeds.contains(glob))
+            .map(|glob| Entry::new(glob.as_str(), 0, GrantedBy::Seed));
+        view.always_allow = derived.chain(view.always_allow).collect();
+        view
     }
 
     /// Drops the entries that expired or were used up by `now` (done on
@@ -252,12 +340,7 @@ mod tests {
     use super::*;
 
     fn empty() -> ApprovalSettings {
-        ApprovalSettings {
-            mode: Mode::Manual,
-            always_allow: vec![],
-            approved_always: vec![],
-            mode_set_at: 0,
-        }
+        ApprovalSettings::new(Mode::Manual)
     }
 
     #[test]
@@ -287,9 +370,9 @@ mod tests {
         let mut s = empty();
         s.add_always_allow("x::*", 3);
         s.add_always_allow("x::y", 3);
-        s.remove_always_allow("nope");
+        s.remove_always_allow("nope", &[]);
         assert_eq!(s.always_allow.len(), 2);
-        s.remove_always_allow("x::*");
+        s.remove_always_allow("x::*", &[]);
         assert_eq!(s.always_allow.len(), 1);
         assert_eq!(s.always_allow[0].function_id, "x::y");
     }
@@ -309,12 +392,14 @@ mod tests {
         s.grant(
             GrantList::ApprovedAlways,
             "shell::exec",
+            true,
             &bounds(None, Some(3), None),
             10,
         );
         s.grant(
             GrantList::ApprovedAlways,
             "shell::exec",
+            true,
             &bounds(None, Some(3), None),
             11,
         );
@@ -327,30 +412,35 @@ mod tests {
         s.grant(
             GrantList::ApprovedAlways,
             "shell::exec",
+            true,
             &bounds(None, Some(2), None),
             12,
         );
         s.grant(
             GrantList::ApprovedAlways,
             "shell::exec",
+            true,
             &bounds(None, None, Some(git.clone())),
             13,
         );
         s.grant(
             GrantList::ApprovedAlways,
             "shell::exec",
+            true,
             &bounds(None, None, Some(git)),
             14,
         );
         s.grant(
             GrantList::ApprovedAlways,
             "shell::exec",
+            true,
             &bounds(Some(1000), None, None),
             15,
         );
         s.grant(
             GrantList::ApprovedAlways,
             "shell::exec",
+            true,
             &bounds(Some(1000), None, None),
             16,
         );
@@ -378,8 +468,20 @@ mod tests {
     #[test]
     fn spending_takes_one_use_of_the_same_grant_until_none_is_left() {
         let mut s = empty();
-        s.grant(GrantList::AlwaysAllow, "a", &bounds(None, Some(2), None), 5);
-        s.grant(GrantList::AlwaysAllow, "a", &bounds(None, Some(1), None), 6);
+        s.grant(
+            GrantList::AlwaysAllow,
+            "a",
+            true,
+            &bounds(None, Some(2), None),
+            5,
+        );
+        s.grant(
+            GrantList::AlwaysAllow,
+            "a",
+            true,
+            &bounds(None, Some(1), None),
+            6,
+        );
         let seen = s.always_allow[0].clone();
         assert!(s.spend(GrantList::AlwaysAllow, &seen, 6));
         assert_eq!(s.always_allow[0].uses_left, Some(1));
@@ -398,6 +500,7 @@ mod tests {
         s.grant(
             GrantList::AlwaysAllow,
             "c",
+            true,
             &bounds(Some(10), Some(5), None),
             100,
         );
@@ -413,24 +516,28 @@ mod tests {
         s.grant(
             GrantList::AlwaysAllow,
             "expired",
+            true,
             &bounds(Some(10), None, None),
             0,
         );
         s.grant(
             GrantList::AlwaysAllow,
             "live",
+            true,
             &bounds(Some(100), None, None),
             0,
         );
         s.grant(
             GrantList::ApprovedAlways,
             "used",
+            true,
             &bounds(None, Some(1), None),
             0,
         );
         s.grant(
             GrantList::ApprovedAlways,
             "left",
+            true,
             &bounds(None, Some(1), None),
             1,
         );
@@ -448,9 +555,15 @@ mod tests {
     fn remove_takes_every_entry_of_the_id() {
         let mut s = empty();
         s.add_always_allow("x", 1);
-        s.grant(GrantList::AlwaysAllow, "x", &bounds(None, Some(2), None), 1);
+        s.grant(
+            GrantList::AlwaysAllow,
+            "x",
+            true,
+            &bounds(None, Some(2), None),
+            1,
+        );
         s.add_always_allow("y", 1);
-        s.remove_always_allow("x");
+        s.remove_always_allow("x", &[]);
         assert_eq!(s.always_allow.len(), 1);
         assert_eq!(s.always_allow[0].function_id, "y");
     }
@@ -463,12 +576,14 @@ mod tests {
         assert_eq!(
             v,
             serde_json::json!({"mode": "manual", "always_allow": [], "approved_always": [
-                {"function_id": "a::b", "granted_at": 5, "granted_by": "user_click"}], "mode_set_at": 0})
+                {"function_id": "a::b", "granted_at": 5, "granted_by": "user_click", "pattern": false}],
+                "mode_set_at": 0})
         );
         let mut s = empty();
         s.grant(
             GrantList::AlwaysAllow,
             "shell::exec",
+            true,
             &bounds(
                 Some(60_000),
                 Some(2),
@@ -484,5 +599,106 @@ mod tests {
         );
         let back: ApprovalSettings = serde_json::from_value(v).unwrap();
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn rule_21_2_approve_always_is_exact_and_stored_with_pattern_false() {
+        let mut s = empty();
+        s.approve_always("*", 1);
+        s.approve_always("*", 2);
+        assert_eq!(s.approved_always.len(), 1, "idempotent");
+        assert!(!s.approved_always[0].pattern);
+        let v = serde_json::to_value(&s.approved_always[0]).unwrap();
+        assert_eq!(v["pattern"], false);
+        // A pattern grant of the same id is another grant, written as a glob
+        // (no field: a glob is what an entry without it means).
+        s.grant(GrantList::ApprovedAlways, "*", true, &Bounds::default(), 3);
+        assert_eq!(s.approved_always.len(), 2);
+        assert!(s.approved_always[1].pattern);
+        let v = serde_json::to_value(&s.approved_always[1]).unwrap();
+        assert!(v.get("pattern").is_none(), "{v}");
+        // An always-allow entry stays a glob.
+        s.add_always_allow("fs::*", 4);
+        assert!(s.always_allow[0].pattern);
+    }
+
+    #[test]
+    fn rule_21_2_an_entry_stored_without_pattern_keeps_its_glob_meaning() {
+        let stored = serde_json::json!({"mode": "auto", "always_allow": [],
+            "approved_always": [{"function_id": "shell::*", "granted_at": 7, "granted_by": "user_click"}],
+            "mode_set_at": 0});
+        let s: ApprovalSettings = serde_json::from_value(stored.clone()).unwrap();
+        assert!(s.approved_always[0].pattern);
+        assert!(s.suppressed_seeds.is_empty());
+        // Written back, it is what it was.
+        assert_eq!(serde_json::to_value(&s).unwrap(), stored);
+        let exact: Entry = serde_json::from_value(serde_json::json!(
+            {"function_id": "a", "granted_at": 0, "granted_by": "user_click", "pattern": false}))
+        .unwrap();
+        assert!(!exact.pattern);
+    }
+
+    #[test]
+    fn rule_21_3_removing_a_seed_suppresses_it_and_seeds_are_never_stored() {
+        let seeds = vec!["state::get".to_owned(), "fs::*".to_owned()];
+        let mut s = empty();
+        s.add_always_allow("state::get", 1);
+        s.remove_always_allow("state::get", &seeds);
+        s.remove_always_allow("state::get", &seeds);
+        s.remove_always_allow("not::a::seed", &seeds);
+        assert!(s.always_allow.is_empty());
+        assert_eq!(s.suppressed_seeds, vec!["state::get".to_owned()]);
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["suppressed_seeds"], serde_json::json!(["state::get"]));
+        // The view: the seeds in force not suppressed, ahead of the stored.
+        s.add_always_allow("x::y", 2);
+        let view = s.with_seeds(&seeds);
+        let shown: Vec<_> = view
+            .always_allow
+            .iter()
+            .map(|e| (e.function_id.as_str(), e.granted_by, e.granted_at))
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                ("fs::*", GrantedBy::Seed, 0),
+                ("x::y", GrantedBy::UserClick, 2)
+            ]
+        );
+        // A rule removed takes its seed with it; the suppression stays.
+        let view = s.with_seeds(&[]);
+        assert_eq!(view.always_allow.len(), 1);
+        assert_eq!(view.suppressed_seeds, vec!["state::get".to_owned()]);
+        // Nothing to suppress: the field is left out.
+        let v = serde_json::to_value(empty()).unwrap();
+        assert!(v.get("suppressed_seeds").is_none(), "{v}");
+    }
+
+    #[test]
+    fn rule_21_3_stored_seed_entries_are_dropped_on_read() {
+        let mut s: ApprovalSettings = serde_json::from_value(serde_json::json!({
+            "mode": "auto",
+            "always_allow": [
+                {"function_id": "state::*", "granted_at": 5, "granted_by": "seed"},
+                {"function_id": "fs::read", "granted_at": 6, "granted_by": "user_click"}],
+            "approved_always": [{"function_id": "old", "granted_at": 5, "granted_by": "seed"}],
+            "mode_set_at": 0}))
+        .unwrap();
+        s.drop_seed_entries();
+        assert_eq!(s.always_allow.len(), 1);
+        assert_eq!(s.always_allow[0].function_id, "fs::read");
+        assert!(s.approved_always.is_empty());
+        // A view never shows a stored seed twice.
+        let mut legacy = s.clone();
+        legacy
+            .always_allow
+            .insert(0, Entry::new("state::*", 5, GrantedBy::Seed));
+        assert_eq!(
+            legacy
+                .with_seeds(&["state::*".to_owned()])
+                .always_allow
+                .len(),
+            2
+        );
     }
 }

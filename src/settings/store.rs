@@ -163,23 +163,39 @@ impl SettingsStore {
         parse_stored(session_id, value)
     }
 
-    /// `get-settings`: the stored record, or the current defaults. Never writes.
+    /// `get-settings`: the stored record, or the current defaults, each as a
+    /// console sees it (with the seeds of the rules in force). Never writes.
     pub(crate) async fn get(
         &self,
         session_id: &str,
     ) -> Result<(ApprovalSettings, SettingsSource), ApprovalError> {
-        match self.read_strict(session_id).await? {
-            Some(settings) => Ok((settings, SettingsSource::Stored)),
+        let stored = self.read_strict(session_id).await?;
+        let snapshot = self.config.load();
+        let seeds = snapshot.rules.auto_seed_globs();
+        match stored {
+            Some(settings) => Ok((settings.with_seeds(&seeds), SettingsSource::Stored)),
             None => Ok((
-                self.config.load().default_settings.clone(),
+                snapshot.default_settings.with_seeds(&seeds),
                 SettingsSource::Defaults,
             )),
         }
     }
 
+    /// A record as a console sees it: with the seeds of the rules in force.
+    pub(crate) fn shown(&self, settings: &ApprovalSettings) -> ApprovalSettings {
+        settings.with_seeds(&self.config.load().rules.auto_seed_globs())
+    }
+
+    /// The seeds of the rules in force (what `remove-always-allow` may
+    /// suppress).
+    pub(crate) fn seeds(&self) -> Vec<String> {
+        self.config.load().rules.auto_seed_globs()
+    }
+
     /// Applies `change` to the session's settings: a strict read, lazy
-    /// seeding from the current defaults (seed entries stamped now), one
-    /// whole-record write, then the cache. Serialized per session.
+    /// seeding from the current defaults, one whole-record write, then the
+    /// cache. Serialized per session. Answers the record as stored: a
+    /// human's entries, never a seed (seeds come from the rules in force).
     pub(crate) async fn mutate(
         &self,
         session_id: &str,
@@ -194,6 +210,7 @@ impl SettingsStore {
                 default_settings(&snapshot.config, &snapshot.rules, now)
             }
         };
+        settings.drop_seed_entries();
         settings.prune(now);
         change(&mut settings, now);
         self.write(session_id, &settings).await?;
@@ -349,13 +366,18 @@ impl SettingsStore {
     }
 }
 
-/// A stored settings value (`null`: nothing stored).
+/// A stored settings value (`null`: nothing stored). Seed entries stored
+/// before seeds were derived are dropped here: ignored by every reader, and
+/// left out of the record's next write.
 fn parse_stored(session_id: &str, value: Value) -> Result<Option<ApprovalSettings>, StateError> {
     if value.is_null() {
         return Ok(None);
     }
     serde_json::from_value::<ApprovalSettings>(value)
-        .map(Some)
+        .map(|mut settings| {
+            settings.drop_seed_entries();
+            Some(settings)
+        })
         .map_err(|source| StateError::Unreadable {
             what: format!("settings of session {session_id}"),
             source,

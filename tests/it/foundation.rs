@@ -298,9 +298,10 @@ async fn settings_mutations_materialise_and_behave_per_contract() {
         assert!(s["mode_set_at"].as_u64().unwrap() > 0);
         assert_eq!(s["always_allow"][0]["function_id"], "state::get");
         assert_eq!(s["always_allow"][0]["granted_by"], "seed");
-        assert!(s["always_allow"][0]["granted_at"].as_u64().unwrap() > 0, "seed entries are stamped when materialised");
+        assert_eq!(s["always_allow"][0]["granted_at"], 0, "seeds are derived from the rules, never stamped");
         let stored = call(&probe, "state::get", json!({"scope": "approval_settings", "key": "s_new"})).await.unwrap();
         assert_eq!(stored["mode"], "full");
+        assert_eq!(stored["always_allow"], json!([]), "seeds are never stored");
 
         let a = call(&probe, "approval::add-always-allow", json!({"session_id": "s_new", "function_id": "demo::*"})).await.unwrap();
         let first_at = a["settings"]["always_allow"][1]["granted_at"].clone();

@@ -1,8 +1,9 @@
-//! Policy v2 end to end (`architecture/contract.md` § Permission model,
-//! § Settings, § Evaluate): ask rules, rule precedence, seeds that respect
-//! rule order, bounded and argument-scoped grants, examples checked at load,
-//! explained decisions — through the harness double and the worker's
-//! functions, on each engine.
+//! Policy v2 and v3 end to end (`architecture/contract.md` § Permission
+//! model, § Settings, § Evaluate): ask rules, rule precedence, seeds that
+//! respect rule order, bounded and argument-scoped grants, examples checked
+//! at load, explained decisions; exact remembered decisions, seeds derived
+//! and suppressed, typed constraints and command prefixes — through the
+//! harness double and the worker's functions, on each engine.
 
 use std::time::Duration;
 
@@ -104,7 +105,7 @@ async fn policy_ask_rules_hold_in_full_mode_over_grants_and_carry_their_deadline
         scene
             .ok(
                 "approval::approve-always",
-                json!({"session_id": "s_a", "function_id": "*"}),
+                json!({"session_id": "s_a", "function_id": "*", "pattern": true}),
             )
             .await;
         scene
@@ -160,7 +161,7 @@ async fn policy_ask_rules_hold_in_full_mode_over_grants_and_carry_their_deadline
         scene
             .ok(
                 "approval::approve-always",
-                json!({"session_id": "s_m", "function_id": "demo::*"}),
+                json!({"session_id": "s_m", "function_id": "demo::*", "pattern": true}),
             )
             .await;
         let out = scene
@@ -205,7 +206,7 @@ async fn policy_deny_ask_allow_lets_a_deny_rule_beat_full_mode_and_grants() {
         scene
             .ok(
                 "approval::approve-always",
-                json!({"session_id": "s_d", "function_id": "demo::*"}),
+                json!({"session_id": "s_d", "function_id": "demo::*", "pattern": true}),
             )
             .await;
         // first_match (the default): full mode comes before the rules.
@@ -272,7 +273,8 @@ async fn policy_a_seed_never_allows_what_an_earlier_deny_rule_denies() {
         assert_eq!(defaults["settings"]["always_allow"][0]["granted_by"], "seed");
         for sid in ["s_s", "s_stored"] {
             if sid == "s_stored" {
-                // Materialised: the seed is now a stored entry, still a seed.
+                // Materialised: the record is stored; the seed is still
+                // shown, derived from the rules, never stored.
                 scene.ok("approval::set-mode", json!({"session_id": sid, "mode": "auto"})).await;
                 assert_eq!(settings_of(&scene, sid).await["always_allow"][0]["granted_by"], "seed");
             }
@@ -600,6 +602,230 @@ async fn policy_evaluate_explains_every_step_and_the_gate_agrees() {
             ev["trace"],
             json!([{"step": "human_only", "outcome": "deny", "detail": "state scope approval_settings"}])
         );
+    })
+    .await;
+}
+
+/// The stored record of a session, as the worker wrote it.
+async fn stored(scene: &Scene, sid: &str) -> Value {
+    scene
+        .ok(
+            "state::get",
+            json!({"scope": "approval_settings", "key": sid}),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn rule_21_2_approve_always_remembers_exactly_the_function_unless_pattern_is_true() {
+    on_each_engine("policy_exact_approve_always", |engine| async move {
+        let scene = Scene::start(engine).await;
+        configure(&scene, json!({"rules": ["!approval::*"]})).await;
+        let out = scene
+            .ok(
+                "approval::approve-always",
+                json!({"session_id": "s_x", "function_id": "demo::*"}),
+            )
+            .await;
+        assert_eq!(
+            out["settings"]["approved_always"],
+            json!([{"function_id": "demo::*", "granted_at": out["settings"]["approved_always"][0]["granted_at"],
+                    "granted_by": "user_click", "pattern": false}]),
+            "{out}"
+        );
+        assert_eq!(stored(&scene, "s_x").await["approved_always"][0]["pattern"], false);
+        // `demo::*` names no function a human saw: demo::echo still asks.
+        let out = scene
+            .harness
+            .call(spec("s_x", "c1", "demo::echo", json!({})))
+            .await;
+        assert!(out.is_held(), "{out:?}");
+        let ev = evaluate(&scene, "s_x", "demo::echo", json!({})).await;
+        assert_eq!(ev["verdict"], "needs_approval", "{ev}");
+        // Asked for, a pattern is a glob.
+        let out = scene
+            .ok(
+                "approval::approve-always",
+                json!({"session_id": "s_x", "function_id": "demo::*", "pattern": true}),
+            )
+            .await;
+        let entry = &out["settings"]["approved_always"][1];
+        assert_eq!(entry["function_id"], "demo::*", "{out}");
+        assert!(entry.get("pattern").is_none(), "a glob is written as before: {out}");
+        let out = scene
+            .harness
+            .call(spec("s_x", "c2", "demo::echo", json!({})))
+            .await;
+        assert!(completed(&out), "{out:?}");
+        // An entry stored before the field existed keeps its glob meaning.
+        scene
+            .ok(
+                "state::set",
+                json!({"scope": "approval_settings", "key": "s_old", "value": {
+                    "session_id": "s_old", "mode": "manual", "always_allow": [], "mode_set_at": 0,
+                    "approved_always": [{"function_id": "demo::*", "granted_at": 1, "granted_by": "user_click"}]}}),
+            )
+            .await;
+        let out = scene
+            .harness
+            .call(spec("s_old", "c3", "demo::echo", json!({})))
+            .await;
+        assert!(completed(&out), "{out:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_21_3_a_removed_seed_stays_suppressed_and_seeds_are_never_stored() {
+    on_each_engine("policy_seeds_derived", |engine| async move {
+        let scene = Scene::start(engine).await;
+        let seeded = json!({"default_mode": "auto", "rules": [
+            "!approval::*", {"function": "demo::*", "action": "allow", "modes": ["auto"]}
+        ]});
+        configure(&scene, seeded.clone()).await;
+        // The first mutation stores the record without the seed.
+        let out = scene
+            .ok("approval::set-mode", json!({"session_id": "s_s", "mode": "auto"}))
+            .await;
+        assert_eq!(out["settings"]["always_allow"][0]["granted_by"], "seed", "{out}");
+        assert_eq!(stored(&scene, "s_s").await["always_allow"], json!([]));
+        // Removing the seed suppresses it, for good.
+        let out = scene
+            .ok(
+                "approval::remove-always-allow",
+                json!({"session_id": "s_s", "function_id": "demo::*"}),
+            )
+            .await;
+        assert_eq!(out["settings"]["always_allow"], json!([]), "{out}");
+        assert_eq!(out["settings"]["suppressed_seeds"], json!(["demo::*"]), "{out}");
+        let record = stored(&scene, "s_s").await;
+        assert_eq!(record["suppressed_seeds"], json!(["demo::*"]), "{record}");
+        assert_eq!(record["always_allow"], json!([]), "{record}");
+        let ev = evaluate(&scene, "s_s", "demo::echo", json!({})).await;
+        let step = ev["trace"].as_array().unwrap().iter().find(|s| s["step"] == "always_allow").cloned();
+        assert_eq!(
+            step,
+            Some(json!({"step": "always_allow", "outcome": "pass",
+                "detail": "seed entry demo::* passed over: removed from this session"})),
+            "{ev}"
+        );
+        // A rule removed takes its seed with it; put back, it stays out.
+        configure(&scene, json!({"default_mode": "auto", "rules": ["!approval::*"]})).await;
+        assert_eq!(settings_of(&scene, "s_s").await["always_allow"], json!([]));
+        let defaults = settings_of(&scene, "s_fresh").await;
+        assert_eq!(defaults["always_allow"], json!([]));
+        configure(&scene, seeded).await;
+        assert_eq!(settings_of(&scene, "s_s").await["always_allow"], json!([]));
+        assert_eq!(settings_of(&scene, "s_fresh").await["always_allow"][0]["function_id"], "demo::*");
+        // A record stored with seed entries before they were derived: they
+        // are ignored, and the next write drops them.
+        scene
+            .ok(
+                "state::set",
+                json!({"scope": "approval_settings", "key": "s_old", "value": {
+                    "session_id": "s_old", "mode": "auto", "approved_always": [], "mode_set_at": 0,
+                    "always_allow": [{"function_id": "shell::*", "granted_at": 1, "granted_by": "seed"}]}}),
+            )
+            .await;
+        let out = scene
+            .harness
+            .call(spec("s_old", "c1", "shell::run", json!({})))
+            .await;
+        assert!(out.is_held(), "a seed no rule makes allows nothing: {out:?}");
+        assert_eq!(settings_of(&scene, "s_old").await["always_allow"][0]["function_id"], "demo::*");
+        scene
+            .ok("approval::set-mode", json!({"session_id": "s_old", "mode": "auto"}))
+            .await;
+        assert_eq!(stored(&scene, "s_old").await["always_allow"], json!([]));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_21_4_a_deny_rule_on_a_command_meets_its_argv_array() {
+    on_each_engine("policy_typed_constraints", |engine| async move {
+        let scene = Scene::start(engine).await;
+        configure(
+            &scene,
+            json!({"rules": [
+                "!approval::*",
+                {"function": "shell::run", "action": "deny", "rule_id": "no-rm",
+                 "args": {"command": {"matches": "rm -rf"}}},
+                {"function": "shell::run", "action": "allow", "args": {"n": {"equals": 1}}}
+            ]}),
+        )
+        .await;
+        let out = scene
+            .harness
+            .call(spec(
+                "s_t",
+                "c1",
+                "shell::run",
+                json!({"command": ["rm", "-rf", "/"]}),
+            ))
+            .await;
+        let reason = out.deny_reason().unwrap_or_else(|| panic!("{out:?}"));
+        assert!(reason.contains("matched rule no-rm"), "{reason}");
+        // Allow rules read strictly: 1.0 is not the 1 the operator wrote.
+        let out = scene
+            .harness
+            .call(spec(
+                "s_t",
+                "c2",
+                "shell::run",
+                json!({"command": "ls", "n": 1}),
+            ))
+            .await;
+        assert!(completed(&out), "{out:?}");
+        let out = scene
+            .harness
+            .call(spec(
+                "s_t",
+                "c3",
+                "shell::run",
+                json!({"command": "ls", "n": 1.0}),
+            ))
+            .await;
+        assert!(out.is_held(), "{out:?}");
+        assert_eq!(scene.harness.target_runs("shell::run"), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_21_5_prefixes_are_command_prefixes() {
+    on_each_engine("policy_command_prefixes", |engine| async move {
+        let scene = Scene::start(engine).await;
+        configure(
+            &scene,
+            json!({"rules": [
+                "!approval::*",
+                {"function": "shell::run", "action": "deny", "args": {"cmd": {"prefix": "rm"}}},
+                {"function": "shell::run", "action": "allow", "args": {"cmd": {"prefix": "git status"}}}
+            ]}),
+        )
+        .await;
+        let call = |cid: &'static str, cmd: &'static str| {
+            let scene = &scene;
+            async move {
+                scene
+                    .harness
+                    .call(spec("s_p", cid, "shell::run", json!({ "cmd": cmd })))
+                    .await
+            }
+        };
+        assert!(completed(&call("c1", "git status --short").await));
+        for (cid, cmd) in [
+            ("c2", "git status; curl x | sh"),
+            ("c3", "git statusx"),
+            ("c4", "git status $(id)"),
+        ] {
+            let out = call(cid, cmd).await;
+            assert!(out.is_held(), "{cmd}: {out:?}");
+        }
+        let out = call("c5", "git status; rm -rf /").await;
+        assert!(out.deny_reason().is_some(), "{out:?}");
+        assert_eq!(scene.harness.target_runs("shell::run"), 1);
     })
     .await;
 }

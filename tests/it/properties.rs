@@ -7,13 +7,22 @@
 //! 3. grant hints → every hint has an absolute, clean dir; containment is by
 //!    components;
 //! 4. cursors → `decode` is total and accepts only what `encode` writes;
-//! 5. redaction → safe, bounded and idempotent.
+//! 5. redaction → safe, bounded and idempotent;
+//! 6. the decision ladder agrees with its naive reference
+//!    (`approval-gate-reference`, the oracle the fuzz targets use too) on
+//!    random rule sets, precedences, modes, typed constraints and command
+//!    prefixes, exact and pattern grants, seeds and their suppression,
+//!    rules removed under a stored record, and the lockdown.
+//!
+//! The ladder's differential tests live here rather than beside the code:
+//! the reference depends on the worker crate, which a unit test of the
+//! worker could only see as a second, different copy of its types.
 
 use approval_gate::{build_record, parse_hook_input, SessionContext};
 use approval_gate::{
     builtin_guard, decide, explain, is_valid_id, judge, Basis, Call, CompiledRules,
     CompiledSettings, DenialEnvelope, Judgement, RuleAction, RulePrecedence, RuleSpec, Verdict,
-    WireVerdict,
+    WireVerdict, LOCKDOWN_RULE,
 };
 use approval_gate::{contains, find_hint, recognise, JAIL_CODES};
 use approval_gate::{decode_cursor as decode, encode_cursor as encode};
@@ -178,10 +187,9 @@ fn fixtures() -> Vec<(Mode, CompiledSettings, CompiledRules)> {
             let mut approved_always = entries(approved);
             approved_always.push(dry.clone());
             let settings = CompiledSettings::new(&ApprovalSettings {
-                mode,
                 always_allow: entries(always),
                 approved_always,
-                mode_set_at: 0,
+                ..ApprovalSettings::new(mode)
             });
             let rules = CompiledRules::compile(&specs)
                 .expect("rules compile")
@@ -194,6 +202,17 @@ fn fixtures() -> Vec<(Mode, CompiledSettings, CompiledRules)> {
             .expect("config parses");
         let snapshot = Snapshot::compile(config);
         out.push((Mode::Auto, snapshot.defaults, snapshot.rules));
+        // The lockdown, with grants that would allow everything.
+        let everything = CompiledSettings::new(&ApprovalSettings {
+            always_allow: entries(&["*"]),
+            approved_always: entries(&["*"]),
+            ..ApprovalSettings::new(Mode::Full)
+        });
+        out.push((
+            Mode::Full,
+            everything,
+            CompiledRules::lockdown().with_precedence(precedence),
+        ));
     }
     out
 }
@@ -275,6 +294,9 @@ proptest! {
             let guarded = builtin_guard(&call.function_id, call.arguments.as_ref()).is_some();
             if guarded || !ids_ok {
                 prop_assert!(matches!(judgement, Judgement::Deny { .. }), "{:?}", judgement);
+            } else if rules.is_lockdown() {
+                // The lockdown holds every other call, whatever the grants.
+                prop_assert!(matches!(judgement, Judgement::Hold { ask: None }), "{:?}", judgement);
             } else if mode == Mode::Full && rules.precedence() == RulePrecedence::FirstMatch {
                 // Only an ask rule (a human floor) stops a call in full mode.
                 prop_assert!(
@@ -289,6 +311,7 @@ proptest! {
                 let (verdict, rule, reason) = match &judgement {
                     Judgement::Continue { rule, .. } => (WireVerdict::Allow, *rule, None),
                     Judgement::Deny { reason, rule } => (WireVerdict::Deny, *rule, Some(reason.as_str())),
+                    Judgement::Hold { ask: None } if rules.is_lockdown() => (WireVerdict::NeedsApproval, Some(LOCKDOWN_RULE), None),
                     Judgement::Hold { ask } => (WireVerdict::NeedsApproval, ask.map(|a| a.rule_id), None),
                 };
                 prop_assert_eq!(explained.verdict, verdict, "{:?}", explained);
@@ -406,10 +429,9 @@ proptest! {
         };
         let ids: Vec<&str> = allow.iter().map(String::as_str).collect();
         let settings = CompiledSettings::new(&ApprovalSettings {
-            mode,
             always_allow: entries(&ids),
             approved_always: entries(&ids[..ids.len().min(1)]),
-            mode_set_at: 0,
+            ..ApprovalSettings::new(mode)
         });
         for (fid, args) in &calls {
             let d = decide(&settings, &compiled, &Call { function_id: fid, arguments: args.as_ref() });
@@ -424,7 +446,7 @@ proptest! {
                     prop_assert!(index < specs.len());
                     Verdict::Hold
                 }
-                Basis::NoMatch => Verdict::Hold,
+                Basis::NoMatch | Basis::Lockdown => Verdict::Hold,
                 _ => Verdict::Allow,
             };
             prop_assert_eq!(d.verdict, expected);
@@ -570,5 +592,943 @@ proptest! {
         prop_assert_eq!(&v, &copy);
         prop_assert_eq!(redaction_violation(&once), None);
         prop_assert_eq!(redact(&once), once);
+    }
+}
+
+// ---- 6. the decision ladder against its reference ----
+
+mod ladder {
+    use approval_gate::{
+        builtin_guard, decide, decide_with, default_settings, ApprovalConfig, ApprovalSettings,
+        ArgConstraint, Call, CompiledRules, CompiledSettings, DecideOptions, Entry, GrantList,
+        GrantRef, GrantedBy, Mode, Outcome as Step, Probe, RuleAction, RuleExamples, RuleObject,
+        RulePrecedence, RuleSpec, Snapshot, Verdict,
+    };
+    use approval_gate_reference::{outcome_of, At, Outcome, Policy, RefRule};
+    use proptest::prelude::*;
+    use serde_json::{json, Map, Value};
+
+    /// The time every generated decision is made at.
+    const NOW: u64 = 1_000_000;
+
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: 384,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    /// A glob as the test generates it: rendered to text for the crate,
+    /// matched token by token here (the reference itself uses `globset`).
+    #[derive(Debug, Clone)]
+    enum Tok {
+        Lit(String),
+        Any,
+        Star,
+        Class(Vec<u8>, bool),
+        Alt(Vec<String>),
+    }
+
+    fn render(toks: &[Tok]) -> String {
+        let mut out = String::new();
+        for t in toks {
+            match t {
+                Tok::Lit(s) => out.push_str(s),
+                Tok::Any => out.push('?'),
+                Tok::Star => out.push('*'),
+                Tok::Class(set, negated) => {
+                    out.push('[');
+                    if *negated {
+                        out.push('!');
+                    }
+                    out.extend(set.iter().map(|&b| char::from(b)));
+                    out.push(']');
+                }
+                Tok::Alt(alts) => {
+                    out.push('{');
+                    out.push_str(&alts.join(","));
+                    out.push('}');
+                }
+            }
+        }
+        out
+    }
+
+    /// Byte-wise backtracking match (`?` and classes take one byte, as in
+    /// globset).
+    fn glob_match(toks: &[Tok], s: &[u8]) -> bool {
+        let Some((first, rest)) = toks.split_first() else {
+            return s.is_empty();
+        };
+        match first {
+            Tok::Star => (0..=s.len()).any(|i| glob_match(rest, &s[i..])),
+            Tok::Any => !s.is_empty() && glob_match(rest, &s[1..]),
+            Tok::Lit(lit) => s.starts_with(lit.as_bytes()) && glob_match(rest, &s[lit.len()..]),
+            Tok::Class(set, negated) => s
+                .first()
+                .is_some_and(|b| set.contains(b) != *negated && glob_match(rest, &s[1..])),
+            Tok::Alt(alts) => alts
+                .iter()
+                .any(|a| s.starts_with(a.as_bytes()) && glob_match(rest, &s[a.len()..])),
+        }
+    }
+
+    // ---- generators ----
+
+    const SEGMENTS: &[&str] = &[
+        "a",
+        "b",
+        "ab",
+        "x.y",
+        "shell",
+        "approval",
+        "configuration",
+        "get",
+        "é",
+    ];
+
+    /// Ids that calls, exact rules and exact grants all draw from often, so
+    /// that exact ids and globs compete for the same call.
+    const COMMON_IDS: &[&str] = &[
+        "a::b",
+        "shell::get",
+        "a",
+        "x.y::ab",
+        "a/b",
+        "ab::b::get",
+        "*",
+        "a::*",
+    ];
+
+    fn segment() -> impl Strategy<Value = String> {
+        prop::sample::select(SEGMENTS).prop_map(str::to_owned)
+    }
+
+    fn id_strategy() -> impl Strategy<Value = String> {
+        prop_oneof![
+            1 => prop::sample::select(COMMON_IDS).prop_map(str::to_owned),
+            2 => any_id_strategy(),
+        ]
+    }
+
+    fn any_id_strategy() -> impl Strategy<Value = String> {
+        let sep = prop::sample::select(vec!["::", "::", "/", ".", "-", ":"]);
+        let prefix = prop::sample::select(vec![
+            "",
+            "",
+            "",
+            " ",
+            "ns/",
+            "ns::",
+            "my",
+            "\u{200b}",
+            "APPROVAL::",
+            "Configuration::",
+        ]);
+        (
+            prefix,
+            segment(),
+            prop::collection::vec((sep, segment()), 0..3),
+        )
+            .prop_map(|(p, first, rest)| {
+                let mut id = format!("{p}{first}");
+                for (s, seg) in rest {
+                    id.push_str(s);
+                    id.push_str(&seg);
+                }
+                id
+            })
+    }
+
+    fn tok_strategy() -> impl Strategy<Value = Tok> {
+        prop_oneof![
+            4 => segment().prop_map(Tok::Lit),
+            3 => Just(Tok::Lit("::".to_owned())),
+            1 => prop::sample::select(vec![".", "-", ":"]).prop_map(|s| Tok::Lit(s.to_owned())),
+            3 => Just(Tok::Star),
+            1 => Just(Tok::Any),
+            1 => (prop::sample::subsequence(b"abgx.:".to_vec(), 1..3), any::<bool>())
+                .prop_map(|(set, neg)| Tok::Class(set, neg)),
+            1 => prop::collection::vec(segment(), 2..4).prop_map(Tok::Alt),
+        ]
+    }
+
+    fn glob_strategy() -> impl Strategy<Value = Vec<Tok>> {
+        prop_oneof![
+            3 => prop::collection::vec(tok_strategy(), 1..5),
+            1 => prop::sample::select(&COMMON_IDS[..6]).prop_map(|id| vec![Tok::Lit(id.to_owned())]),
+            1 => Just(vec![Tok::Star]),
+        ]
+    }
+
+    /// An entry's `function_id`: a glob, text that is not a valid glob, or
+    /// an id the calls use.
+    fn entry_text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            6 => glob_strategy().prop_map(|t| render(&t)),
+            2 => prop::sample::select(COMMON_IDS).prop_map(str::to_owned),
+            1 => prop::sample::select(vec!["a[", "{a,b", "shell::[", "a\\"]).prop_map(str::to_owned),
+        ]
+    }
+
+    /// Entries as a human grants them (unbounded most of the time, exact or
+    /// pattern), and now and then a seed entry a record was stored with
+    /// before seeds were derived (it must be ignored).
+    fn entry_strategy() -> impl Strategy<Value = Entry> {
+        let expires_at = prop::sample::select(vec![
+            None,
+            None,
+            None,
+            Some(NOW - 1),
+            Some(NOW),
+            Some(NOW + 1),
+        ]);
+        let uses_left = prop::sample::select(vec![None, None, None, Some(0), Some(1), Some(5)]);
+        let args = prop::option::weighted(
+            0.3,
+            prop::collection::btree_map(field(), constraint(), 0..3),
+        );
+        (
+            entry_text(),
+            prop::bool::weighted(0.15),
+            any::<bool>(),
+            expires_at,
+            uses_left,
+            args,
+        )
+            .prop_map(
+                |(text, stored_seed, pattern, expires_at, uses_left, args)| Entry {
+                    pattern,
+                    expires_at,
+                    uses_left,
+                    args,
+                    ..Entry::new(
+                        text,
+                        0,
+                        if stored_seed {
+                            GrantedBy::Seed
+                        } else {
+                            GrantedBy::UserClick
+                        },
+                    )
+                },
+            )
+    }
+
+    fn mode_strategy() -> impl Strategy<Value = Mode> {
+        prop::sample::select(vec![Mode::Manual, Mode::Auto, Mode::Full])
+    }
+
+    /// Argument values: scalars of every type, numbers that are equal by
+    /// value only, commands with and without shell separators, argv arrays.
+    fn pool_value() -> impl Strategy<Value = Value> {
+        prop::sample::select(vec![
+            Value::Null,
+            json!(1),
+            json!(1.0),
+            json!(12),
+            json!("v"),
+            json!("vv"),
+            json!("x9"),
+            json!("1"),
+            json!(true),
+            json!({"p": 1}),
+            json!([1]),
+            json!([1.0]),
+            json!(["v", "x"]),
+            json!(["v", 1, null]),
+            json!("git status"),
+            json!("git status --short"),
+            json!("git statusx"),
+            json!("git status; rm -rf /"),
+            json!("git status $(id)"),
+            json!("git log 'a b'"),
+            json!("git log 'open"),
+            json!("rm -rf /"),
+            json!("ls && rm x"),
+            json!(["rm", "-rf", "/"]),
+            json!(["git", "status"]),
+        ])
+    }
+
+    fn field() -> impl Strategy<Value = String> {
+        prop::sample::select(vec!["k", "n", "cmd", "/o/p", "/arr/0", "/o", "/o~1p"])
+            .prop_map(str::to_owned)
+    }
+
+    fn constraint() -> impl Strategy<Value = ArgConstraint> {
+        prop_oneof![
+            1 => Just(ArgConstraint::Equals(Value::Null)),
+            3 => pool_value().prop_map(ArgConstraint::Equals),
+            2 => prop::sample::select(vec![
+                "^v", "v$", "[0-9]", "x|v", "", "rm -rf", "^1$", "^true$", "^v x$", "^git status$",
+            ])
+            .prop_map(|r| ArgConstraint::Matches(r.to_owned())),
+            2 => prop::sample::select(vec!["v", "vv", "x", "", "1", "git status", "git ", "rm", "ls"])
+                .prop_map(|p| ArgConstraint::Prefix(p.to_owned())),
+        ]
+    }
+
+    #[derive(Debug, Clone)]
+    struct GenRule {
+        function: Vec<Tok>,
+        shorthand: bool,
+        action: RuleAction,
+        rule_id: Option<String>,
+        modes: Option<Vec<Mode>>,
+        args: Option<std::collections::BTreeMap<String, ArgConstraint>>,
+        timeout_ms: Option<u64>,
+        escalate_after_ms: Option<u64>,
+    }
+
+    impl GenRule {
+        fn spec(&self) -> RuleSpec {
+            self.spec_with(None)
+        }
+
+        fn spec_with(&self, examples: Option<RuleExamples>) -> RuleSpec {
+            let function = render(&self.function);
+            if self.shorthand && examples.is_none() {
+                let marker = match self.action {
+                    RuleAction::Allow => "",
+                    RuleAction::Deny => "!",
+                    RuleAction::Ask => "?",
+                };
+                return RuleSpec::Shorthand(format!("{marker}{function}"));
+            }
+            RuleSpec::Object(RuleObject {
+                function,
+                action: self.action,
+                rule_id: self.rule_id.clone(),
+                modes: self.modes.clone(),
+                args: self.args.clone(),
+                timeout_ms: self.timeout_ms,
+                escalate_after_ms: self.escalate_after_ms,
+                examples,
+            })
+        }
+    }
+
+    fn rule_strategy() -> impl Strategy<Value = GenRule> {
+        let action = prop::sample::select(vec![
+            RuleAction::Allow,
+            RuleAction::Allow,
+            RuleAction::Deny,
+            RuleAction::Deny,
+            RuleAction::Ask,
+        ]);
+        // Auto often, so that seeds are common.
+        let modes = prop::option::weighted(
+            0.6,
+            prop_oneof![
+                2 => Just(vec![Mode::Auto]),
+                3 => prop::collection::vec(mode_strategy(), 0..3),
+            ],
+        );
+        let rule_id =
+            prop::option::of(prop::sample::select(vec!["r1", "r2"]).prop_map(str::to_owned));
+        let args = prop::option::weighted(
+            0.5,
+            prop::collection::btree_map(field(), constraint(), 0..3),
+        );
+        let deadline = prop::sample::select(vec![None, None, Some(1000), Some(60_000)]);
+        (
+            glob_strategy(),
+            any::<bool>(),
+            action,
+            rule_id,
+            modes,
+            args,
+            (deadline.clone(), deadline),
+        )
+            .prop_map(
+                |(
+                    function,
+                    shorthand,
+                    action,
+                    rule_id,
+                    modes,
+                    args,
+                    (timeout_ms, escalate_after_ms),
+                )| {
+                    // A shorthand has no id, modes, args or deadlines of its
+                    // own; an allow shorthand cannot start with `?` (that
+                    // marks ask).
+                    let shorthand = shorthand
+                        && !(action == RuleAction::Allow
+                            && matches!(function.first(), Some(Tok::Any)));
+                    let asks = action == RuleAction::Ask && !shorthand;
+                    GenRule {
+                        function,
+                        shorthand,
+                        action,
+                        rule_id: rule_id.filter(|_| !shorthand),
+                        modes: modes.filter(|_| !shorthand),
+                        args: args.filter(|_| !shorthand),
+                        timeout_ms: timeout_ms.filter(|_| asks),
+                        escalate_after_ms: escalate_after_ms.filter(|_| asks),
+                    }
+                },
+            )
+    }
+
+    fn precedence_strategy() -> impl Strategy<Value = RulePrecedence> {
+        prop::sample::select(vec![
+            RulePrecedence::FirstMatch,
+            RulePrecedence::DenyAskAllow,
+        ])
+    }
+
+    fn passed_over_strategy() -> impl Strategy<Value = Vec<GrantRef>> {
+        prop::collection::vec(
+            (any::<bool>(), 0u32..4).prop_map(|(approved, slot)| GrantRef {
+                list: if approved {
+                    GrantList::ApprovedAlways
+                } else {
+                    GrantList::AlwaysAllow
+                },
+                slot,
+            }),
+            0..2,
+        )
+    }
+
+    fn args_strategy() -> impl Strategy<Value = Option<Value>> {
+        let object = (
+            prop::option::of(pool_value()),
+            prop::option::of(pool_value()),
+            prop::option::of(pool_value()),
+            prop::option::of(pool_value()),
+            prop::option::of(pool_value()),
+            prop::option::of(pool_value()),
+        )
+            .prop_map(|(k, n, cmd, p, a0, slash)| {
+                let mut m = Map::new();
+                for (key, value) in [("k", k), ("n", n), ("cmd", cmd), ("o/p", slash)] {
+                    if let Some(v) = value {
+                        m.insert(key.into(), v);
+                    }
+                }
+                if let Some(p) = p {
+                    m.insert("o".into(), json!({ "p": p }));
+                }
+                if let Some(a0) = a0 {
+                    m.insert("arr".into(), json!([a0]));
+                }
+                Value::Object(m)
+            });
+        prop_oneof![
+            1 => Just(None),
+            1 => prop::sample::select(vec![json!([1]), json!("k"), Value::Null, json!(["rm", "-rf"])]).prop_map(Some),
+            5 => object.prop_map(Some),
+        ]
+    }
+
+    fn specs_of(rules: &[GenRule]) -> Vec<RuleSpec> {
+        rules.iter().map(GenRule::spec).collect()
+    }
+
+    /// The crate's rules and the reference's policy for the same specs (or
+    /// the lockdown for both).
+    fn both(
+        specs: &[RuleSpec],
+        precedence: RulePrecedence,
+        lockdown: bool,
+    ) -> (CompiledRules, Policy) {
+        if lockdown {
+            return (
+                CompiledRules::lockdown().with_precedence(precedence),
+                Policy::lockdown().with_precedence(precedence),
+            );
+        }
+        let compiled = CompiledRules::compile(specs)
+            .expect("generated rules are valid")
+            .with_precedence(precedence);
+        let policy = Policy::new(specs)
+            .expect("generated constraints compile")
+            .with_precedence(precedence);
+        (compiled, policy)
+    }
+
+    /// `decide` agrees with the reference on every call, with and without
+    /// a trace; the trace ends with the decision.
+    fn agree(
+        settings: &ApprovalSettings,
+        rules: &CompiledRules,
+        policy: &Policy,
+        passed_over: &[GrantRef],
+        calls: &[(String, Option<Value>)],
+    ) -> Result<(), TestCaseError> {
+        let compiled = CompiledSettings::new(settings);
+        for (id, args) in calls {
+            let call = Call {
+                function_id: id,
+                arguments: args.as_ref(),
+            };
+            let options = DecideOptions {
+                now_ms: Some(NOW),
+                passed_over,
+                trace: None,
+            };
+            let d = decide_with(&compiled, rules, &call, options);
+            let expected = policy.decide(
+                settings,
+                id,
+                args.as_ref(),
+                At {
+                    now_ms: NOW,
+                    passed_over,
+                },
+            );
+            prop_assert_eq!(&outcome_of(&d), &expected, "id {:?} args {:?}", id, args);
+            prop_assert_eq!(d.verdict, expected.verdict());
+            let mut trace = Vec::new();
+            let options = DecideOptions {
+                now_ms: Some(NOW),
+                passed_over,
+                trace: Some(&mut trace),
+            };
+            let traced = decide_with(&compiled, rules, &call, options);
+            prop_assert_eq!(traced, d);
+            let last = trace.last().map(|t| t.outcome);
+            prop_assert_eq!(
+                last,
+                Some(match d.verdict {
+                    Verdict::Allow => Step::Allow,
+                    Verdict::Deny => Step::Deny,
+                    Verdict::Hold => Step::Hold,
+                }),
+                "{:?}",
+                trace
+            );
+            prop_assert!(
+                trace[..trace.len() - 1]
+                    .iter()
+                    .all(|t| t.outcome == Step::Pass),
+                "{:?}",
+                trace
+            );
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// The whole ladder: random rules (typed constraints, command
+        /// prefixes), both precedences, every mode, exact and pattern
+        /// grants with bounds, stored seed entries (ignored), seeds and
+        /// suppressed seeds, grants passed over, and now and then the
+        /// lockdown.
+        #[test]
+        fn rule_21_decide_agrees_with_the_reference(
+            rules in prop::collection::vec(rule_strategy(), 0..12),
+            precedence in precedence_strategy(),
+            lockdown in prop::bool::weighted(0.1),
+            mode in mode_strategy(),
+            always in prop::collection::vec(entry_strategy(), 0..4),
+            approved in prop::collection::vec(entry_strategy(), 0..3),
+            suppress in prop::collection::vec(any::<prop::sample::Index>(), 0..3),
+            passed_over in passed_over_strategy(),
+            calls in prop::collection::vec((id_strategy(), args_strategy()), 1..8),
+        ) {
+            let specs = specs_of(&rules);
+            let (compiled, policy) = both(&specs, precedence, lockdown);
+            let seeds = policy.seeds();
+            prop_assert_eq!(
+                compiled.auto_seed_globs(),
+                seeds.iter().map(|(glob, _)| glob.clone()).collect::<Vec<_>>()
+            );
+            let suppressed_seeds = if seeds.is_empty() {
+                Vec::new()
+            } else {
+                suppress.iter().map(|i| seeds[i.index(seeds.len())].0.clone()).collect()
+            };
+            let settings = ApprovalSettings {
+                always_allow: always,
+                approved_always: approved,
+                suppressed_seeds,
+                ..ApprovalSettings::new(mode)
+            };
+            agree(&settings, &compiled, &policy, &passed_over, &calls)?;
+        }
+
+        /// A record stored before seeds were derived, and rules removed
+        /// since: the seeds of the removed rules allow nothing, the stored
+        /// seed entries are ignored, a suppressed seed stays out.
+        #[test]
+        fn rule_21_3_rules_removed_under_a_stored_record_take_their_seeds(
+            rules in prop::collection::vec(rule_strategy(), 1..10),
+            removed in prop::collection::vec(any::<prop::sample::Index>(), 1..4),
+            precedence in precedence_strategy(),
+            own in prop::collection::vec(entry_strategy(), 0..3),
+            suppress_first in any::<bool>(),
+            calls in prop::collection::vec((id_strategy(), args_strategy()), 1..8),
+        ) {
+            let before = specs_of(&rules);
+            let (old_rules, old_policy) = both(&before, precedence, false);
+            // As a pre-v3 worker stored it: the seeds materialised.
+            let config = ApprovalConfig {
+                default_mode: Mode::Auto,
+                rules: before.clone(),
+                rule_precedence: precedence,
+                ..ApprovalConfig::default()
+            };
+            let mut stored = default_settings(&config, &old_rules, 7);
+            stored.always_allow.extend(own.into_iter().filter(|e| e.granted_by == GrantedBy::UserClick));
+            if suppress_first {
+                if let Some((glob, _)) = old_policy.seeds().first() {
+                    stored.remove_always_allow(glob, &old_rules.auto_seed_globs());
+                }
+            }
+            let mut after = rules.clone();
+            for index in &removed {
+                if !after.is_empty() {
+                    after.remove(index.index(after.len()));
+                }
+            }
+            let after = specs_of(&after);
+            let (new_rules, new_policy) = both(&after, precedence, false);
+            agree(&stored, &new_rules, &new_policy, &[], &calls)?;
+            // Whatever allows a call now, it is not a seed the rules in
+            // force do not make.
+            let compiled = CompiledSettings::new(&stored);
+            let live = new_rules.auto_seed_globs();
+            for (id, args) in &calls {
+                let d = decide(&compiled, &new_rules, &Call { function_id: id, arguments: args.as_ref() });
+                if let Outcome::Seed { function_id, .. } = outcome_of(&d) {
+                    prop_assert!(live.contains(&function_id), "{} is not a seed of {:?}", function_id, after);
+                    prop_assert!(!stored.suppressed_seeds.contains(&function_id));
+                }
+            }
+            // What a console sees: the live seeds, not the stored ones.
+            let view = stored.with_seeds(&live);
+            let shown: Vec<&str> = view.always_allow.iter()
+                .filter(|e| e.granted_by == GrantedBy::Seed)
+                .map(|e| e.function_id.as_str())
+                .collect();
+            let expected: Vec<&str> = live.iter()
+                .filter(|g| !stored.suppressed_seeds.contains(g))
+                .map(String::as_str)
+                .collect();
+            prop_assert_eq!(shown, expected);
+        }
+
+        /// Seeding respects order: whatever the rules, a call the rules
+        /// alone deny in auto mode is never allowed for a session with
+        /// nothing stored, and seeds change no verdict the rules reach on
+        /// their own.
+        #[test]
+        fn a_seed_never_allows_what_the_rules_alone_deny(
+            rules in prop::collection::vec(rule_strategy(), 0..12),
+            precedence in precedence_strategy(),
+            calls in prop::collection::vec((id_strategy(), args_strategy()), 1..8),
+        ) {
+            let specs = specs_of(&rules);
+            let config = ApprovalConfig {
+                default_mode: Mode::Auto,
+                rules: specs.clone(),
+                rule_precedence: precedence,
+                ..ApprovalConfig::default()
+            };
+            let snapshot = Snapshot::compile(config);
+            prop_assert!(snapshot.rule_errors.is_empty());
+            let policy = Policy::new(&specs).expect("constraints compile").with_precedence(precedence);
+            let nothing = ApprovalSettings::new(Mode::Auto);
+            for (id, args) in &calls {
+                let d = decide(&snapshot.defaults, &snapshot.rules, &Call { function_id: id, arguments: args.as_ref() });
+                if policy.rules_deny(Mode::Auto, id, args.as_ref()) {
+                    prop_assert_ne!(d.verdict, Verdict::Allow, "id {:?} args {:?} specs {:?}", id, args, specs);
+                }
+                let expected = policy.decide(&nothing, id, args.as_ref(), At::time(NOW));
+                prop_assert_eq!(d.verdict, expected.verdict(), "id {:?} args {:?} specs {:?}", id, args, specs);
+            }
+        }
+
+        /// Examples sorted by the reference compile; one put in the wrong
+        /// list is a rule error at that rule's index.
+        #[test]
+        fn examples_agree_with_the_reference(
+            rules in prop::collection::vec(rule_strategy(), 1..6),
+            probes in prop::collection::vec((id_strategy(), args_strategy()), 1..6),
+            victim in any::<prop::sample::Index>(),
+        ) {
+            let examples: Vec<RuleExamples> = rules.iter().map(|rule| {
+                let reference = RefRule::of(&rule.spec()).expect("constraints compile");
+                let mut ex = RuleExamples::default();
+                for (id, args) in &probes {
+                    let probe = Probe { function_id: id.clone(), arguments: args.clone() };
+                    if reference.matches(id, args.as_ref()) {
+                        ex.matching.push(probe);
+                    } else {
+                        ex.no_match.push(probe);
+                    }
+                }
+                ex
+            }).collect();
+            let specs: Vec<RuleSpec> = rules.iter().zip(&examples).map(|(r, e)| r.spec_with(Some(e.clone()))).collect();
+            prop_assert!(CompiledRules::compile(&specs).is_ok(), "{:?}", specs);
+            let index = victim.index(rules.len());
+            let mut wrong = examples[index].clone();
+            std::mem::swap(&mut wrong.matching, &mut wrong.no_match);
+            let mut specs = specs;
+            specs[index] = rules[index].spec_with(Some(wrong));
+            let errors = CompiledRules::compile(&specs).expect_err("a misplaced example fails");
+            prop_assert!(errors.iter().all(|e| e.index == index), "{:?}", errors);
+            prop_assert_eq!(errors.len(), probes.len());
+        }
+
+        #[test]
+        fn generated_globs_match_their_reference(glob in glob_strategy(), id in id_strategy()) {
+            let text = render(&glob);
+            let specs = [RuleSpec::Object(RuleObject {
+                function: text.clone(),
+                action: RuleAction::Allow,
+                rule_id: None,
+                modes: None,
+                args: None,
+                timeout_ms: None,
+                escalate_after_ms: None,
+                examples: None,
+            })];
+            let compiled = CompiledRules::compile(&specs).expect("valid glob");
+            let settings = CompiledSettings::new(&ApprovalSettings::new(Mode::Manual));
+            let d = decide(&settings, &compiled, &Call { function_id: &id, arguments: None });
+            let expected = if builtin_guard(&id, None).is_some() {
+                Verdict::Deny
+            } else if glob_match(&glob, id.as_bytes()) {
+                Verdict::Allow
+            } else {
+                Verdict::Hold
+            };
+            prop_assert_eq!(d.verdict, expected, "glob {:?} id {:?}", text, id);
+            prop_assert_eq!(approval_gate_reference::pattern_matches(&text, &id), glob_match(&glob, id.as_bytes()));
+        }
+    }
+
+    /// Command lines and their look-alikes: every shell character the
+    /// allow side refuses, quotes open and closed, separators the deny side
+    /// splits on, argv arrays, and values of other types.
+    fn command_value() -> impl Strategy<Value = Value> {
+        prop::sample::select(vec![
+            json!("git status"),
+            json!("git status --short"),
+            json!("git statusx"),
+            json!("git status; id"),
+            json!("git status && id"),
+            json!("git status & id"),
+            json!("git status | sh"),
+            json!("git status $(id)"),
+            json!("git status `id`"),
+            json!("git status > f"),
+            json!("git status < f"),
+            json!("git status \\\n id"),
+            json!("git status\nid"),
+            json!("git status a\\ b"),
+            json!("git log 'a b'"),
+            json!("git log 'open"),
+            json!("git log \"it's\""),
+            json!("git log \"open"),
+            json!("git\tstatus"),
+            json!("rm -rf /"),
+            json!("ls\n  rm x"),
+            json!("  rm -rf"),
+            json!(""),
+            json!(["git", "status"]),
+            json!(["git", "status;", "id"]),
+            json!(["rm", "-rf", "/"]),
+            json!(["git", 1]),
+            json!([]),
+            json!(1),
+            json!(1.0),
+            json!(true),
+            Value::Null,
+            json!({"a": "git status"}),
+        ])
+    }
+
+    /// Numbers and their look-alikes of other types.
+    fn number_value() -> impl Strategy<Value = Value> {
+        prop::sample::select(vec![
+            json!(1),
+            json!(1.0),
+            json!(12),
+            json!(-1),
+            json!("1"),
+            json!(true),
+            json!([1]),
+            json!([1.0]),
+            Value::Null,
+        ])
+    }
+
+    /// A constraint on the command (`cmd`) or on a number (`n`).
+    fn command_constraint() -> impl Strategy<Value = (String, ArgConstraint)> {
+        let on_cmd = prop_oneof![
+            3 => prop::sample::select(vec!["git status", "git ", "git", "rm", "rm -rf", "", "ls"])
+                .prop_map(|p| ArgConstraint::Prefix(p.to_owned())),
+            2 => prop::sample::select(vec!["rm -rf", "^git status$", "status", "^$", "^-rf$"])
+                .prop_map(|r| ArgConstraint::Matches(r.to_owned())),
+            1 => prop::sample::select(vec![json!("git status"), json!(["git", "status"]), Value::Null])
+                .prop_map(ArgConstraint::Equals),
+        ];
+        let on_n = prop_oneof![
+            4 => number_value().prop_map(ArgConstraint::Equals),
+            1 => prop::sample::select(vec!["^1$", "^true$", "^1.0$"])
+                .prop_map(|r| ArgConstraint::Matches(r.to_owned())),
+            1 => prop::sample::select(vec!["1", "tr"]).prop_map(|p| ArgConstraint::Prefix(p.to_owned())),
+        ];
+        prop_oneof![
+            2 => on_cmd.prop_map(|c| ("cmd".to_owned(), c)),
+            1 => on_n.prop_map(|c| ("n".to_owned(), c)),
+        ]
+    }
+
+    fn command_args(
+    ) -> impl Strategy<Value = Option<std::collections::BTreeMap<String, ArgConstraint>>> {
+        prop::option::weighted(
+            0.9,
+            prop::collection::vec(command_constraint(), 1..3)
+                .prop_map(|pairs| pairs.into_iter().collect()),
+        )
+    }
+
+    /// One function, many constraints on its command: rules and grants
+    /// dense enough that every typed reading and every prefix rule meets
+    /// the calls.
+    fn command_rule() -> impl Strategy<Value = GenRule> {
+        (
+            prop::sample::select(vec![RuleAction::Allow, RuleAction::Deny, RuleAction::Ask]),
+            prop::option::weighted(0.3, prop::collection::vec(mode_strategy(), 0..3)),
+            command_args(),
+        )
+            .prop_map(|(action, modes, args)| GenRule {
+                function: vec![Tok::Lit("shell::exec".to_owned())],
+                shorthand: false,
+                action,
+                rule_id: None,
+                modes,
+                args,
+                timeout_ms: None,
+                escalate_after_ms: None,
+            })
+    }
+
+    fn command_grant() -> impl Strategy<Value = Entry> {
+        (
+            prop::sample::select(vec!["shell::exec", "shell::*", "*"]),
+            any::<bool>(),
+            command_args(),
+        )
+            .prop_map(|(id, pattern, args)| Entry {
+                pattern,
+                args,
+                ..Entry::new(id, 0, GrantedBy::UserClick)
+            })
+    }
+
+    fn command_call() -> impl Strategy<Value = Option<Value>> {
+        prop_oneof![
+            8 => (prop::option::of(command_value()), prop::option::of(number_value()))
+                .prop_map(|(cmd, n)| {
+                    let mut m = Map::new();
+                    if let Some(c) = cmd {
+                        m.insert("cmd".into(), c);
+                    }
+                    if let Some(n) = n {
+                        m.insert("n".into(), n);
+                    }
+                    Some(Value::Object(m))
+                }),
+            1 => Just(None),
+            1 => command_value().prop_map(Some),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1024, ..config() })]
+
+        /// Typed constraints and command prefixes, densely: every rule and
+        /// grant constrains the command of one function.
+        #[test]
+        fn rule_21_4_and_21_5_constraints_agree_with_the_reference(
+            rules in prop::collection::vec(command_rule(), 0..4),
+            precedence in precedence_strategy(),
+            mode in mode_strategy(),
+            approved in prop::collection::vec(command_grant(), 0..3),
+            always in prop::collection::vec(command_grant(), 0..2),
+            calls in prop::collection::vec(command_call(), 1..16),
+        ) {
+            let specs = specs_of(&rules);
+            let (compiled, policy) = both(&specs, precedence, false);
+            let settings = ApprovalSettings {
+                always_allow: always,
+                approved_always: approved,
+                ..ApprovalSettings::new(mode)
+            };
+            let calls: Vec<(String, Option<Value>)> =
+                calls.into_iter().map(|args| ("shell::exec".to_owned(), args)).collect();
+            agree(&settings, &compiled, &policy, &[], &calls)?;
+        }
+    }
+
+    #[test]
+    fn the_test_glob_matcher_is_itself_right() {
+        let g = |toks: Vec<Tok>, s: &str| glob_match(&toks, s.as_bytes());
+        assert!(g(vec![Tok::Lit("a".into()), Tok::Star], "a::b"));
+        assert!(!g(vec![Tok::Lit("a".into()), Tok::Star], "b"));
+        assert!(g(vec![Tok::Star, Tok::Lit("b".into())], "a/b"));
+        assert!(g(vec![Tok::Any], "x"));
+        assert!(!g(vec![Tok::Any], "é"));
+        assert!(g(vec![Tok::Class(b"ab".to_vec(), false)], "b"));
+        assert!(!g(vec![Tok::Class(b"ab".to_vec(), true)], "b"));
+        assert!(g(
+            vec![
+                Tok::Alt(vec!["x".into(), "yz".into()]),
+                Tok::Lit("!".into())
+            ],
+            "yz!"
+        ));
+        assert_eq!(
+            render(&[
+                Tok::Class(b"ab".to_vec(), true),
+                Tok::Alt(vec!["p".into(), "q".into()])
+            ]),
+            "[!ab]{p,q}"
+        );
+    }
+
+    /// The contract's own examples, through the crate and the reference.
+    #[test]
+    fn rule_21_4_and_21_5_the_contract_examples_hold_in_both() {
+        let specs: Vec<RuleSpec> = serde_json::from_value(json!([
+            {"function": "shell::exec", "action": "deny", "args": {"command": {"matches": "rm -rf"}}},
+            {"function": "shell::exec", "action": "allow", "args": {"command": {"prefix": "git status"}}}
+        ]))
+        .expect("specs");
+        let (rules, policy) = both(&specs, RulePrecedence::FirstMatch, false);
+        let settings = ApprovalSettings::new(Mode::Manual);
+        let compiled = CompiledSettings::new(&settings);
+        for (command, verdict) in [
+            (json!(["rm", "-rf", "/"]), Verdict::Deny),
+            (json!("git status --short"), Verdict::Allow),
+            (json!("git status; curl x | sh"), Verdict::Hold),
+            (json!("git statusx"), Verdict::Hold),
+            (json!("git status $(id)"), Verdict::Hold),
+        ] {
+            let args = json!({ "command": command });
+            let d = decide(
+                &compiled,
+                &rules,
+                &Call {
+                    function_id: "shell::exec",
+                    arguments: Some(&args),
+                },
+            );
+            assert_eq!(d.verdict, verdict, "{args}");
+            let r = policy.decide(&settings, "shell::exec", Some(&args), At::time(NOW));
+            assert_eq!(r.verdict(), verdict, "{args}");
+        }
     }
 }

@@ -1,19 +1,22 @@
-//! The hot path's budget: `decide` allocates nothing once a thread is warm,
-//! and (run with `--release -- --ignored --nocapture`) its median stays
-//! under 1 µs at 1,000 rules.
+//! The hot path's allocation budget: `decide` allocates nothing once a
+//! thread is warm, at 1,000 rules, in every mode, under both precedences,
+//! over every step of the ladder (guard, ask rules, seeds, bounded grants,
+//! argument rules, the default hold).
 //!
-//! The allocation count comes from a counting global allocator, installed
-//! for this crate's unit-test binary only; it counts per thread, so tests
-//! running in parallel do not disturb each other.
+//! Its own test binary because it installs a counting global allocator:
+//! the library's unit tests and the integration suite keep the system
+//! allocator. The allocator counts per thread, so tests running in
+//! parallel do not disturb each other. Timing lives in the micro bench
+//! (`cargo bench --bench micro -- decide/`).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::time::Instant;
 
+use approval_gate::{
+    decide, ApprovalSettings, Call, CompiledRules, CompiledSettings, Entry, GrantedBy, Mode,
+    RulePrecedence, RuleSpec, Verdict,
+};
 use serde_json::{json, Value};
-
-use super::*;
-use crate::settings::{ApprovalSettings, Entry, GrantedBy, Mode};
 
 struct Counting;
 
@@ -49,7 +52,8 @@ fn allocations() -> u64 {
 }
 
 /// A realistic 1,000-rule set: exact ids, prefix / suffix / class /
-/// alternate globs, mode-scoped rules and argument rules.
+/// alternate globs, mode-scoped rules (some of them seeds) and argument
+/// rules, plus ask rules.
 fn thousand_rules() -> CompiledRules {
     let mut specs = Vec::new();
     for i in 0..1000 {
@@ -71,7 +75,7 @@ fn thousand_rules() -> CompiledRules {
         specs.push(json!(format!("?ask{i}::*")));
     }
     specs.push(
-        json!({"function": "shell::exec", "action": "ask", "args": {"cmd": {"prefix": "sudo "}}}),
+        json!({"function": "shell::exec", "action": "ask", "args": {"cmd": {"prefix": "sudo"}}}),
     );
     let specs: Vec<RuleSpec> = serde_json::from_value(Value::Array(specs)).expect("specs");
     CompiledRules::compile(&specs).expect("compiles")
@@ -79,9 +83,10 @@ fn thousand_rules() -> CompiledRules {
 
 fn session(mode: Mode) -> CompiledSettings {
     let entry = |id: &str| Entry::new(id, 0, GrantedBy::UserClick);
-    // Bounded grants: by arguments, by count, by time (far in the future).
+    // Bounded grants: by arguments, by count, by time (far in the future);
+    // an exact one; a suppressed seed.
     let scoped = Entry {
-        args: Some(serde_json::from_value(json!({"cmd": {"prefix": "git "}})).expect("args")),
+        args: Some(serde_json::from_value(json!({"cmd": {"prefix": "git"}})).expect("args")),
         ..entry("shell::exec")
     };
     let counted = Entry {
@@ -92,17 +97,15 @@ fn session(mode: Mode) -> CompiledSettings {
         expires_at: Some(u64::MAX),
         ..entry("web::*")
     };
+    let exact = Entry {
+        pattern: false,
+        ..entry("web::fetch")
+    };
     CompiledSettings::new(&ApprovalSettings {
-        mode,
         always_allow: vec![entry("state::get"), entry("mcp::*::read")],
-        approved_always: vec![
-            entry("coder::*"),
-            scoped,
-            counted,
-            timed,
-            entry("web::fetch"),
-        ],
-        mode_set_at: 0,
+        approved_always: vec![entry("coder::*"), scoped, counted, timed, exact],
+        suppressed_seeds: vec!["ns25::*".to_owned()],
+        ..ApprovalSettings::new(mode)
     })
 }
 
@@ -117,6 +120,7 @@ fn calls<'a>(args: &'a Value, git: &'a Value) -> Vec<Call<'a>> {
         plain("svc9::op"),
         plain("ns14::deep::x"),
         plain("ns15::x"),
+        plain("ns25::x"),
         plain("a::b::danger16"),
         plain("kit17::set"),
         Call {
@@ -137,23 +141,21 @@ fn calls<'a>(args: &'a Value, git: &'a Value) -> Vec<Call<'a>> {
         },
         plain("deploy::prod"),
         plain("web::search"),
+        plain("web::fetch"),
     ]
-}
-
-fn git() -> Value {
-    json!({"cmd": "git status"})
 }
 
 #[test]
 fn decide_does_not_allocate_once_warm() {
     let rules = thousand_rules();
     let args = json!({"cmd": "rm -rf /", "opts": {"force": true}});
-    let git = git();
+    let git = json!({"cmd": "git status"});
     let calls = calls(&args, &git);
-    let deny_first = thousand_rules().with_precedence(crate::policy::RulePrecedence::DenyAskAllow);
+    let deny_first = thousand_rules().with_precedence(RulePrecedence::DenyAskAllow);
+    let lockdown = CompiledRules::lockdown();
     for (mode, rules) in [Mode::Manual, Mode::Auto, Mode::Full]
         .into_iter()
-        .flat_map(|m| [(m, &rules), (m, &deny_first)])
+        .flat_map(|m| [(m, &rules), (m, &deny_first), (m, &lockdown)])
     {
         let settings = session(mode);
         let mut verdicts = Vec::with_capacity(calls.len());
@@ -185,7 +187,7 @@ fn the_mix_exercises_every_step() {
     let rules = thousand_rules();
     assert_eq!(rules.len(), 1012);
     let args = json!({"cmd": "rm -rf /", "opts": {"force": true}});
-    let git = git();
+    let git = json!({"cmd": "git status"});
     let manual = session(Mode::Manual);
     let auto = session(Mode::Auto);
     let kinds: Vec<String> = calls(&args, &git)
@@ -204,6 +206,7 @@ fn the_mix_exercises_every_step() {
         "Ask",
         "ApprovedAlways",
         "AlwaysAllow",
+        "Seed",
         "Rule",
         "NoMatch",
     ] {
@@ -221,60 +224,4 @@ fn the_mix_exercises_every_step() {
         },
     );
     assert_eq!(d.verdict, Verdict::Deny);
-    assert_eq!(
-        decide(
-            &manual,
-            &rules,
-            &Call {
-                function_id: "svc9::op",
-                arguments: None
-            }
-        )
-        .verdict,
-        Verdict::Deny
-    );
-    assert_eq!(
-        decide(
-            &auto,
-            &rules,
-            &Call {
-                function_id: "svc9::op",
-                arguments: None
-            }
-        )
-        .verdict,
-        Verdict::Hold
-    );
-}
-
-#[test]
-#[ignore = "timing: run with --release -- --ignored --nocapture"]
-fn decide_median_at_1000_rules() {
-    let rules = thousand_rules();
-    let args = json!({"cmd": "rm -rf /", "opts": {"force": true}});
-    let git = git();
-    let calls = calls(&args, &git);
-    let settings = session(Mode::Auto);
-    let mut samples = Vec::new();
-    for call in &calls {
-        for _ in 0..200 {
-            std::hint::black_box(decide(&settings, &rules, call));
-        }
-        let mut per_call = Vec::new();
-        for _ in 0..200 {
-            let start = Instant::now();
-            for _ in 0..50 {
-                std::hint::black_box(decide(&settings, &rules, std::hint::black_box(call)));
-            }
-            per_call.push(start.elapsed().as_nanos() as f64 / 50.0);
-        }
-        per_call.sort_by(f64::total_cmp);
-        let median = per_call[per_call.len() / 2];
-        println!("{:>20}: {median:>8.0} ns", call.function_id);
-        samples.extend(per_call);
-    }
-    samples.sort_by(f64::total_cmp);
-    let median = samples[samples.len() / 2];
-    println!("median over the mix: {median:.0} ns");
-    assert!(median < 1_000.0, "median {median:.0} ns ≥ 1 µs");
 }
