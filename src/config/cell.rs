@@ -62,7 +62,7 @@ impl ConfigCell {
 mod tests {
     use super::*;
     use crate::config::ApprovalConfig;
-    use crate::settings::Mode;
+    use crate::terms::Mode;
 
     #[tokio::test]
     async fn a_subscriber_wakes_on_a_swap_and_sees_the_new_snapshot() {

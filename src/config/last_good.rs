@@ -130,7 +130,7 @@ mod tests {
 
     use super::*;
     use crate::policy::RulePrecedence;
-    use crate::settings::Mode;
+    use crate::terms::Mode;
 
     const SECRET: &str = "0123456789abcdef0123456789abcdef-secret";
 

@@ -35,7 +35,7 @@ use crate::policy::{
     default_rules, CompiledRules, CompiledSettings, RuleError, RulePrecedence, RuleSpec,
     MIN_DEADLINE_MS,
 };
-use crate::settings::{ApprovalSettings, Entry, GrantedBy, Mode};
+use crate::terms::{ApprovalSettings, Entry, GrantedBy, Mode};
 
 /// The configuration entry id (and the worker's name).
 pub const CONFIG_ID: &str = "approval-gate";
@@ -377,12 +377,10 @@ impl Snapshot {
     }
 }
 
-/// The rule set of lockdown. An empty set holds every call that reaches the
-/// rules; the decision ladder reads [`Snapshot::lockdown`] to hold the rest
-/// (modes and grants) as well.
-// TODO: `CompiledRules::lockdown()` once the policy offers it (one line).
+/// The rule set of lockdown: the human-only surface denied, every other call
+/// held (rule `lockdown`) in every mode, whatever the grants say.
 fn lockdown_rules() -> CompiledRules {
-    CompiledRules::empty()
+    CompiledRules::lockdown()
 }
 
 /// Settings of a session with nothing stored: `default_mode`, one seed

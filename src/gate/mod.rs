@@ -94,7 +94,12 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                 return deny(reason);
             }
             Judgement::Hold { ask } => {
-                let rule = ask.map_or("no_match", |a| a.rule_id);
+                let fallback = if snapshot.rules.is_lockdown() {
+                    "lockdown"
+                } else {
+                    "no_match"
+                };
+                let rule = ask.map_or(fallback, |a| a.rule_id);
                 let limits = ask.map_or_else(HoldLimits::default, |a| HoldLimits {
                     timeout_ms: a.timeout_ms,
                     escalate_after_ms: a.escalate_after_ms,

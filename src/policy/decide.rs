@@ -38,8 +38,8 @@ use super::grants::{CompiledSettings, GrantArgs, GrantRef};
 use super::guard::{builtin_guard, Guard};
 use super::rules::{CompiledRule, CompiledRules, RuleAction, RulePrecedence};
 use super::trace::{Outcome, Step, TraceStep};
-use crate::settings::{Entry, GrantList, GrantedBy};
 use crate::terms::Mode;
+use crate::terms::{Entry, GrantList, GrantedBy};
 
 /// The rule id reported for calls to the human-only surface.
 pub const HUMAN_ONLY_RULE: &str = "human_only_function";
@@ -769,7 +769,7 @@ mod tests {
     use super::*;
     use crate::policy::rules::RuleSpec;
     use crate::policy::trace::{Outcome, Step};
-    use crate::settings::ApprovalSettings;
+    use crate::terms::ApprovalSettings;
     use crate::terms::ConstraintOp;
 
     /// `("approved" | "always", entry id)` of a grant decision.

@@ -11,8 +11,8 @@
 
 use super::args::{compile_args, CompiledConstraint};
 use super::glob::{Pattern, PatternTable};
-use crate::settings::{ApprovalSettings, Entry, GrantList, GrantedBy};
 use crate::terms::Mode;
+use crate::terms::{ApprovalSettings, Entry, GrantList, GrantedBy};
 
 /// One entry of a session's allow-lists, by position: what the gate spends a
 /// use of, and what a decision passes over when that write failed.

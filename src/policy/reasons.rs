@@ -114,8 +114,8 @@ mod tests {
 
     use super::*;
     use crate::policy::{decide, Call, CompiledRules, CompiledSettings, RuleSpec};
-    use crate::settings::{ApprovalSettings, Entry, GrantedBy};
     use crate::terms::Mode;
+    use crate::terms::{ApprovalSettings, Entry, GrantedBy};
 
     fn settings(mode: Mode, always_allow: &[&str], approved_always: &[&str]) -> CompiledSettings {
         let entries = |ids: &[&str]| {

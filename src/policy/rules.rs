@@ -37,8 +37,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::args::{args_hold, compile_args, CompiledConstraint, Reading};
 use super::glob::{Pattern, PatternTable};
 use super::guard::{ExtraGuards, Guard};
-use crate::settings::{Entry, GrantedBy};
 use crate::terms::{ArgConstraint, Mode};
+use crate::terms::{Entry, GrantedBy};
 
 /// The default rule set: deny this worker's own surface; everything else that
 /// is not short-cut by the session's settings holds.

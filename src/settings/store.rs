@@ -29,11 +29,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::cache::Cache;
-use super::model::{ApprovalSettings, Entry, GrantList};
 use crate::config::{default_settings, ConfigCell};
 use crate::engine::{CallError, Engine, ErrorCode, Scope};
 use crate::error::{ApprovalError, StateError};
 use crate::policy::CompiledSettings;
+use crate::terms::{ApprovalSettings, Entry, GrantList};
 
 /// Sessions whose settings the worker keeps in memory at most. Idle ones are
 /// evicted and read again on their next call.

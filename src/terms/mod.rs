@@ -1,12 +1,17 @@
-//! The words the policy and the settings share: a session's [`Mode`] and the
+//! The words the policy and the settings share: a session's [`Mode`], the
 //! argument constraints ([`ArgConstraint`], [`ConstraintOp`]) that rules and
-//! grants both carry. A leaf: it imports nothing of the crate, so the rules
-//! (`policy`) and the per-session record (`settings`) can both use it
-//! without importing each other.
+//! grants both carry, and the per-session record itself ([`settings`]:
+//! `ApprovalSettings`, its entries and their mutations, pure). A leaf: it
+//! imports nothing of the crate, so the rules (`policy`) and the settings
+//! store (`settings`) can both use it without importing each other.
 //!
 //! What a constraint *means* for a call — typed per rule action, command
 //! prefixes — is the policy's business (`policy/args.rs`); here are only the
 //! wire forms.
+
+pub(crate) mod settings;
+
+pub use settings::{ApprovalSettings, Bounds, Entry, GrantList, GrantedBy};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -42,7 +42,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::terms::{ArgConstraint, Mode};
+use super::{ArgConstraint, Mode};
 
 /// Who created an allow-list entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
