@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 /// Drops `value` iteratively.
-pub fn dismantle(value: Value) {
+pub(crate) fn dismantle(value: Value) {
     let mut stack = vec![value];
     while let Some(v) = stack.pop() {
         match v {

@@ -30,11 +30,11 @@ pub(crate) const ID: &str = "approval::health";
 
 /// `approval::health` request: nothing.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
-pub struct HealthRequest {}
+pub(crate) struct HealthRequest {}
 
 /// Whether the configuration compiled.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct ConfigHealth {
+pub(crate) struct ConfigHealth {
     /// The stored configuration is the one in force and nothing in it
     /// failed; false in lockdown and while any error is reported.
     pub ok: bool,
@@ -46,7 +46,7 @@ pub struct ConfigHealth {
 
 /// How the worker knows sessions' settings.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct SettingsHealth {
+pub(crate) struct SettingsHealth {
     /// `cache`: a bounded cache filled on a session's first call.
     pub mode: String,
     /// Sessions held in memory.
@@ -58,7 +58,7 @@ pub struct SettingsHealth {
 
 /// `approval::health` response.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct Health {
+pub(crate) struct Health {
     /// The gate's durable binding exists and is active: every call is gated.
     pub gated: bool,
     /// The binding's id.

@@ -19,6 +19,8 @@
 //! Every module is private. What follows is the crate's API: what the binary
 //! runs, and the pure core that tests, benches and fuzz targets exercise.
 
+#![warn(unreachable_pub)]
+
 mod bindings;
 mod boot;
 mod config;

@@ -26,7 +26,7 @@ const RECONCILE_MIN_AGE_MS: u64 = 10_000;
 
 /// `harness::turn-completed` payload (unknown fields ignored).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
-pub struct TurnCompleted {
+pub(crate) struct TurnCompleted {
     /// The turn that ended.
     pub turn_id: String,
     /// Its session.
@@ -41,11 +41,11 @@ pub struct TurnCompleted {
 
 /// `harness::ready` payload (read as nothing).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
-pub struct Empty {}
+pub(crate) struct Empty {}
 
 /// `session::deleted` payload (unknown fields ignored).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
-pub struct SessionDeleted {
+pub(crate) struct SessionDeleted {
     /// The deleted session.
     pub session_id: String,
 }

@@ -46,7 +46,7 @@ pub fn allowed(metadata: &tracing::Metadata<'_>) -> bool {
 
 /// One log line with its secrets replaced: a JSON object line string by
 /// string (keys and values), anything else as text.
-pub fn redact_line(line: &str) -> String {
+pub(crate) fn redact_line(line: &str) -> String {
     let trimmed = line.trim_end_matches('\n');
     match serde_json::from_str::<Value>(trimmed) {
         Ok(Value::Object(map)) => {

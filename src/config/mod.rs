@@ -24,7 +24,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 pub(crate) use cell::ConfigCell;
-pub use links::LinksConfig;
+pub(crate) use links::LinksConfig;
 pub use reload::BootstrapError;
 pub(crate) use reload::{bootstrap, reload, reregister_schema, ID};
 pub use schema::schema;
@@ -40,18 +40,18 @@ use crate::terms::{ApprovalSettings, Entry, GrantedBy, Mode};
 /// The configuration entry id (and the worker's name).
 pub const CONFIG_ID: &str = "approval-gate";
 /// Default number of folder-access re-asks per held call.
-pub const DEFAULT_GRANT_REASK_LIMIT: u32 = 3;
+pub(crate) const DEFAULT_GRANT_REASK_LIMIT: u32 = 3;
 /// Default priority of the gate's hook binding: high, so the gate runs after
 /// every other pre-trigger hook and judges the arguments that will run.
-pub const DEFAULT_GATE_PRIORITY: i64 = 1000;
+pub(crate) const DEFAULT_GATE_PRIORITY: i64 = 1000;
 /// Default interval between checks that the gate's binding still exists.
-pub const DEFAULT_BINDING_CHECK_INTERVAL_MS: u64 = 30_000;
+pub(crate) const DEFAULT_BINDING_CHECK_INTERVAL_MS: u64 = 30_000;
 /// Default longest wait for the harness's answer to a release: today's
 /// harness answers an `execute` only when the call has run.
-pub const DEFAULT_RELEASE_TIMEOUT_MS: u64 = 1_800_000;
+pub(crate) const DEFAULT_RELEASE_TIMEOUT_MS: u64 = 1_800_000;
 /// Default longest wait a decider's call makes for the release's outcome
 /// (below the 10 s that SDK clients and consoles wait).
-pub const DEFAULT_RESOLVE_WAIT_MS: u64 = 8_000;
+pub(crate) const DEFAULT_RESOLVE_WAIT_MS: u64 = 8_000;
 
 /// The whole configuration. Unknown keys are rejected.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -38,7 +38,7 @@ pub(crate) const ID: &str = "approval::evaluate";
 
 /// `approval::evaluate` request.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
-pub struct EvaluateRequest {
+pub(crate) struct EvaluateRequest {
     /// The session whose settings apply.
     pub session_id: String,
     /// The function to evaluate.

@@ -31,7 +31,7 @@ pub(crate) const ID: &str = "approval::resolve";
 /// The human's decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum ResolveDecision {
+pub(crate) enum ResolveDecision {
     /// Run the call.
     Allow,
     /// Answer the call with a denial.
@@ -40,7 +40,7 @@ pub enum ResolveDecision {
 
 /// `approval::resolve` request.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
-pub struct ResolveRequest {
+pub(crate) struct ResolveRequest {
     /// The session (non-empty, no `/`).
     pub session_id: String,
     /// The held call (non-empty, no `/`).
@@ -61,7 +61,7 @@ pub struct ResolveRequest {
 
 /// `approval::resolve` response.
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
-pub struct ResolveResponse {
+pub(crate) struct ResolveResponse {
     /// Whether this call took a held call out of the inbox.
     pub resolved: bool,
     /// Copied from the harness's reply.

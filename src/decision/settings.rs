@@ -51,14 +51,14 @@ pub(crate) const ON_SETTINGS_CHANGE_ID: &str = "approval::on-settings-change";
 
 /// `{session_id}`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct SessionRequest {
+pub(crate) struct SessionRequest {
     /// The session (non-empty, no `/`).
     pub session_id: String,
 }
 
 /// `{session_id, mode}`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct SetModeRequest {
+pub(crate) struct SetModeRequest {
     /// The session (non-empty, no `/`).
     pub session_id: String,
     /// The new mode.
@@ -67,7 +67,7 @@ pub struct SetModeRequest {
 
 /// `{session_id, function_id}`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct EntryRequest {
+pub(crate) struct EntryRequest {
     /// The session (non-empty, no `/`).
     pub session_id: String,
     /// A function id or glob (non-empty).
@@ -79,7 +79,7 @@ pub struct EntryRequest {
 // the bounds are described field by field.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(rename = "EntryRequest")]
-pub struct GrantEntryRequest {
+pub(crate) struct GrantEntryRequest {
     /// The session (non-empty, no `/`).
     pub session_id: String,
     /// A function id or glob (non-empty).
@@ -105,7 +105,7 @@ pub struct GrantEntryRequest {
 // The published title stays that of the version-1 request.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(rename = "EntryRequest")]
-pub struct ApproveAlwaysRequest {
+pub(crate) struct ApproveAlwaysRequest {
     /// The request `add-always-allow` takes.
     #[serde(flatten)]
     pub grant: GrantEntryRequest,
@@ -143,7 +143,7 @@ impl GrantEntryRequest {
 
 /// `{settings}`: the record after the change.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct SettingsResponse {
+pub(crate) struct SettingsResponse {
     /// The session's settings as stored, with the seeds of the rules in
     /// force shown first in `always_allow`.
     pub settings: ApprovalSettings,
@@ -151,7 +151,7 @@ pub struct SettingsResponse {
 
 /// `{settings, source}`.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct GetSettingsResponse {
+pub(crate) struct GetSettingsResponse {
     /// The stored settings, or the defaults a session with nothing stored
     /// gets, with the seeds of the rules in force shown first in
     /// `always_allow`.
@@ -162,7 +162,7 @@ pub struct GetSettingsResponse {
 
 /// `{cleared}`.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct ClearResponse {
+pub(crate) struct ClearResponse {
     /// Whether a stored record existed.
     pub cleared: bool,
 }
@@ -180,7 +180,7 @@ fn validated(session_id: &str, function_id: Option<&str>) -> Result<(), Approval
 // Only a schema: the handler takes the payload as raw JSON.
 #[derive(JsonSchema)]
 #[allow(dead_code)]
-pub struct StateEvent {
+pub(crate) struct StateEvent {
     /// Always `state`.
     #[serde(rename = "type")]
     pub kind: Option<String>,

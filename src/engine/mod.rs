@@ -169,18 +169,18 @@ impl CallError {
 
 /// Typed access to the engine and the sibling workers.
 #[derive(Clone)]
-pub struct Engine {
+pub(crate) struct Engine {
     iii: IIIClient,
 }
 
 impl Engine {
     /// Wraps a connected SDK client.
-    pub fn new(iii: IIIClient) -> Engine {
+    pub(crate) fn new(iii: IIIClient) -> Engine {
         Engine { iii }
     }
 
     /// The SDK client.
-    pub fn iii(&self) -> &IIIClient {
+    pub(crate) fn iii(&self) -> &IIIClient {
         &self.iii
     }
 

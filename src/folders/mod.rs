@@ -23,7 +23,7 @@ use revokes::Revokes;
 /// How long a folder grant lasts (folder prompts only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum GrantScope {
+pub(crate) enum GrantScope {
     /// This one call.
     Once,
     /// The rest of the session.
@@ -34,7 +34,7 @@ pub enum GrantScope {
 
 impl GrantScope {
     /// The wire spelling (also what the logs say).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             GrantScope::Once => "once",
             GrantScope::Session => "session",

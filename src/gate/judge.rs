@@ -77,7 +77,7 @@ pub(crate) fn settings_unknown(session_id: &str, function_id: &str, code: &str) 
 }
 
 /// Whether the input's ids can key a record.
-pub fn ids_are_valid(input: &HookInput, call: &HookCall) -> bool {
+pub(crate) fn ids_are_valid(input: &HookInput, call: &HookCall) -> bool {
     is_valid_id(&input.session_id) && is_valid_id(&call.id)
 }
 

@@ -27,7 +27,8 @@ use crate::pending::{HoldLimits, RecordKind, Written};
 use crate::settings::Known;
 use crate::worker::Worker;
 
-pub use judge::{ids_are_valid, judge, judge_passing_over, AskHold, Judgement, Spend};
+pub(crate) use judge::ids_are_valid;
+pub use judge::{judge, judge_passing_over, AskHold, Judgement, Spend};
 pub(crate) use judge::{settings_unknown, GATE_UNAVAILABLE};
 
 /// `approval::gate`.

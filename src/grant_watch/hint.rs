@@ -58,7 +58,7 @@ fn unprefixed(message: &str) -> (Option<&str>, &str) {
 /// `(code, message)` of a jail-scope rejection: a jail code in
 /// `details.error.code`, in a `remote error (<code>): ` prefix, or in the
 /// generic-code form whose message is a JSON object with a jail code.
-pub fn jail_error(result: &Value) -> Option<(String, String)> {
+pub(crate) fn jail_error(result: &Value) -> Option<(String, String)> {
     if result.get("is_error").and_then(Value::as_bool) != Some(true) {
         return None;
     }
@@ -143,7 +143,7 @@ pub fn recognise(result: &Value) -> Option<GrantRequest> {
     })
 }
 
-pub use crate::folders::contains;
+pub(crate) use crate::folders::contains;
 
 #[cfg(test)]
 mod tests {

@@ -201,7 +201,7 @@ pub struct HookInput {
 // Only a schema: `HookInput::result` is read as raw JSON.
 #[derive(JsonSchema)]
 #[allow(dead_code)]
-pub struct HookResult {
+pub(crate) struct HookResult {
     /// The call's id.
     pub function_call_id: String,
     /// The target function.
@@ -220,7 +220,7 @@ pub struct HookResult {
 /// One block of a result's content.
 #[derive(JsonSchema)]
 #[allow(dead_code)] // only a schema
-pub struct ContentBlock {
+pub(crate) struct ContentBlock {
     /// The block type (`text`).
     #[serde(rename = "type")]
     pub kind: String,

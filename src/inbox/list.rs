@@ -35,7 +35,7 @@ const MAX_LIMIT: u64 = 500;
 
 /// `approval::list-pending` request.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-pub struct ListPendingRequest {
+pub(crate) struct ListPendingRequest {
     /// Only this session's held calls.
     #[serde(default)]
     pub session_id: Option<String>,
@@ -52,7 +52,7 @@ pub struct ListPendingRequest {
 
 /// `approval::list-pending` response.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct ListPendingResponse {
+pub(crate) struct ListPendingResponse {
     /// Held calls, oldest first.
     pub pending: Vec<ShownRecord>,
     /// Present only when more items remain.
@@ -62,7 +62,7 @@ pub struct ListPendingResponse {
 
 /// `approval::get-pending` request.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
-pub struct GetPendingRequest {
+pub(super) struct GetPendingRequest {
     /// The session.
     pub session_id: String,
     /// The call.
@@ -71,7 +71,7 @@ pub struct GetPendingRequest {
 
 /// `approval::get-pending` response (the whole reply is `null` when the call is not held).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct GetPendingResponse {
+pub(super) struct GetPendingResponse {
     /// The held call.
     pub pending: ShownRecord,
 }

@@ -33,13 +33,13 @@ const fn domain_key(domain: &[u8]) -> [u8; 64] {
 ///
 /// Its `Debug` output never shows the token.
 #[derive(Clone)]
-pub struct InboxToken {
+pub(crate) struct InboxToken {
     digest: Vec<u8>,
 }
 
 /// An `inbox_token` that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InboxTokenError {
+pub(crate) enum InboxTokenError {
     /// Empty or all whitespace: it would let anyone who sends
     /// `Authorization: Bearer ` in.
     #[error("links.inbox_token must not be empty")]
@@ -48,7 +48,7 @@ pub enum InboxTokenError {
 
 impl InboxToken {
     /// Accepts any non-blank token.
-    pub fn new(token: &str) -> Result<InboxToken, InboxTokenError> {
+    pub(crate) fn new(token: &str) -> Result<InboxToken, InboxTokenError> {
         if token.trim().is_empty() {
             return Err(InboxTokenError::Empty);
         }
@@ -60,7 +60,7 @@ impl InboxToken {
     /// Whether an `Authorization` header value (`None` when absent) carries
     /// this token: the scheme `Bearer` (any ASCII case), one or more spaces,
     /// then exactly the token.
-    pub fn authorizes(&self, authorization: Option<&str>) -> bool {
+    pub(crate) fn authorizes(&self, authorization: Option<&str>) -> bool {
         let Some(presented) = authorization.and_then(bearer_credentials) else {
             return false;
         };

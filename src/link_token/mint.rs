@@ -13,7 +13,7 @@ use super::token::{self, Kind, LinkSecret, Revision, SecretError, TokenError, MI
 /// inbox page for an inbox token; `approval::health` reports it). No variant
 /// carries the secret or the token.
 #[derive(Debug, thiserror::Error)]
-pub enum LinksError {
+pub(crate) enum LinksError {
     /// The secret is too short.
     #[error(transparent)]
     Secret(#[from] SecretError),

@@ -5,8 +5,8 @@
 //! that mints a record's `approval_url` ([`mint`]). The configuration compiles
 //! it, the pending inbox mints with it, the link surface verifies with it.
 
-pub mod bearer;
+pub(crate) mod bearer;
 pub(crate) mod mint;
-pub mod token;
+pub(crate) mod token;
 
 pub(crate) use mint::{Links, LinksError};

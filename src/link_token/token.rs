@@ -46,11 +46,11 @@ const FIXED_LEN: usize = 1 + 1 + 8 + 2 + 2;
 /// The longest `session_id` / `function_call_id` (in UTF-8 bytes) a link can
 /// name. Real ids are a few dozen bytes; the bound keeps every token short
 /// enough for a URL and lets [`verify`] reject a huge path before decoding.
-pub const MAX_ID_BYTES: usize = 512;
+pub(crate) const MAX_ID_BYTES: usize = 512;
 
 /// The longest token [`sign`] can write; [`verify`] rejects anything longer
 /// without looking at it (1427 characters).
-pub const MAX_TOKEN_LEN: usize = base64_len(FIXED_LEN + 2 * MAX_ID_BYTES + TAG_LEN);
+pub(crate) const MAX_TOKEN_LEN: usize = base64_len(FIXED_LEN + 2 * MAX_ID_BYTES + TAG_LEN);
 
 /// The shortest token [`sign`] can write (two one-byte ids).
 const MIN_TOKEN_LEN: usize = base64_len(FIXED_LEN + 2 + TAG_LEN);
@@ -61,20 +61,20 @@ const fn base64_len(bytes: usize) -> usize {
 }
 
 /// The minimum length of a link secret, in characters (`architecture/contract.md` § Approval links and the inbox page).
-pub const MIN_SECRET_CHARS: usize = 32;
+pub(crate) const MIN_SECRET_CHARS: usize = 32;
 
 /// The configured `links.secret`, ready to sign and verify.
 ///
 /// Its `Debug` output never shows the secret.
 #[derive(Clone)]
-pub struct LinkSecret {
+pub(crate) struct LinkSecret {
     /// HMAC-SHA256 keyed with the secret; cloned for every token.
     keyed: HmacSha256,
 }
 
 /// A `links.secret` that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SecretError {
+pub(crate) enum SecretError {
     /// Shorter than [`MIN_SECRET_CHARS`] characters. An unset
     /// `${APPROVAL_LINK_SECRET}` left as literal text lands here too.
     #[error("links.secret must be at least {min} characters long")]
@@ -90,7 +90,7 @@ pub enum SecretError {
 
 impl LinkSecret {
     /// Accepts a secret of at least [`MIN_SECRET_CHARS`] characters.
-    pub fn new(secret: &str) -> Result<LinkSecret, SecretError> {
+    pub(crate) fn new(secret: &str) -> Result<LinkSecret, SecretError> {
         if secret.chars().count() < MIN_SECRET_CHARS {
             return Err(SecretError::TooShort {
                 min: MIN_SECRET_CHARS,
@@ -119,7 +119,7 @@ impl std::fmt::Debug for LinkSecret {
 
 /// Which prompt a record is; part of its revision (`architecture/contract.md` § The pending inbox, `kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// "May this call run?"
     Function,
     /// "Allow access to this folder?"
@@ -149,7 +149,7 @@ impl Kind {
 /// a later hold of a reused id) has a different `pending_at` or `kind`, so
 /// the old token names a revision that no longer exists.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Revision {
+pub(crate) struct Revision {
     session_id: String,
     function_call_id: String,
     pending_at: u64,
@@ -158,7 +158,7 @@ pub struct Revision {
 
 /// Ids that no link can name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RevisionError {
+pub(crate) enum RevisionError {
     /// An empty id, or one containing `/` (`architecture/contract.md` § Errors: such ids are never held).
     #[error("session_id / function_call_id must be non-empty and must not contain \"/\"")]
     InvalidId,
@@ -173,7 +173,7 @@ pub enum RevisionError {
 impl Revision {
     /// The revision of the record `<session_id>/<function_call_id>` held at
     /// `pending_at` as `kind`.
-    pub fn new(
+    pub(crate) fn new(
         session_id: &str,
         function_call_id: &str,
         pending_at: u64,
@@ -196,29 +196,29 @@ impl Revision {
     }
 
     /// The session the call belongs to.
-    pub fn session_id(&self) -> &str {
+    pub(crate) fn session_id(&self) -> &str {
         &self.session_id
     }
 
     /// The call's id.
-    pub fn function_call_id(&self) -> &str {
+    pub(crate) fn function_call_id(&self) -> &str {
         &self.function_call_id
     }
 
     /// When the revision was held (ms since the epoch).
-    pub fn pending_at(&self) -> u64 {
+    pub(crate) fn pending_at(&self) -> u64 {
         self.pending_at
     }
 
     /// Function hold or folder prompt.
-    pub fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> Kind {
         self.kind
     }
 
     /// Whether the record now stored under this revision's ids is this
     /// revision. `false` means the token's record is gone (410): another
     /// hold replaced it under the same ids.
-    pub fn matches(&self, pending_at: u64, kind: Kind) -> bool {
+    pub(crate) fn matches(&self, pending_at: u64, kind: Kind) -> bool {
         self.pending_at == pending_at && self.kind == kind
     }
 
@@ -276,7 +276,7 @@ fn take_id(bytes: &[u8]) -> Option<(&str, &[u8])> {
 /// Both variants answer 403; the split is for logs and tests. Neither carries
 /// the token: tokens are bearer credentials and never logged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum TokenError {
+pub(crate) enum TokenError {
     /// Not a token this worker could have written: too long or too short,
     /// not canonical base64url, an unknown version, or a payload that does not
     /// parse.
@@ -290,7 +290,7 @@ pub enum TokenError {
 
 /// The token for `revision` under `secret` (the last path segment of its
 /// `approval_url`).
-pub fn sign(secret: &LinkSecret, revision: &Revision) -> String {
+pub(crate) fn sign(secret: &LinkSecret, revision: &Revision) -> String {
     let mut bytes = revision.payload();
     let tag = secret.mac(&bytes).finalize().into_bytes();
     bytes.extend_from_slice(&tag);
@@ -301,7 +301,7 @@ pub fn sign(secret: &LinkSecret, revision: &Revision) -> String {
 ///
 /// Total and cheap on hostile input: the length is checked before decoding,
 /// the tag before the payload is parsed.
-pub fn verify(secret: &LinkSecret, token: &str) -> Result<Revision, TokenError> {
+pub(crate) fn verify(secret: &LinkSecret, token: &str) -> Result<Revision, TokenError> {
     if !(MIN_TOKEN_LEN..=MAX_TOKEN_LEN).contains(&token.len()) {
         return Err(TokenError::Malformed);
     }

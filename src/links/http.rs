@@ -41,7 +41,7 @@ use crate::pending::{Outcome, Removal};
 /// The request object `iii-http` sends: the fields the worker reads (the
 /// others are ignored; the request path is never read, so never logged).
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-pub struct HttpRequest {
+pub(crate) struct HttpRequest {
     /// The pattern's parameters as sent (not percent-decoded).
     #[serde(default)]
     pub path_params: Map<String, Value>,
@@ -57,12 +57,12 @@ pub struct HttpRequest {
 impl HttpRequest {
     /// Reads the engine's request object; anything unreadable is a request
     /// with nothing in it (which every handler refuses).
-    pub fn parse(input: Value) -> HttpRequest {
+    pub(crate) fn parse(input: Value) -> HttpRequest {
         serde_json::from_value(input).unwrap_or_default()
     }
 
     /// A header's value (`name` in lower case; the engine lower-cases names).
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(key, _)| key.eq_ignore_ascii_case(name))
@@ -70,14 +70,14 @@ impl HttpRequest {
     }
 
     /// A path parameter.
-    pub fn path_param(&self, name: &str) -> Option<&str> {
+    pub(crate) fn path_param(&self, name: &str) -> Option<&str> {
         self.path_params.get(name).and_then(Value::as_str)
     }
 }
 
 /// What a bound function answers `iii-http`.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-pub struct HttpResponse {
+pub(crate) struct HttpResponse {
     /// The HTTP status.
     pub status_code: u16,
     /// Response headers.
@@ -89,7 +89,7 @@ pub struct HttpResponse {
 
 impl HttpResponse {
     /// An HTML page with the link endpoints' security headers.
-    pub fn html(status_code: u16, page: String) -> HttpResponse {
+    pub(crate) fn html(status_code: u16, page: String) -> HttpResponse {
         HttpResponse {
             status_code,
             headers: owned(&super::page::html_headers()),
@@ -98,7 +98,7 @@ impl HttpResponse {
     }
 
     /// A JSON answer with the link endpoints' security headers.
-    pub fn json(status_code: u16, body: Value) -> HttpResponse {
+    pub(crate) fn json(status_code: u16, body: Value) -> HttpResponse {
         HttpResponse {
             status_code,
             headers: owned(&super::page::json_headers()),
@@ -108,7 +108,7 @@ impl HttpResponse {
 
     /// A JSON error: `{"error": {"code", "message", ...extra}}`, the
     /// envelope the engine uses for its own errors. Never internals.
-    pub fn error(status_code: u16, code: &str, message: &str, extra: Value) -> HttpResponse {
+    pub(crate) fn error(status_code: u16, code: &str, message: &str, extra: Value) -> HttpResponse {
         let mut error = json!({"code": code, "message": message});
         if let (Some(error), Value::Object(extra)) = (error.as_object_mut(), extra) {
             error.extend(extra);
@@ -117,7 +117,7 @@ impl HttpResponse {
     }
 
     /// Adds (or replaces) a header.
-    pub fn with_header(mut self, name: &str, value: &str) -> HttpResponse {
+    pub(crate) fn with_header(mut self, name: &str, value: &str) -> HttpResponse {
         self.headers.insert(name.to_string(), value.to_string());
         self
     }
@@ -150,7 +150,7 @@ fn owned(headers: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 /// Why a decision was refused before its token was read (403).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// `Sec-Fetch-Site` or `Origin` says another site sent it.
     CrossSite,
     /// Not `Content-Type: application/json` with a JSON object body (a
@@ -160,7 +160,7 @@ pub enum Refusal {
 
 impl Refusal {
     /// The error code of the 403 answer.
-    pub fn code(self) -> &'static str {
+    pub(crate) fn code(self) -> &'static str {
         match self {
             Refusal::CrossSite => "cross_site",
             Refusal::NotJson => "not_json",
@@ -168,7 +168,7 @@ impl Refusal {
     }
 
     /// What the 403 answer says.
-    pub fn message(self) -> &'static str {
+    pub(crate) fn message(self) -> &'static str {
         match self {
             Refusal::CrossSite => {
                 "Decisions are accepted only from the approval page itself. Nothing changed."
@@ -182,7 +182,7 @@ impl Refusal {
 
 /// The body of a decision that comes from a same-origin JSON request, or
 /// why it is refused. `origin` is `links.public_base_url`'s origin.
-pub fn same_origin_json<'a>(
+pub(crate) fn same_origin_json<'a>(
     request: &'a HttpRequest,
     origin: &str,
 ) -> Result<&'a Map<String, Value>, Refusal> {
@@ -209,7 +209,7 @@ pub fn same_origin_json<'a>(
 /// What a link to a record that is no longer there says: how its revision
 /// left, when that is remembered; `stale` when another record now holds
 /// its ids.
-pub fn gone_reason(removal: Option<&Removal>, stale: bool) -> GoneReason {
+pub(crate) fn gone_reason(removal: Option<&Removal>, stale: bool) -> GoneReason {
     let Some(removal) = removal else {
         return if stale {
             GoneReason::Replaced

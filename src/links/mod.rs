@@ -74,8 +74,8 @@
 //! script ([`page::content_security_policy`]); `Referrer-Policy` keeps the
 //! token out of any other site's logs, `no-store` out of caches.
 
-pub mod http;
-pub mod page;
+pub(crate) mod http;
+pub(crate) mod page;
 mod serve;
 
 pub(crate) use serve::{register, LinkRoutes, DECIDE_ID, HTTP, INBOX_ID, PAGE_ID};

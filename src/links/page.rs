@@ -56,18 +56,18 @@ static CSP: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// The `Content-Security-Policy` value of every page.
-pub fn content_security_policy() -> &'static str {
+pub(crate) fn content_security_policy() -> &'static str {
     CSP.as_str()
 }
 
 /// The headers every HTML response from the link endpoints carries (200,
 /// 403, 404 and 410 alike).
-pub fn html_headers() -> [(&'static str, &'static str); 6] {
+pub(crate) fn html_headers() -> [(&'static str, &'static str); 6] {
     headers("text/html; charset=utf-8")
 }
 
 /// The same set for the JSON answer of `POST /approvals/<token>`.
-pub fn json_headers() -> [(&'static str, &'static str); 6] {
+pub(crate) fn json_headers() -> [(&'static str, &'static str); 6] {
     headers("application/json")
 }
 
@@ -85,7 +85,7 @@ fn headers(content_type: &'static str) -> [(&'static str, &'static str); 6] {
 /// What the call page shows about one held record. Every string is
 /// agent-controlled; `arguments` must already be redacted.
 #[derive(Debug, Clone, Copy)]
-pub struct CallView<'a> {
+pub(crate) struct CallView<'a> {
     /// The session the call belongs to.
     pub session_id: &'a str,
     /// The call's id.
@@ -111,7 +111,7 @@ pub struct CallView<'a> {
 
 /// One line of the inbox page.
 #[derive(Debug, Clone, Copy)]
-pub struct InboxRow<'a> {
+pub(crate) struct InboxRow<'a> {
     /// The held call.
     pub call: CallView<'a>,
     /// The record's `approval_url`.
@@ -120,7 +120,7 @@ pub struct InboxRow<'a> {
 
 /// Why a link's record is gone (the 410 page), as far as the worker knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GoneReason {
+pub(crate) enum GoneReason {
     /// Someone decided it.
     Resolved,
     /// Its deadline passed; the call was denied.
@@ -137,7 +137,7 @@ pub enum GoneReason {
 
 impl GoneReason {
     /// The name a POST's 410 answer gives (`"reason"`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             GoneReason::Resolved => "resolved",
             GoneReason::Expired => "expired",
@@ -167,7 +167,7 @@ impl GoneReason {
 }
 
 /// The page for `GET /approvals/<token>` while its revision is held.
-pub fn call_page(view: &CallView<'_>) -> String {
+pub(crate) fn call_page(view: &CallView<'_>) -> String {
     if view.releasing {
         return running_page(view);
     }
@@ -335,7 +335,7 @@ fn result_panels() -> Markup {
 }
 
 /// The 410 page: the token was good, its revision is gone.
-pub fn gone_page(reason: GoneReason) -> String {
+pub(crate) fn gone_page(reason: GoneReason) -> String {
     let body = html! {
         h1 { "This approval link is no longer valid" }
         p { (reason.explanation()) }
@@ -346,7 +346,7 @@ pub fn gone_page(reason: GoneReason) -> String {
 
 /// The 403 page: a token this worker did not sign (tampered, truncated, or
 /// from another secret). It says nothing about why.
-pub fn forbidden_page() -> String {
+pub(crate) fn forbidden_page() -> String {
     let body = html! {
         h1 { "This approval link is not valid" }
         p { "It may have been copied incompletely, or it was not made by this approval gate." }
@@ -356,7 +356,7 @@ pub fn forbidden_page() -> String {
 }
 
 /// The 401 page: the inbox without the right `Authorization: Bearer`.
-pub fn unauthorized_page() -> String {
+pub(crate) fn unauthorized_page() -> String {
     let body = html! {
         h1 { "Not authorized" }
         p { "The list of waiting calls needs the inbox token." }
@@ -365,7 +365,7 @@ pub fn unauthorized_page() -> String {
 }
 
 /// The 404 page (the inbox when no `inbox_token` is configured).
-pub fn not_found_page() -> String {
+pub(crate) fn not_found_page() -> String {
     let body = html! {
         h1 { "Not found" }
     };
@@ -375,7 +375,7 @@ pub fn not_found_page() -> String {
 /// The page for `GET /approvals`: the held calls in the order given (the
 /// inbox order, newest last), each linking to its own page; `more` calls
 /// beyond these are counted, not shown.
-pub fn inbox_page(rows: &[InboxRow<'_>], more: usize) -> String {
+pub(crate) fn inbox_page(rows: &[InboxRow<'_>], more: usize) -> String {
     let body = html! {
         h1 { "Waiting for a decision" }
         @if rows.is_empty() {

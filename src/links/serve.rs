@@ -61,7 +61,7 @@ const INBOX_ROWS: i64 = 500;
 /// The body of `POST /approvals/:token`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LinkDecision {
+pub(super) struct LinkDecision {
     /// allow or deny.
     pub decision: ResolveDecision,
     /// Shown to the agent on deny (at most 2000 characters).

@@ -47,7 +47,7 @@ impl HoldLimits {
 
 /// When a hold is escalated and when it expires (ms since the epoch).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Deadlines {
+pub(crate) struct Deadlines {
     /// `pending_at` + the timeout, when one applies.
     pub expires_at: Option<u64>,
     /// `pending_at` + the escalation delay, when one applies and it falls
@@ -57,12 +57,12 @@ pub struct Deadlines {
 }
 
 /// The timeout a hold decided with `rule` gets under `config` (ms).
-pub fn timeout_ms(rule: HoldLimits, config: &ApprovalConfig) -> Option<u64> {
+pub(crate) fn timeout_ms(rule: HoldLimits, config: &ApprovalConfig) -> Option<u64> {
     rule.timeout_ms.or(config.pending_timeout_ms)
 }
 
 /// The deadlines of a hold that began at `pending_at`.
-pub fn deadlines(pending_at: u64, rule: HoldLimits, config: &ApprovalConfig) -> Deadlines {
+pub(crate) fn deadlines(pending_at: u64, rule: HoldLimits, config: &ApprovalConfig) -> Deadlines {
     let expires_at = timeout_ms(rule, config).map(|ms| pending_at.saturating_add(ms));
     let escalate_at = rule
         .escalate_after_ms
@@ -77,7 +77,7 @@ pub fn deadlines(pending_at: u64, rule: HoldLimits, config: &ApprovalConfig) -> 
 
 /// What the model reads when no one answered a hold within `waited_ms`:
 /// what did not happen, and what it can do instead.
-pub fn timeout_reason(record: &PendingRecord, waited_ms: u64) -> String {
+pub(super) fn timeout_reason(record: &PendingRecord, waited_ms: u64) -> String {
     let waited = duration_text(waited_ms);
     let function_id = &record.function_id;
     match (record.kind, record.grant_request.as_deref()) {

@@ -43,12 +43,12 @@ pub const PENDING_ESCALATED: &str = "approval::pending-escalated";
 /// refused with this message.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid binding config: {0}")]
-pub struct InvalidBinding(serde_json::Error);
+pub(super) struct InvalidBinding(serde_json::Error);
 
 /// A binding's filter.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct BindingFilter {
+pub(super) struct BindingFilter {
     /// Only this session's records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
@@ -59,7 +59,7 @@ pub struct BindingFilter {
 
 impl BindingFilter {
     /// Parses a binding config; null means match all.
-    pub fn parse(config: &Value) -> Result<BindingFilter, InvalidBinding> {
+    pub(super) fn parse(config: &Value) -> Result<BindingFilter, InvalidBinding> {
         if config.is_null() {
             return Ok(BindingFilter::default());
         }
@@ -67,7 +67,7 @@ impl BindingFilter {
     }
 
     /// Whether a record (its session id and metadata) passes the filter.
-    pub fn matches(&self, session_id: &str, metadata: Option<&Map<String, Value>>) -> bool {
+    pub(super) fn matches(&self, session_id: &str, metadata: Option<&Map<String, Value>>) -> bool {
         if let Some(sid) = &self.session_id {
             if sid != session_id {
                 return false;
@@ -87,7 +87,7 @@ impl BindingFilter {
 /// Why a held call left the inbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// A human allowed it.
     Allow,
     /// A human denied it.
@@ -105,7 +105,7 @@ pub enum Outcome {
 /// `approval::pending-created` payload: the record, its `approval_url` when
 /// links are on, and `status: "pending"`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct PendingCreated {
+pub(super) struct PendingCreated {
     /// The record.
     #[serde(flatten)]
     pub record: PendingRecord,
@@ -120,7 +120,7 @@ pub struct PendingCreated {
 /// `approval::pending-escalated` payload: the record, whose `escalated_at`
 /// is set, plus `status: "pending"` (the call is still held).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct PendingEscalated {
+pub(super) struct PendingEscalated {
     /// The record.
     #[serde(flatten)]
     pub record: PendingRecord,
@@ -134,7 +134,7 @@ pub struct PendingEscalated {
 
 /// `approval::pending-resolved` payload.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct PendingResolved {
+pub(super) struct PendingResolved {
     /// The session.
     pub session_id: String,
     /// The turn.
@@ -159,7 +159,11 @@ pub struct PendingResolved {
 
 impl PendingResolved {
     /// The event for a record that left the inbox.
-    pub fn of(record: &PendingRecord, outcome: Outcome, reason: Option<String>) -> PendingResolved {
+    pub(super) fn of(
+        record: &PendingRecord,
+        outcome: Outcome,
+        reason: Option<String>,
+    ) -> PendingResolved {
         PendingResolved {
             session_id: record.session_id.clone(),
             turn_id: record.turn_id.clone(),
@@ -289,7 +293,7 @@ impl Events {
     }
 
     /// How many bindings are live.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.bindings.len()
     }
 

@@ -31,7 +31,7 @@ use super::record::{PendingRecord, RecordKey, SortKey};
 
 /// Anything with a place in the inbox order: a record, or a sort key
 /// (a decoded cursor) to search with.
-pub trait Keyed {
+pub(crate) trait Keyed {
     /// `(pending_at, session_id, function_call_id)`.
     fn order(&self) -> (u64, &str, &str);
 }

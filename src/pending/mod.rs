@@ -24,12 +24,11 @@ pub(crate) mod store;
 
 pub use deadline::HoldLimits;
 pub(crate) use deadline::{deadlines, timeout_denial, timeout_ms};
-pub use events::{Outcome, PENDING_CREATED, PENDING_ESCALATED, PENDING_RESOLVED};
+pub(crate) use events::Outcome;
+pub use events::{PENDING_CREATED, PENDING_ESCALATED, PENDING_RESOLVED};
 pub(crate) use record::ShownRecord;
-pub use record::{
-    AccessRequest, GrantRequest, Metadata, NoteDecision, PendingRecord, RecordKey, RecordKind,
-    ReleaseNote, SortKey, Via,
-};
+pub(crate) use record::{AccessRequest, Metadata, NoteDecision, RecordKey, ReleaseNote, Via};
+pub use record::{GrantRequest, PendingRecord, RecordKind, SortKey};
 pub(crate) use removed::Removal;
 pub use store::{all_scopes, bucket_scope, state_key, LOAD_CONCURRENCY};
 pub(crate) use store::{Claim, PendingStore, Purged, StoreError, Take, Written};

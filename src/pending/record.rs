@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use super::compact::{JsonText, Metadata};
+pub(crate) use super::compact::{JsonText, Metadata};
 use crate::engine::{Release, ReleaseAction};
 use crate::link_token::token::Kind;
 use crate::link_token::Links;
@@ -234,7 +234,7 @@ pub struct ReleaseNote {
 // The published schema keeps the record's name and description: it is the
 // record's, plus one optional field.
 #[schemars(rename = "PendingRecord", description = "One held call.")]
-pub struct ShownRecord {
+pub(crate) struct ShownRecord {
     /// The record.
     #[serde(flatten)]
     pub record: Arc<PendingRecord>,
@@ -245,7 +245,7 @@ pub struct ShownRecord {
 }
 
 /// `(session_id, function_call_id)`: the identity of a record.
-pub type RecordKey = (String, String);
+pub(crate) type RecordKey = (String, String);
 
 /// `(pending_at, session_id, function_call_id)`: the inbox order.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -9,14 +9,14 @@ use std::collections::{HashMap, VecDeque};
 use super::events::Outcome;
 
 /// How many removals are remembered (about 100 bytes each).
-pub const REMEMBERED: usize = 4096;
+pub(super) const REMEMBERED: usize = 4096;
 
 /// One revision of a record: `(session_id, function_call_id, pending_at)`.
-pub type RevisionKey = (String, String, u64);
+pub(super) type RevisionKey = (String, String, u64);
 
 /// How a record left: its `pending-resolved` outcome and reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Removal {
+pub(crate) struct Removal {
     /// allow, deny, aborted, ...
     pub outcome: Outcome,
     /// `not_held`, `turn_completed`, `replaced`, the operator's text, ...
@@ -25,7 +25,7 @@ pub struct Removal {
 
 /// The last [`REMEMBERED`] removals, by revision.
 #[derive(Debug, Default)]
-pub struct Removed {
+pub(super) struct Removed {
     by_revision: HashMap<RevisionKey, Removal>,
     order: VecDeque<RevisionKey>,
 }
@@ -34,7 +34,7 @@ impl Removed {
     /// Remembers a removal, forgetting the oldest past the bound. A second
     /// removal of the same revision (which the emit gate never makes) keeps
     /// the first.
-    pub fn remember(&mut self, key: RevisionKey, removal: Removal) {
+    pub(super) fn remember(&mut self, key: RevisionKey, removal: Removal) {
         if self.by_revision.contains_key(&key) {
             return;
         }
@@ -48,7 +48,7 @@ impl Removed {
     }
 
     /// How the revision left, if it is still remembered.
-    pub fn get(
+    pub(super) fn get(
         &self,
         session_id: &str,
         function_call_id: &str,
@@ -63,7 +63,7 @@ impl Removed {
 
     /// How many removals are remembered.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.order.len()
     }
 }

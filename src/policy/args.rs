@@ -130,7 +130,7 @@ pub(crate) fn compile_args(
 }
 
 /// Checks that an `args` object compiles (a grant's, before it is stored).
-pub fn check_args(args: &BTreeMap<String, ArgConstraint>) -> Result<(), String> {
+pub(crate) fn check_args(args: &BTreeMap<String, ArgConstraint>) -> Result<(), String> {
     compile_args(args).map(drop)
 }
 

@@ -29,7 +29,7 @@ mod reasons;
 mod rules;
 mod trace;
 
-pub use args::check_args;
+pub(crate) use args::check_args;
 pub use decide::{
     decide, decide_with, Basis, Call, DecideOptions, Decision, Verdict, HUMAN_ONLY_RULE,
     LOCKDOWN_RULE,

@@ -42,7 +42,7 @@ use crate::terms::{Entry, GrantedBy};
 
 /// The default rule set: deny this worker's own surface; everything else that
 /// is not short-cut by the session's settings holds.
-pub const DEFAULT_RULES: &[&str] = &["!approval::*"];
+pub(super) const DEFAULT_RULES: &[&str] = &["!approval::*"];
 
 /// The default `rules`: `["!approval::*"]`.
 pub fn default_rules() -> Vec<RuleSpec> {

@@ -92,7 +92,7 @@ pub const SECRET_NAMES: &[&str] = &[
 
 /// Names that also match at the end of a longer word (`PGPASSWORD`,
 /// `authtoken`): no common word ends in them.
-pub const RUN_TOGETHER: &[&str] = &[
+pub(super) const RUN_TOGETHER: &[&str] = &[
     "password",
     "passwords",
     "passwd",

@@ -93,11 +93,11 @@ pub use keys::{is_secret_key, SECRET_NAMES};
 /// What a secret-keyed value becomes.
 pub const REDACTED: &str = "<redacted>";
 /// What a container nested too deep becomes.
-pub const MAX_DEPTH_MARK: &str = "<max-depth>";
+pub(crate) const MAX_DEPTH_MARK: &str = "<max-depth>";
 /// Appended to a clipped string.
-pub const CLIP_MARK: char = '…';
+pub(crate) const CLIP_MARK: char = '…';
 /// The object key that counts the entries an object lost.
-pub const TRUNCATED_KEY: &str = "<truncated>";
+pub(crate) const TRUNCATED_KEY: &str = "<truncated>";
 /// Strings (and keys) longer than this many code points are clipped.
 pub const MAX_STRING_CHARS: usize = 256;
 /// Containers at this depth or deeper (root = 0) are replaced.
@@ -105,7 +105,7 @@ pub const MAX_DEPTH: usize = 64;
 /// A container keeps at most this many entries.
 pub const MAX_ENTRIES: usize = 256;
 /// Entries stop being added once the output reaches this many bytes.
-pub const OUTPUT_BUDGET: usize = 64 * 1024;
+pub(crate) const OUTPUT_BUDGET: usize = 64 * 1024;
 /// Hard bound on the serialized (compact JSON) size of any output: the
 /// budget, plus the last entry admitted below it (at most a clipped key and a
 /// clipped string, fully escaped) and one marker per open container.
@@ -113,7 +113,7 @@ pub const MAX_OUTPUT_BYTES: usize = OUTPUT_BUDGET + 8 * 1024;
 
 /// Bytes after the first [`MAX_STRING_CHARS`] code points that the detectors
 /// still read before a string is clipped.
-pub const DETECT_WINDOW_BYTES: usize = 8 * 1024;
+pub(crate) const DETECT_WINDOW_BYTES: usize = 8 * 1024;
 
 /// Upper bound of a serialized number (`-2.2250738585072014e-308`).
 const NUMBER_COST: usize = 24;

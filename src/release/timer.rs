@@ -39,7 +39,7 @@ use crate::pending::{PendingRecord, PendingStore, Via};
 use crate::time::now_ms;
 
 /// Records acted on at once (each is one harness call and two state calls).
-pub const IN_FLIGHT: usize = 16;
+pub(crate) const IN_FLIGHT: usize = 16;
 /// The longest the timer sleeps without looking at the clock again.
 const MAX_SLEEP: Duration = Duration::from_secs(30);
 /// The first retry after a harness or state failure; doubled each time.
