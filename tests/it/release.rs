@@ -470,3 +470,61 @@ async fn run_release_races(engine: EngineFixture, trials: usize) {
     let left: Vec<Value> = scene.pending_in_state().await;
     assert!(left.is_empty(), "left in approval_pending: {left:?}");
 }
+
+#[tokio::test]
+async fn rule_20_a_release_that_times_out_remembers_and_persists_nothing() {
+    on_test_engine("release_timing_out", |engine| async move {
+        let l = Links::start(engine, json!(["!approval::*", "shell::*"]), None).await;
+        let scene = &l.scene;
+        scene
+            .targets
+            .add("shell::read", Arc::new(JailShell::new(Dialect::Shell, &["/srv"])))
+            .await;
+        scene
+            .ok(
+                "configuration::register",
+                json!({"id": "shell", "name": "shell", "description": "shell", "schema": {"type": "object"},
+                       "initial_value": {"fs": {"host_roots": ["/srv"]}}}),
+            )
+            .await;
+        let mut value = crate::links::config(&l.base, json!(["!approval::*", "shell::*"]), None);
+        value["release_timeout_ms"] = json!(1_500);
+        value["resolve_wait_ms"] = json!(500);
+        scene
+            .ok("configuration::set", json!({"id": "approval-gate", "value": value}))
+            .await;
+        let w = scene.worker.as_ref().unwrap();
+        assert!(eventually(WAIT, || w.config().release_timeout_ms == 1_500).await);
+        let created = scene.sink("to-created", "approval::pending-created", json!({})).await;
+        let resolved = scene.sink("to-resolved", "approval::pending-resolved", json!({})).await;
+        let faults = scene.engine.test_engine().unwrap().faults();
+
+        // remember: the harness takes the release but its answer never comes.
+        assert!(scene.harness.call(spec("s_t", "c1", "demo::echo", json!({}))).await.is_held());
+        let url = link_of(&created, 0).await;
+        faults.stall("harness::function::resolve", Duration::from_secs(20), Some(1));
+        let r = l.decide(&url, json!({"decision": "allow", "remember": true})).await;
+        assert_eq!(r.json::<Value>().await.unwrap(), json!({"resolved": false, "releasing": true}));
+        assert!(eventually(WAIT, || resolved.events().len() == 1).await);
+        assert_eq!(resolved.events()[0]["outcome"], "unknown");
+        let settings = scene.ok("approval::get-settings", json!({"session_id": "s_t"})).await;
+        assert_eq!(settings["settings"]["approved_always"], json!([]), "{settings}");
+
+        // always: the grant made before the release stays (the call may have
+        // run on it), but nothing is persisted into the shell's roots.
+        folder_prompt(scene, "s_f", "c2", "/data/t").await;
+        faults.stall("harness::function::resolve", Duration::from_secs(20), Some(1));
+        let out = scene
+            .ok(
+                "approval::resolve",
+                json!({"session_id": "s_f", "function_call_id": "c2", "decision": "allow", "grant_scope": "always"}),
+            )
+            .await;
+        assert_eq!(out, json!({"resolved": false, "releasing": true}));
+        assert!(eventually(WAIT, || resolved.events().len() == 2).await);
+        assert_eq!(resolved.events()[1]["outcome"], "unknown");
+        assert_eq!(scene.harness.grants("s_f"), vec!["/data/t".to_string()]);
+        assert_eq!(host_roots(scene).await, json!(["/srv"]));
+    })
+    .await;
+}
