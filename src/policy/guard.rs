@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | `approval` | the `approval::` namespace | resolving one's own held call, changing one's own settings |
 //! | `configuration` | the `configuration::` namespace | rewriting the gate's policy (or any worker's) |
-//! | `release` | `harness::function::resolve`, `harness::workspace::grant`, `harness::workspace::revoke` | releasing a held call and granting a folder are human decisions |
+//! | `release` | `harness::function::resolve`, `harness::{workspace,filesystem}::grant`, `harness::{workspace,filesystem}::revoke` | releasing a held call and granting a folder are human decisions |
 //! | `bindings` | `engine::register_trigger`, `engine::unregister_trigger` | the gate is a binding: removing it ungates everyone |
 //! | `state` | every `state::` function whose `scope` argument is one of this worker's scopes (`approval`, `approval_…`, `approval.…`, ASCII case ignored) | settings, held calls and grant memory are the gate's state |
 //! | `extra` | the operator's `human_only_extra` globs | anything else a deployment wants behind a human |
@@ -46,10 +46,13 @@ const NAMESPACES: [(&str, Family); 2] = [
 ];
 
 /// Single functions only a human may call.
-const FUNCTIONS: [(&str, Family); 5] = [
+const FUNCTIONS: [(&str, Family); 7] = [
     ("harness::function::resolve", Family::Release),
     ("harness::workspace::grant", Family::Release),
     ("harness::workspace::revoke", Family::Release),
+    // Today's harness: the same grants under another family.
+    ("harness::filesystem::grant", Family::Release),
+    ("harness::filesystem::revoke", Family::Release),
     ("engine::register_trigger", Family::Bindings),
     ("engine::unregister_trigger", Family::Bindings),
 ];

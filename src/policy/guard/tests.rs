@@ -199,3 +199,28 @@ fn a_guard_describes_what_matched() {
     let g = builtin_guard("harness::function::resolve", None).expect("guarded");
     assert_eq!(g.describe(), "release harness::function::resolve");
 }
+
+#[test]
+fn rule_19_todays_filesystem_grants_are_human_only_and_status_is_not() {
+    for function in [
+        "harness::filesystem::grant",
+        "harness::filesystem::revoke",
+        "HARNESS::filesystem::grant",
+    ] {
+        let guard = builtin_guard(
+            function,
+            Some(&serde_json::json!({"session_id": "s", "root": "/"})),
+        );
+        assert_eq!(guard.map(|g| g.family), Some(Family::Release), "{function}");
+    }
+    for function in [
+        "harness::filesystem::grants",
+        "harness::filesystem::info",
+        "harness::status",
+    ] {
+        assert!(
+            builtin_guard(function, None).is_none(),
+            "{function} only reads"
+        );
+    }
+}
