@@ -202,15 +202,13 @@ fn a_guard_describes_what_matched() {
 
 #[test]
 fn rule_19_todays_filesystem_grants_are_human_only_and_status_is_not() {
+    let args = json!({"session_id": "s", "root": "/"});
     for function in [
         "harness::filesystem::grant",
         "harness::filesystem::revoke",
         "HARNESS::filesystem::grant",
     ] {
-        let guard = builtin_guard(
-            function,
-            Some(&serde_json::json!({"session_id": "s", "root": "/"})),
-        );
+        let guard = builtin_guard(function, Some(&args));
         assert_eq!(guard.map(|g| g.family), Some(Family::Release), "{function}");
     }
     for function in [
