@@ -92,6 +92,7 @@ pub use redact::{
     REDACTED, SECRET_NAMES,
 };
 pub use settings::{ApprovalSettings, Bounds, Entry, GrantList, GrantedBy};
+pub use terms::leads;
 pub use terms::{ArgConstraint, ConstraintOp, Mode};
 
 /// Every state scope the worker reads or writes. Each falls under the

@@ -61,7 +61,7 @@ pub struct AskHold<'r> {
 
 /// The deny reason for an input without a call.
 pub(crate) const NO_CALL: &str =
-    "approval-gate received a pre_trigger hook input without a call payload";
+    "Permission denied by policy: approval-gate received a pre_trigger hook input without a call payload";
 
 /// The rule the logs and `approval::evaluate` name when the gate cannot
 /// know a session's settings.
@@ -72,7 +72,7 @@ pub(crate) const GATE_UNAVAILABLE: &str = "gate_unavailable";
 /// call is refused, never decided with them.
 pub(crate) fn settings_unknown(session_id: &str, function_id: &str, code: &str) -> String {
     format!(
-        "approval-gate is unavailable: the approval settings of session {session_id} could not be read ({code}), so {function_id} is denied rather than decided without them. Try again shortly."
+        "Approval gate unavailable (retry later): the approval settings of session {session_id} could not be read ({code}), so {function_id} is denied rather than decided without them. Try again shortly."
     )
 }
 
@@ -121,7 +121,7 @@ pub fn judge_passing_over<'r>(
     if !ids_are_valid(input, call) && !matches!(decision.basis, Basis::HumanOnly { .. }) {
         return Judgement::Deny {
             reason: format!(
-                "approval-gate cannot evaluate {}: session_id / function_call_id must be non-empty and must not contain \"/\"",
+                "Permission denied by policy: approval-gate cannot evaluate {}: session_id / function_call_id must be non-empty and must not contain \"/\"",
                 call.function_id
             ),
             rule: None,

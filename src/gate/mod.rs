@@ -47,7 +47,7 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
         Err(_) => {
             tracing::warn!("malformed pre_trigger hook input; denying");
             return deny(
-                "approval-gate received a malformed pre_trigger hook input; the call is denied",
+                "Permission denied by policy: approval-gate received a malformed pre_trigger hook input; the call is denied",
             );
         }
     };
@@ -187,7 +187,7 @@ async fn hold(
         lock.discard().await;
         tracing::warn!(session_id = sid, function_call_id = cid, function_id = %call.function_id, decision = "deny", "hold not recorded within the hook's budget; denying");
         return deny(format!(
-            "approval-gate could not record the held call to {} in time; the call is denied rather than held without a record",
+            "Approval gate unavailable (retry later): approval-gate could not record the held call to {} in time; the call is denied rather than held without a record",
             call.function_id
         ));
     };
@@ -195,7 +195,7 @@ async fn hold(
         Err(err) => {
             tracing::warn!(session_id = sid, function_call_id = cid, function_id = %call.function_id, error = %err, "hold not recorded; denying");
             deny(format!(
-                "approval-gate could not record the held call to {} ({}); the call is denied rather than held without a record",
+                "Approval gate unavailable (retry later): approval-gate could not record the held call to {} ({}); the call is denied rather than held without a record",
                 call.function_id,
                 err.code()
             ))

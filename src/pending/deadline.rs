@@ -12,7 +12,7 @@
 use crate::config::ApprovalConfig;
 use crate::policy::{Basis, Decision};
 
-use super::record::{PendingRecord, RecordKind};
+use super::record::PendingRecord;
 use crate::engine::ReleaseAction;
 use crate::policy::DenialEnvelope;
 
@@ -81,12 +81,12 @@ pub(super) fn timeout_reason(record: &PendingRecord, waited_ms: u64) -> String {
     let waited = duration_text(waited_ms);
     let function_id = &record.function_id;
     match (record.kind, record.grant_request.as_deref()) {
-        (RecordKind::FolderAccess, Some(grant)) => format!(
-            "No one allowed access to {dir} within {waited}, so {function_id} could not use it. Ask the user to grant access to {dir}, or try another way.",
+        (kind, Some(grant)) if kind.is_folder() => format!(
+            "Approval timed out: no one allowed access to {dir} within {waited}, so {function_id} could not use it. Ask the user to grant access to {dir}, or try another way.",
             dir = grant.dir
         ),
         _ => format!(
-            "No one approved {function_id} within {waited}, so it was not run. Ask the user to approve it, or try another way."
+            "Approval timed out: no one approved {function_id} within {waited}, so it was not run. Ask the user to approve it, or try another way."
         ),
     }
 }
@@ -132,6 +132,7 @@ fn duration_text(ms: u64) -> String {
 mod tests {
     use serde_json::json;
 
+    use super::super::record::RecordKind;
     use super::*;
     use crate::engine::Release;
     use crate::pending::GrantRequest;
@@ -269,7 +270,7 @@ mod tests {
     fn the_reason_says_what_did_not_happen_and_what_to_do() {
         assert_eq!(
             timeout_reason(&record(RecordKind::Function), 1_800_000),
-            "No one approved shell::run within 30 minutes, so it was not run. Ask the user to approve it, or try another way."
+            "Approval timed out: no one approved shell::run within 30 minutes, so it was not run. Ask the user to approve it, or try another way."
         );
         let mut folder = record(RecordKind::FolderAccess);
         folder.grant_request = Some(Box::new(GrantRequest {
@@ -279,7 +280,7 @@ mod tests {
         }));
         assert_eq!(
             timeout_reason(&folder, 60_000),
-            "No one allowed access to /data/reports within 1 minute, so shell::run could not use it. Ask the user to grant access to /data/reports, or try another way."
+            "Approval timed out: no one allowed access to /data/reports within 1 minute, so shell::run could not use it. Ask the user to grant access to /data/reports, or try another way."
         );
     }
 
@@ -291,7 +292,7 @@ mod tests {
         r.expires_at = Some(100 + 1_800_000);
         let Release { action, .. } = r.release(timeout_denial(&r));
         let wire = serde_json::to_value(&action).expect("serializes");
-        let text = "No one approved shell::run within 30 minutes, so it was not run. Ask the user to approve it, or try another way.";
+        let text = "Approval timed out: no one approved shell::run within 30 minutes, so it was not run. Ask the user to approve it, or try another way.";
         assert_eq!(wire["action"], "deliver");
         assert_eq!(wire["is_error"], true);
         assert_eq!(wire["content"], json!([{"type": "text", "text": text}]));

@@ -8,7 +8,7 @@
 //!   "function_id": "shell::exec", "rule_id": "no-force-push", "rule_action": "deny",
 //!   "matched_constraint": { "field": "command", "operator": "matches", "value": "push .*--force" },
 //!   "args_excerpt": { "command": "git push --force" },
-//!   "reason": "Permission denied: shell::exec matched rule no-force-push on command matches \"push .*--force\". Try different arguments or use a different function." }
+//!   "reason": "Permission denied by policy: shell::exec matched rule no-force-push on command matches \"push .*--force\". Try different arguments or use a different function." }
 //! ```
 //!
 //! Optional fields are left out when absent. The text the model reads is

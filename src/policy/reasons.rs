@@ -2,8 +2,8 @@
 //! so it can adapt (contract §2, verbatim):
 //!
 //! ```text
-//! Permission denied: <fid> matched rule <rule_id> on <field> <equals|matches> <json value>. Try different arguments or use a different function.
-//! Permission denied: <fid> matched rule <rule_id>. This function is blocked by policy; try a different function.
+//! Permission denied by policy: <fid> matched rule <rule_id> on <field> <equals|matches> <json value>. Try different arguments or use a different function.
+//! Permission denied by policy: <fid> matched rule <rule_id>. This function is blocked by policy; try a different function.
 //! ```
 //!
 //! Allow and hold texts are short notes for logs and `approval::evaluate`.
@@ -28,8 +28,8 @@ impl<'r> Decision<'r> {
     pub fn reason(&self, function_id: &str) -> String {
         match (self.verdict, self.basis) {
             (_, Basis::HumanOnly { .. }) => format!(
-                "Permission denied: {function_id} changes approvals or the gate itself, \
-                 which only a human may do."
+                "Permission denied by policy: {function_id} changes approvals or the gate \
+                 itself, which only a human may do."
             ),
             (
                 Verdict::Deny,
@@ -92,12 +92,12 @@ pub(crate) fn deny_text(
 ) -> String {
     match constraint {
         Some(c) => format!(
-            "Permission denied: {function_id} matched rule {rule_id} on {}. \
+            "Permission denied by policy: {function_id} matched rule {rule_id} on {}. \
              Try different arguments or use a different function.",
             constraint_text(c)
         ),
         None => format!(
-            "Permission denied: {function_id} matched rule {rule_id}. \
+            "Permission denied by policy: {function_id} matched rule {rule_id}. \
              This function is blocked by policy; try a different function."
         ),
     }
@@ -158,7 +158,7 @@ mod tests {
         let s = settings(Mode::Manual, &[], &[]);
         assert_eq!(
             reason_of(&s, &r, "shell::exec", None),
-            "Permission denied: shell::exec matched rule !shell::*. \
+            "Permission denied by policy: shell::exec matched rule !shell::*. \
              This function is blocked by policy; try a different function."
         );
     }
@@ -170,7 +170,7 @@ mod tests {
             assert_eq!(
                 reason_of(&s, &CompiledRules::empty(), fid, None),
                 format!(
-                    "Permission denied: {fid} changes approvals or the gate itself, \
+                    "Permission denied by policy: {fid} changes approvals or the gate itself, \
                      which only a human may do."
                 )
             );
@@ -189,13 +189,13 @@ mod tests {
         let args = json!({"command": "git push origin --force"});
         assert_eq!(
             reason_of(&s, &r, "shell::exec", Some(&args)),
-            "Permission denied: shell::exec matched rule no-force-push on command matches \"push .*--force\". \
+            "Permission denied by policy: shell::exec matched rule no-force-push on command matches \"push .*--force\". \
              Try different arguments or use a different function."
         );
         let args = json!({"target": {"dir": {"n": [1, 2.5], "root": "/etc"}}});
         assert_eq!(
             reason_of(&s, &r, "fs::write", Some(&args)),
-            "Permission denied: fs::write matched rule etc on /target/dir equals {\"n\":[1,2.5],\"root\":\"/etc\"}. \
+            "Permission denied by policy: fs::write matched rule etc on /target/dir equals {\"n\":[1,2.5],\"root\":\"/etc\"}. \
              Try different arguments or use a different function."
         );
     }

@@ -46,6 +46,7 @@ use crate::pending::{
     ReleaseNote, StoreError, Take, Via,
 };
 use crate::settings::store::SettingsStore;
+use crate::terms::leads::{self, led};
 use crate::time::now_ms;
 
 /// The `pending-resolved` reason of a call the harness no longer held.
@@ -310,7 +311,10 @@ impl Releaser {
             }
             (RecordKind::Function, Decision::Deny { reason }, _)
             | (_, Decision::Deny { reason }, None) => (
-                record.user_denial(reason.as_deref().unwrap_or(OPERATOR_REJECTED)),
+                record.user_denial(&led(
+                    leads::HUMAN,
+                    reason.as_deref().unwrap_or(OPERATOR_REJECTED),
+                )),
                 None,
             ),
             (_, Decision::Allow { .. }, None) => (ReleaseAction::execute(None), None),
@@ -326,7 +330,7 @@ impl Releaser {
                 let text = reason
                     .clone()
                     .unwrap_or_else(|| format!("user denied folder access to {dir}"));
-                (record.user_denial(&text), None)
+                (record.user_denial(&led(leads::HUMAN, &text)), None)
             }
             (_, Decision::Allow { grant_scope, .. }, Some(dir)) => {
                 match grant_scope.unwrap_or(GrantScope::Once) {

@@ -9,6 +9,7 @@
 //! prefixes — is the policy's business (`policy/args.rs`); here are only the
 //! wire forms.
 
+pub mod leads;
 pub(crate) mod settings;
 
 pub use settings::{ApprovalSettings, Bounds, Entry, GrantList, GrantedBy};

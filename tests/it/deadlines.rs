@@ -94,7 +94,7 @@ fn delivered(state: &Option<CallState>) -> (String, Value) {
     }
 }
 
-const TIMEOUT_TEXT: &str = "No one approved demo::echo within 2 seconds, so it was not run. Ask the user to approve it, or try another way.";
+const TIMEOUT_TEXT: &str = "Approval timed out: no one approved demo::echo within 2 seconds, so it was not run. Ask the user to approve it, or try another way.";
 
 #[tokio::test]
 async fn expiry_denies_within_a_second_of_the_deadline_and_the_agent_reads_why() {
@@ -332,7 +332,7 @@ async fn escalation_then_expiry_each_once() {
         let (text, details) = delivered(&state);
         assert_eq!(details["denied_by"], "timeout");
         assert!(
-            text.starts_with("No one approved demo::echo within 3 seconds"),
+            text.starts_with("Approval timed out: no one approved demo::echo within 3 seconds"),
             "{text}"
         );
         let events = resolved.wait_for(1, WAIT).await;

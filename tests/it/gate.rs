@@ -78,7 +78,7 @@ async fn gate_mode_matrix() {
         let out = scene.harness.call(spec("s_r", "c2", "shell::run", json!({"cmd": "ls"}))).await;
         assert_eq!(
             out.deny_reason(),
-            Some("Permission denied: shell::run matched rule !shell::run. This function is blocked by policy; try a different function.")
+            Some("Permission denied by policy: shell::run matched rule !shell::run. This function is blocked by policy; try a different function.")
         );
         assert_eq!(scene.harness.target_runs("shell::run"), 0);
 
@@ -161,7 +161,7 @@ async fn gate_bad_inputs_and_state_failures_deny_never_hold() {
         let scene = Scene::start(engine).await;
         let gate = |payload: Value| scene.ok("approval::gate", payload);
         let out = gate(json!({"point": "pre_trigger", "session_id": "s", "turn_id": "t"})).await;
-        assert_eq!(out, json!({"decision": "deny", "reason": "approval-gate received a pre_trigger hook input without a call payload"}));
+        assert_eq!(out, json!({"decision": "deny", "reason": "Permission denied by policy: approval-gate received a pre_trigger hook input without a call payload"}));
         let out = gate(json!({"point": "pre_trigger", "session_id": "a/b", "turn_id": "t", "call": {"id": "c", "function_id": "demo::echo"}})).await;
         assert_eq!(out["decision"], "deny");
         assert!(out["reason"].as_str().unwrap().contains("must not contain \"/\""), "{out}");
@@ -222,7 +222,7 @@ async fn gate_unknown_settings_deny_never_default() {
         let reason = out
             .deny_reason()
             .unwrap_or_else(|| panic!("unknown settings must deny: {out:?}"));
-        assert!(reason.contains("approval-gate is unavailable"), "{reason}");
+        assert!(reason.starts_with("Approval gate unavailable (retry later): "), "{reason}");
         assert!(reason.contains("s_manual"), "{reason}");
         assert_eq!(scene.harness.target_runs("demo::echo"), 0);
         engine.faults().fail("state::get", "KV_DOWN", "kv down", Some(1));
@@ -370,13 +370,13 @@ async fn gate_resolve_deny_delivers_the_operator_reason_and_envelope() {
         let req = scene.harness.resolve_requests().into_iter().find(|r| r["function_call_id"] == "c_d").unwrap();
         assert_eq!(req["action"], "deliver");
         assert_eq!(req["is_error"], true);
-        assert_eq!(req["content"], json!([{"type": "text", "text": "not on prod"}]));
+        assert_eq!(req["content"], json!([{"type": "text", "text": "Denied by a human: not on prod"}]));
         let env = &req["details"];
         assert_eq!(env["schema_version"], 1);
         assert_eq!(env["status"], "denied");
         assert_eq!(env["denied_by"], "user");
         assert_eq!(env["function_id"], "shell::run");
-        assert_eq!(env["reason"], "not on prod");
+        assert_eq!(env["reason"], "Denied by a human: not on prod");
         assert_eq!(env["args_excerpt"]["password"], "<redacted>");
         let ev = resolved.wait_for(1, WAIT).await;
         assert_eq!(ev[0]["outcome"], "deny");
@@ -388,7 +388,7 @@ async fn gate_resolve_deny_delivers_the_operator_reason_and_envelope() {
             .ok("approval::resolve", json!({"session_id": "s_d", "function_call_id": "c_e", "decision": "deny", "reason": null}))
             .await;
         let req = scene.harness.resolve_requests().into_iter().find(|r| r["function_call_id"] == "c_e").unwrap();
-        assert_eq!(req["content"][0]["text"], "Rejected by operator.");
+        assert_eq!(req["content"][0]["text"], "Denied by a human: Rejected by operator.");
         let ev = resolved.wait_for(2, WAIT).await;
         assert!(ev[1].get("reason").is_none(), "the operator gave no reason: {}", ev[1]);
     })

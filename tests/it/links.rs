@@ -336,7 +336,7 @@ async fn links_refuse_forged_cross_site_form_and_malformed_decisions() {
         let release = l.scene.harness.resolve_requests().last().cloned().unwrap();
         assert_eq!(release["action"], "deliver");
         assert_eq!(release["is_error"], true);
-        assert_eq!(release["content"][0]["text"], "not on Fridays");
+        assert_eq!(release["content"][0]["text"], "Denied by a human: not on Fridays");
         assert_eq!(release["details"]["denied_by"], "user");
         assert_eq!(l.scene.harness.target_runs("demo::echo"), 0);
         let r = l.http.get(&url).send().await.unwrap();

@@ -61,7 +61,7 @@ const ALLOW_DENY_SESSION: &[&str] = &[
     "agent    calls demo::deploy {\"env\":\"prod\"}",
     "hook     pre_trigger approval::gate → hold",
     "decide   allow | deny [reason] > deny   (from --script)",
-    "agent    got an error result (denied_by user): Rejected by operator.",
+    "agent    got an error result (denied_by user): Denied by a human: Rejected by operator.",
     "event    approval::pending-resolved play/c2 demo::deploy, outcome deny",
     // 3: the jail rejects, the grant watch asks, a session grant releases
     "console  approval::approve-always",
@@ -89,7 +89,7 @@ const ALLOW_DENY_SESSION: &[&str] = &[
     "· play/c5 demo::deploy: escalate_at +1.5 s, expires_at +3.0 s (after pending_at)",
     "note     no one decides this time",
     "event    approval::pending-escalated play/c5 demo::deploy, still held",
-    "agent    got an error result (denied_by timeout): No one approved demo::deploy within 3 seconds, so it was not run. Ask the user to approve it, or try another way.",
+    "agent    got an error result (denied_by timeout): Approval timed out: no one approved demo::deploy within 3 seconds, so it was not run. Ask the user to approve it, or try another way.",
     "event    approval::pending-resolved play/c5 demo::deploy, outcome timeout, reason \"timeout\"",
     "the stored configuration is back",
     // the end: nothing held, the session's memory gone with it
@@ -145,10 +145,10 @@ async fn a_denied_folder_is_not_asked_again() {
         &out,
         &[
             "\"reason\":\"not on prod\"",
-            "agent    got an error result (denied_by user): not on prod",
+            "agent    got an error result (denied_by user): Denied by a human: not on prod",
             "outcome deny, reason \"not on prod\"",
             "decide   once | session | always | deny [reason] > deny",
-            "agent    got an error result (denied_by user): user denied folder access to /data/reports",
+            "agent    got an error result (denied_by user): Denied by a human: user denied folder access to /data/reports",
             "gate     /data/reports is remembered as denied for play",
             // the next read stands down: the shell's own error reaches the agent
             "agent    calls shell::run {\"cmd\":\"cat\",\"path\":\"/data/reports/q4.csv\"}",

@@ -451,7 +451,7 @@ proptest! {
             };
             prop_assert_eq!(d.verdict, expected);
             if d.verdict == Verdict::Deny {
-                let prefix = format!("Permission denied: {fid} matched rule ");
+                let prefix = format!("Permission denied by policy: {fid} matched rule ");
                 prop_assert!(d.reason(fid).starts_with(&prefix));
             }
         }
