@@ -88,8 +88,8 @@ pub use policy::{
     MIN_DEADLINE_MS,
 };
 pub use redact::{
-    is_secret_key, redact, redact_text, MAX_DEPTH, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_STRING_CHARS,
-    REDACTED, SECRET_NAMES,
+    is_secret_key, redact, redact_full, redact_text, Full, FULL_ARGUMENTS_CAP, MAX_CLIPPED_CHARS,
+    MAX_DEPTH, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_STRING_CHARS, REDACTED, SECRET_NAMES,
 };
 pub use settings::{ApprovalSettings, Bounds, Entry, GrantList, GrantedBy};
 pub use terms::leads;

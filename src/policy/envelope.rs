@@ -139,7 +139,7 @@ mod tests {
             serde_json::to_value(&user).expect("serializes"),
             json!({
                 "schema_version": 1, "status": "denied", "denied_by": "user", "function_id": "shell::exec",
-                "args_excerpt": {"password": "<redacted>", "s": format!("{}…", "x".repeat(256))},
+                "args_excerpt": {"password": "<redacted>", "s": format!("{}…[+44 chars]", "x".repeat(256))},
                 "reason": "not on prod"
             })
         );

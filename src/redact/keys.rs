@@ -1,4 +1,5 @@
-//! Which key names hold secrets (contract §16, "Redaction v2").
+//! Which key names hold secrets (contract §16, "Redaction v2", and §21.7,
+//! "Redaction v3").
 //!
 //! # Normalisation
 //!
@@ -23,12 +24,22 @@
 //! there, because shells and configuration files glue prefixes onto them:
 //! `PGPASSWORD`, `authtoken`, `clientsecret`.
 //!
+//! Version 3 adds `secret key base` (Rails' `SECRET_KEY_BASE`), `app key`
+//! (Laravel's `APP_KEY`, Datadog's `DD_APP_KEY`) and the names of
+//! [`JOINED_ONLY`]: `pass` counts only as the last word of a longer name,
+//! joined to the word before it by `_`, `-`, `.` or a change of case
+//! (`DB_PASS`, `SMTP_PASS`, `redis-pass`, `mailPass`). `*_PASSWD` was
+//! already secret (`passwd` is listed).
+//!
 //! # Decisions on look-alikes (tested on both sides)
 //!
 //! Not secret: `author`, `oauth`, `authorized`, `auth_mode`, `passage`,
 //! `keyboard`, `monkey`, `tokenizer`, `token_count`, `tokens`,
 //! `tokens_used`, `max_tokens`, `key`, `keys`, `primary_key`, `session_id`,
-//! `private_key_id`, `AWS_ACCESS_KEY_ID`, `password_policy`, `OLDPWD`.
+//! `private_key_id`, `AWS_ACCESS_KEY_ID`, `password_policy`, `OLDPWD`,
+//! `pass` (a verb, a test result, the `pass` password manager), `bypass`,
+//! `compass`, `passes`, `pass_rate`, `first pass` (spaced), `app_key_id`,
+//! `secret_key_base_path`.
 //! `tokens` (plural) is left out on purpose: it counts model tokens
 //! (`max_tokens`, `prompt_tokens`), while `passwords`, `secrets`, `cookies`
 //! and `credentials` hold what their names say. A name followed by another
@@ -38,7 +49,8 @@
 //! Secret although harmless, accepted as the price of the rule:
 //! `page_token` / `nextPageToken` (opaque cursors), `PWD` (the shell's
 //! working directory: the contract lists `pwd`), `OAuth` (`O` + `Auth`),
-//! `requires_auth`, `is_secret`, `GOOGLE_APPLICATION_CREDENTIALS` (a path).
+//! `requires_auth`, `is_secret`, `GOOGLE_APPLICATION_CREDENTIALS` (a path),
+//! `first_pass` / `single_pass` (joined like `DB_PASS`).
 
 use std::sync::LazyLock;
 
@@ -58,6 +70,7 @@ pub const SECRET_NAMES: &[&str] = &[
     "secrets",
     "client secret",
     "secret key",
+    "secret key base",
     // tokens
     "token",
     "access token",
@@ -78,6 +91,7 @@ pub const SECRET_NAMES: &[&str] = &[
     "signing key",
     "encryption key",
     "master key",
+    "app key",
     // authentication
     "auth",
     "authorization",
@@ -103,6 +117,12 @@ pub(super) const RUN_TOGETHER: &[&str] = &[
     "credential",
     "credentials",
 ];
+
+/// Names that count only as the last word of a longer name, joined to the
+/// word before it by `_`, `-`, `.` or a change of case (`DB_PASS`,
+/// `smtp-pass`, `mailPass`): alone (`pass`), run together (`bypass`,
+/// `compass`) or after a space (`first pass`) they are ordinary words.
+pub(super) const JOINED_ONLY: &[&str] = &["pass"];
 
 /// Normalised characters kept from the end of a key: more than the longest
 /// name run together (`proxyauthorization`, 18).
@@ -145,6 +165,35 @@ pub(super) fn secret_name(key: &str) -> Option<&'static str> {
         .iter()
         .find(|name| tail.ends_with(&name.bytes, !name.anywhere))
         .map(|name| name.name)
+        .or_else(|| joined_only(key))
+}
+
+/// The name of [`JOINED_ONLY`] that ends `key` as its last word, joined to
+/// an earlier word (see there).
+fn joined_only(key: &str) -> Option<&'static str> {
+    let key = key.trim_end_matches(|c: char| c.is_ascii() && !c.is_ascii_alphanumeric());
+    JOINED_ONLY.iter().copied().find(|name| {
+        let Some(at) = key.len().checked_sub(name.len()) else {
+            return false;
+        };
+        if at == 0 || !key.is_char_boundary(at) || !key[at..].eq_ignore_ascii_case(name) {
+            return false;
+        }
+        let word = &key[at..];
+        let before = key[..at].chars().next_back();
+        match before {
+            Some('_' | '-' | '.') => key[..at - 1]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_ascii_alphanumeric()),
+            // `mailPass`: a capital after a lower-case letter or a digit.
+            Some(c) => {
+                (c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && word.starts_with(|w: char| w.is_ascii_uppercase())
+            }
+            None => false,
+        }
+    })
 }
 
 /// Whether the name's last word makes its value a header value that runs to
@@ -159,6 +208,7 @@ pub(super) fn last_words() -> Vec<&'static str> {
     let mut words: Vec<&'static str> = SECRET_NAMES
         .iter()
         .map(|name| name.rsplit(' ').next().unwrap_or(name))
+        .chain(JOINED_ONLY.iter().copied())
         .collect();
     words.sort_unstable();
     words.dedup();

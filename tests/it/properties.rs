@@ -27,7 +27,7 @@ use approval_gate::{
 use approval_gate::{contains, find_hint, recognise, JAIL_CODES};
 use approval_gate::{decode_cursor as decode, encode_cursor as encode};
 use approval_gate::{
-    is_secret_key, redact, MAX_DEPTH, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_STRING_CHARS, REDACTED,
+    is_secret_key, redact, MAX_CLIPPED_CHARS, MAX_DEPTH, MAX_ENTRIES, MAX_OUTPUT_BYTES, REDACTED,
 };
 use approval_gate::{ApprovalConfig, Snapshot};
 use approval_gate::{ApprovalSettings, Entry, GrantedBy, Mode};
@@ -105,34 +105,47 @@ fn nest(n: usize, v: Value) -> Value {
     })
 }
 
-/// A redacted value's invariants, or the first one broken.
+/// A redacted value's invariants, or the first one broken: every scalar
+/// under a secret key (at any depth) is `<redacted>`, the walk's markers
+/// aside (contract §21.6); strings, keys, containers and depth within their
+/// limits.
 fn redaction_violation(out: &Value) -> Option<String> {
-    let mut stack = vec![(out, 0usize)];
-    while let Some((v, depth)) = stack.pop() {
+    let mut stack = vec![(out, 0usize, false)];
+    while let Some((v, depth, secret)) = stack.pop() {
         match v {
-            Value::String(s) if s.chars().count() > MAX_STRING_CHARS + 1 => {
+            Value::String(s) if s.chars().count() > MAX_CLIPPED_CHARS => {
                 return Some(format!("a string of {} code points", s.chars().count()));
+            }
+            Value::String(s) if secret && s != REDACTED && s != "<max-depth>" => {
+                return Some(format!("{s:?} under a secret key"));
             }
             Value::Array(items) => {
                 if depth >= MAX_DEPTH || items.len() > MAX_ENTRIES + 1 {
                     return Some(format!("an array of {} at depth {depth}", items.len()));
                 }
-                stack.extend(items.iter().map(|i| (i, depth + 1)));
+                let marked = items
+                    .last()
+                    .and_then(Value::as_str)
+                    .is_some_and(|m| m.starts_with("<+") && m.ends_with(" more>"));
+                for (i, item) in items.iter().enumerate() {
+                    let marker = marked && i + 1 == items.len();
+                    stack.push((item, depth + 1, secret && !marker));
+                }
             }
             Value::Object(map) => {
                 if depth >= MAX_DEPTH || map.len() > MAX_ENTRIES + 1 {
                     return Some(format!("an object of {} at depth {depth}", map.len()));
                 }
                 for (k, item) in map {
-                    if k.chars().count() > MAX_STRING_CHARS + 1 {
+                    if k.chars().count() > MAX_CLIPPED_CHARS {
                         return Some(format!("a key of {} code points", k.chars().count()));
                     }
-                    if is_secret_key(k) && item.as_str() != Some(REDACTED) {
-                        return Some(format!("secret key {k:?} holds {item}"));
-                    }
-                    stack.push((item, depth + 1));
+                    let marker = k == "<truncated>" && item.is_u64();
+                    stack.push((item, depth + 1, (secret || is_secret_key(k)) && !marker));
                 }
             }
+            Value::String(_) => {}
+            scalar if secret => return Some(format!("{scalar} under a secret key")),
             _ => {}
         }
     }

@@ -2,7 +2,7 @@ use super::*;
 
 /// `text` after detection.
 fn redacted(text: &str) -> String {
-    apply(text, &scan(text)).text
+    apply(text, &scan(text, true)).text
 }
 
 /// Asserts that `input` becomes `output`, and that `output` is stable.
@@ -14,7 +14,7 @@ fn check(input: &str, output: &str) {
 
 #[track_caller]
 fn unchanged(input: &str) {
-    let found = scan(input);
+    let found = scan(input, true);
     assert!(found.spans.is_empty(), "{input:?}: {:?}", found.spans);
 }
 
@@ -290,19 +290,19 @@ fn overlapping_findings_merge_into_one_marker() {
 #[test]
 fn guards_cover_each_construct_from_its_start() {
     let text = "a TOKEN=xyz b";
-    let found = scan(text);
+    let found = scan(text, true);
     assert_eq!(found.spans, vec![8..11]);
     assert_eq!(found.guards, vec![2..11]);
     let applied = apply(text, &found);
     assert_eq!(applied.text, "a TOKEN=<redacted> b");
     assert_eq!(applied.guards, vec![2..18]);
     // A kept value still guards its construct.
-    let found = scan("Authorization: Bearer <redacted>");
+    let found = scan("Authorization: Bearer <redacted>", true);
     assert!(found.spans.is_empty());
     assert_eq!(found.guards, vec![0..32]);
     // Guards map across earlier replacements.
     let text = "ghp_FAKE0123456789abcdefghijklmnopqrstuv k=1 password=pw";
-    let applied = apply(text, &scan(text));
+    let applied = apply(text, &scan(text, true));
     assert_eq!(applied.text, "<redacted> k=1 password=<redacted>");
     assert_eq!(applied.guards, vec![0..10, 15..34]);
 }
@@ -329,4 +329,131 @@ fn every_provider_pattern_compiles_into_the_detector() {
     sorted.sort_unstable();
     sorted.dedup();
     assert_eq!(sorted.len(), names.len(), "provider names are unique");
+}
+
+#[test]
+fn rule_21_7_netrc_passwords_go() {
+    check(
+        "machine api.example.com login bob password hunter22",
+        "machine api.example.com login bob password <redacted>",
+    );
+    check(
+        "machine github.com\n  login bob\n  password ghp_x0\nmachine b login c password 'two words'",
+        "machine github.com\n  login bob\n  password <redacted>\nmachine b login c password '<redacted>'",
+    );
+    // The value runs to the quote (an escape inside it goes too).
+    check(
+        "printf 'machine h password pw\\n' >> ~/.netrc",
+        "printf 'machine h password <redacted>' >> ~/.netrc",
+    );
+    check(
+        "default login anonymous password me@example.com",
+        "default login anonymous password <redacted>",
+    );
+    check("default password pw x", "default password <redacted> x");
+    // Prose with the word `password` is no netrc entry.
+    unchanged("Reset the password for the staging user");
+    unchanged("the password policy is strict");
+    unchanged("mypassword is not a keyword");
+    unchanged("open the login page password field");
+    unchanged("login bob password pw");
+}
+
+#[test]
+fn rule_21_7_short_secret_flags_of_known_commands_go_in_a_command_line() {
+    check(
+        "mysql -h db -u root -pS3cret shop -e 'select 1'",
+        "mysql -h db -u root -p<redacted> shop -e 'select 1'",
+    );
+    check(
+        "mysqldump -uroot -p'two words' db",
+        "mysqldump -uroot -p'<redacted>' db",
+    );
+    check(
+        "mysql -u root -p pw shop",
+        "mysql -u root -p <redacted> shop",
+    );
+    check(
+        "sshpass -p hunter2 ssh deploy@host uptime",
+        "sshpass -p <redacted> ssh deploy@host uptime",
+    );
+    check(
+        "redis-cli -h c -p 6379 -a pw ping",
+        "redis-cli -h c -p 6379 -a <redacted> ping",
+    );
+    check(
+        "docker login -u bob -p pw registry.example.com",
+        "docker login -u bob -p <redacted> registry.example.com",
+    );
+    check(
+        "sudo /usr/bin/mysql -ppw && ls -a",
+        "sudo /usr/bin/mysql -p<redacted> && ls -a",
+    );
+    check(
+        "bash -c \"mysql -ppw db\"",
+        "bash -c \"mysql -p<redacted> db\"",
+    );
+    // Each command line on its own.
+    check(
+        "echo \"sshpass -p a x\" ; sshpass -p b y",
+        "echo \"sshpass -p <redacted> x\" ; sshpass -p <redacted> y",
+    );
+    // Variable reads and substitutions are shown.
+    check("mysql -p\"$MYSQL_PWD\" db", "mysql -p\"<redacted>\" db");
+    unchanged("mysql -p$MYSQL_PWD db");
+    unchanged("mysql -p \"$(cat /run/pw)\" db");
+}
+
+#[test]
+fn rule_21_7_short_flags_elsewhere_stay() {
+    unchanged("ssh -p 2222 host uptime");
+    unchanged("cargo test -p approval-gate");
+    unchanged("mkdir -p a/b && cp -a src dst");
+    unchanged("docker run -p 8080:80 nginx");
+    unchanged("psql -p 5432 -U app");
+    unchanged("redis-cli -p 6379 ping");
+    unchanged("mysql -p");
+    unchanged("mysql -p -h db");
+    unchanged("ls /var/lib/mysql/ -p x");
+    unchanged("mysql_config -p x");
+    unchanged("mysql; ssh -p 22 h");
+    unchanged("git add -p");
+    unchanged("install mysqlclient -p 3");
+}
+
+#[test]
+fn rule_21_7_basic_credentials_go_however_short() {
+    check(
+        "-H 'X-Upstream: Basic YTpi'",
+        "-H 'X-Upstream: Basic <redacted>'",
+    );
+    check("Basic dXNlcjpwdw==", "Basic <redacted>");
+    check("basic Ym9iOnB3", "basic <redacted>");
+    unchanged("Basic usage: run it");
+    unchanged("Basic concepts");
+    unchanged("Basic auth is weak");
+    unchanged("Basic YWxs");
+}
+
+#[test]
+fn rule_21_7_new_secret_names_are_assignments() {
+    check("DB_PASS=pw npm start", "DB_PASS=<redacted> npm start");
+    check(
+        "export SMTP_PASSWD='a b'",
+        "export SMTP_PASSWD='<redacted>'",
+    );
+    check(
+        "SECRET_KEY_BASE=0123abcd rails s",
+        "SECRET_KEY_BASE=<redacted> rails s",
+    );
+    check(
+        "APP_KEY=base64:AbC= php artisan",
+        "APP_KEY=<redacted> php artisan",
+    );
+    check("--mail-pass x", "--mail-pass <redacted>");
+    unchanged("pass=1 fail=0");
+    unchanged("first pass: done");
+    unchanged("password_policy=strict");
+    unchanged("bypass=true");
+    unchanged("--base main");
 }

@@ -296,3 +296,42 @@ fn the_last_words_cover_every_name() {
         "sorted, no duplicates"
     );
 }
+
+#[test]
+fn rule_21_7_pass_passwd_secret_key_base_and_app_key_names() {
+    for key in [
+        "DB_PASS",
+        "SMTP_PASS",
+        "redis-pass",
+        "mail.pass",
+        "mailPass",
+        "s3Pass",
+        "DB_PASSWD",
+        "SECRET_KEY_BASE",
+        "secretKeyBase",
+        "APP_KEY",
+        "appKey",
+        "DD_APP_KEY",
+        "DB_PASS ",
+    ] {
+        assert!(is_secret_key(key), "{key}");
+    }
+    for key in [
+        "pass",
+        "PASS",
+        "bypass",
+        "compass",
+        "MAILPASS",
+        "passes",
+        "pass_rate",
+        "first pass",
+        "password_policy",
+        "app_key_id",
+        "secret_key_base_path",
+        "base",
+        "key",
+        "app",
+    ] {
+        assert!(!is_secret_key(key), "{key}");
+    }
+}

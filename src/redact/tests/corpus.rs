@@ -1,5 +1,6 @@
 //! The secret corpus (`tests/fixtures/secrets.json`): every shape, in every
 //! place a string can be, never survives; benign look-alikes pass unchanged.
+//! The JSON shapes of version 3 are checked in `shapes.rs`.
 
 use std::sync::LazyLock;
 
@@ -9,12 +10,29 @@ use serde_json::{json, Map, Value};
 
 use super::super::detect::provider_names;
 use super::super::*;
+use super::walk::shell_like;
 use super::{nest, s};
 
 #[derive(Deserialize)]
-struct Corpus {
+pub(super) struct Corpus {
     secrets: Vec<Shape>,
     benign: Vec<String>,
+    /// JSON shapes (contract §21.7).
+    pub(super) values: Vec<ValueShape>,
+    /// JSON look-alikes that must come out unchanged.
+    pub(super) benign_values: Vec<Value>,
+}
+
+/// One secret JSON shape as an agent would send it.
+#[derive(Deserialize)]
+pub(super) struct ValueShape {
+    pub(super) name: String,
+    pub(super) value: Value,
+    /// Substrings that must vanish from every string of the output.
+    pub(super) secrets: Vec<String>,
+    /// The redacted value, when the test pins it.
+    #[serde(default)]
+    pub(super) expected: Option<Value>,
 }
 
 /// One secret shape as an agent would send it.
@@ -42,19 +60,19 @@ impl Shape {
     }
 }
 
-static CORPUS: LazyLock<Corpus> = LazyLock::new(|| {
+pub(super) static CORPUS: LazyLock<Corpus> = LazyLock::new(|| {
     serde_json::from_str(include_str!("../../../tests/fixtures/secrets.json"))
         .expect("the corpus parses")
 });
 
 /// Whether `out` shows `secret` or the start of it.
-fn leaks(out: &str, secret: &str) -> bool {
+pub(super) fn leaks(out: &str, secret: &str) -> bool {
     out.contains(secret)
         || (secret.len() >= 16 && secret.get(..12).is_some_and(|p| out.contains(p)))
 }
 
 /// Every key and string in `v`.
-fn strings_of(v: &Value) -> Vec<&str> {
+pub(super) fn strings_of(v: &Value) -> Vec<&str> {
     let mut out = Vec::new();
     let mut stack = vec![v];
     while let Some(v) = stack.pop() {
@@ -238,7 +256,7 @@ fn neutral_leaf() -> impl Strategy<Value = Value> {
 }
 
 /// `leaf` placed at a random spot of a random tree of neutral keys.
-fn embedded(leaf: Value) -> impl Strategy<Value = Value> {
+pub(super) fn embedded(leaf: Value) -> impl Strategy<Value = Value> {
     let step = (
         any::<bool>(),
         "[a-z]{1,8}",
@@ -319,6 +337,28 @@ proptest! {
         let out = redact(&v);
         prop_assert_eq!(leak_in(&out, shape), None);
         prop_assert!(strings_of(&out).contains(&REDACTED));
+    }
+
+    /// Among hostile text (quotes, escapes, substitutions, headers, flags
+    /// and other secrets in every order) a shape's secrets never survive.
+    #[test]
+    fn a_secret_among_hostile_text_never_survives(
+        i in shape_index(),
+        before in shell_like(),
+        after in shell_like(),
+    ) {
+        let shape = &CORPUS.secrets[i];
+        // The pieces hold secrets of their own; a shape sharing one is
+        // left out, so a hit is this shape's.
+        let noise = format!("{before} {after}");
+        prop_assume!(shape.secrets.iter().all(|s| !leaks(&noise, s) && !noise.contains(&s[..s.len().min(4)])));
+        let text = format!("{before} {} {after}", shape.text);
+        let out = redact_text(&text);
+        for secret in &shape.secrets {
+            prop_assert!(!leaks(&out, secret), "{}: {:?}", shape.name, out);
+        }
+        let value = redact(&json!({ "command": text }));
+        prop_assert_eq!(leak_in(&value, shape), None);
     }
 
     #[test]

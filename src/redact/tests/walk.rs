@@ -1,10 +1,11 @@
 //! The JSON walk: limits, markers, idempotency (contract §4).
 
 use proptest::prelude::*;
-use serde_json::json;
+use serde_json::{json, Map, Value};
 
+use super::super::walk::split_mark;
 use super::super::*;
-use super::{nest, s};
+use super::{cut, nest, s};
 
 /// Number of nested containers from the root down the first-entry path.
 fn container_depth(v: &Value) -> usize {
@@ -61,7 +62,7 @@ fn assert_idempotent(v: &Value) {
 }
 
 #[test]
-fn secret_values_are_redacted_whatever_their_type() {
+fn rule_21_6_secret_keys_replace_scalars_of_every_type_and_keep_containers() {
     let input = json!({
         "password": "hunter2", "token": 12345, "api_key": null, "secret": true,
         "auth": {"user": "u", "pass": "p"}, "Authorization": ["Bearer", "x"],
@@ -72,10 +73,30 @@ fn secret_values_are_redacted_whatever_their_type() {
         out,
         json!({
             "password": REDACTED, "token": REDACTED, "api_key": REDACTED, "secret": REDACTED,
-            "auth": REDACTED, "Authorization": REDACTED, "db_password": REDACTED,
-            "user": "alice", "nested": [{"refresh_token": REDACTED, "ok": 1}]
+            "auth": {"user": REDACTED, "pass": REDACTED},
+            "Authorization": [REDACTED, REDACTED], "db_password": REDACTED,
+            "user": "alice", "nested": [{"refresh_token": {"a": REDACTED}, "ok": 1}]
         })
     );
+    assert_idempotent(&input);
+    // Empty containers, deep ones, and the walk's own markers under a
+    // secret key.
+    let input = json!({
+        "secrets": {"a": [], "b": {}, "c": [[[{"d": ["e", 1, null, false]}]]]},
+        "token": nest(70, json!("x")),
+    });
+    let out = redact(&input);
+    assert_eq!(
+        out["secrets"],
+        json!({"a": [], "b": {}, "c": [[[{"d": [REDACTED, REDACTED, REDACTED, REDACTED]}]]]})
+    );
+    assert_eq!(innermost(&out["token"]), &json!(MAX_DEPTH_MARK));
+    let long: Vec<Value> = (0..300).map(|i| json!(format!("s{i}"))).collect();
+    let out = redact(&json!({ "credentials": long }));
+    let items = out["credentials"].as_array().expect("array");
+    assert_eq!(items.len(), 257);
+    assert!(items[..256].iter().all(|i| i == REDACTED));
+    assert_eq!(items[256], json!("<+44 more>"));
     assert_idempotent(&input);
 }
 
@@ -97,17 +118,17 @@ fn scalars_and_plain_values_pass_unchanged() {
 }
 
 #[test]
-fn strings_clip_after_256_code_points() {
-    for (n, kept) in [(255, 255), (256, 256), (257, 256), (10_000, 256)] {
+fn rule_21_6_a_clipped_string_says_how_many_characters_were_cut() {
+    for n in [255, 256, 257, 10_000] {
         let out = redact(&Value::String(s(n, 'a')));
         let expected = if n > 256 {
-            format!("{}…", s(256, 'a'))
+            format!("{}…[+{} chars]", s(256, 'a'), n - 256)
         } else {
             s(n, 'a')
         };
         assert_eq!(out, Value::String(expected), "length {n}");
-        let chars = out.as_str().expect("string").chars().count();
-        assert_eq!(chars, if n > 256 { kept + 1 } else { kept });
+        let (kept, count) = split_mark(out.as_str().expect("string"));
+        assert_eq!(kept.chars().count() as u64 + count, n as u64);
     }
 }
 
@@ -116,20 +137,37 @@ fn clipping_counts_code_points_not_bytes() {
     for c in ['é', '€', '🦀'] {
         assert_eq!(redact(&Value::String(s(256, c))), Value::String(s(256, c)));
         let out = redact(&Value::String(s(257, c)));
-        assert_eq!(out, Value::String(format!("{}…", s(256, c))));
+        assert_eq!(out, Value::String(cut(&s(256, c), 1)));
     }
     // A cut right after a multibyte character in a mixed string.
     let mixed = format!("{}é{}", s(255, 'a'), s(5, 'b'));
     assert_eq!(
         redact(&Value::String(mixed)),
-        Value::String(format!("{}é…", s(255, 'a')))
+        Value::String(cut(&format!("{}é", s(255, 'a')), 5))
     );
-    // A 257-character string already ending in the clip mark is stable.
-    let marked = format!("{}…", s(256, 'a'));
+    // A string already ending in a clip mark keeps it, and its count.
+    let marked = cut(&s(256, 'a'), 9);
     assert_eq!(
         redact(&Value::String(marked.clone())),
         Value::String(marked)
     );
+    // Cut again, the counts add up.
+    let marked = cut(&s(300, 'a'), 9);
+    assert_eq!(
+        redact(&Value::String(marked)),
+        Value::String(cut(&s(256, 'a'), 44 + 9))
+    );
+    // A bare `…` (a mark of version 2) or a mark this module never writes is
+    // text like any other.
+    for text in [
+        format!("{}…", s(256, 'a')),
+        format!("{}…[+0 chars]", s(10, 'a')),
+        format!("{}…[+07 chars]", s(10, 'a')),
+        format!("{}[+7 chars]", s(10, 'a')),
+    ] {
+        let (_, count) = split_mark(&text);
+        assert_eq!(count, 0, "{text}");
+    }
 }
 
 #[test]
@@ -261,13 +299,13 @@ fn long_keys_are_clipped_and_collisions_counted() {
     let b = format!("{}b", s(300, 'k'));
     let v = json!({ a.clone(): 1, b: 2, "short": 3 });
     let out = redact(&v);
-    let clipped = format!("{}…", s(256, 'k'));
+    let clipped = cut(&s(256, 'k'), 45);
     assert_eq!(out, json!({ clipped: 1, "short": 3, TRUNCATED_KEY: 1 }));
     assert_idempotent(&v);
     // The secret test looks at the original key.
     let secret = format!("{}_token", s(300, 'x'));
     let out = redact(&json!({ secret: "value" }));
-    assert_eq!(out, json!({ format!("{}…", s(256, 'x')): REDACTED }));
+    assert_eq!(out, json!({ cut(&s(256, 'x'), 50): REDACTED }));
 }
 
 #[test]
@@ -369,30 +407,43 @@ fn value_strategy() -> impl Strategy<Value = Value> {
     (tree, 0usize..70).prop_map(|(v, wrap)| nest(wrap, v))
 }
 
-/// No secret-keyed value is anything but `<redacted>`; every string,
-/// container and depth is within its limit.
-fn check_bounded(v: &Value, depth: usize) -> Result<(), TestCaseError> {
+/// No scalar under a secret key (at any depth) is anything but
+/// `<redacted>`, the walk's own markers aside; every string, container and
+/// depth is within its limit.
+fn check_bounded(v: &Value, depth: usize, secret: bool) -> Result<(), TestCaseError> {
     match v {
-        Value::String(s) => prop_assert!(s.chars().count() <= MAX_STRING_CHARS + 1),
+        Value::String(s) => {
+            prop_assert!(s.chars().count() <= MAX_CLIPPED_CHARS);
+            if secret {
+                prop_assert!(
+                    s == REDACTED || s == MAX_DEPTH_MARK,
+                    "{s:?} under a secret key"
+                );
+            }
+        }
         Value::Array(items) => {
             prop_assert!(depth < MAX_DEPTH);
             prop_assert!(items.len() <= MAX_ENTRIES + 1);
-            for item in items {
-                check_bounded(item, depth + 1)?;
+            let marker = items
+                .last()
+                .and_then(Value::as_str)
+                .is_some_and(|m| m.starts_with("<+") && m.ends_with(" more>"));
+            for (i, item) in items.iter().enumerate() {
+                let is_marker = marker && i + 1 == items.len();
+                check_bounded(item, depth + 1, secret && !is_marker)?;
             }
         }
         Value::Object(map) => {
             prop_assert!(depth < MAX_DEPTH);
             prop_assert!(map.len() <= MAX_ENTRIES + 1);
             for (k, item) in map {
-                prop_assert!(k.chars().count() <= MAX_STRING_CHARS + 1);
-                if is_secret_key(k) {
-                    prop_assert_eq!(item, &json!(REDACTED));
-                }
-                check_bounded(item, depth + 1)?;
+                prop_assert!(k.chars().count() <= MAX_CLIPPED_CHARS);
+                let is_marker = k == TRUNCATED_KEY && item.is_u64();
+                let secret = (secret || is_secret_key(k)) && !is_marker;
+                check_bounded(item, depth + 1, secret)?;
             }
         }
-        _ => {}
+        _ => prop_assert!(!secret, "{v} under a secret key"),
     }
     Ok(())
 }
@@ -405,9 +456,92 @@ proptest! {
         let copy = v.clone();
         let once = redact(&v);
         prop_assert_eq!(&v, &copy);
-        check_bounded(&once, 0)?;
+        check_bounded(&once, 0, false)?;
         prop_assert!(size(&once) <= MAX_OUTPUT_BYTES);
         let twice = redact(&once);
         prop_assert_eq!(&once, &twice);
+    }
+}
+
+/// Pieces of shell-like text whose constructs overlap in every way: quotes,
+/// escapes, substitutions, headers, flags, netrc words, clip marks.
+const PIECES: &[&str] = &[
+    "$(",
+    ")",
+    "\"",
+    "'",
+    "`",
+    "\\",
+    "\\\"",
+    "$",
+    "(",
+    "<(",
+    ">(",
+    "<",
+    ">",
+    " ",
+    "\t",
+    "\n",
+    ";",
+    "&&",
+    "|",
+    "=",
+    ":",
+    "abc",
+    "x",
+    "é",
+    "…",
+    "…[+3 chars]",
+    "TOKEN=",
+    "DB_PASS=",
+    "password ",
+    "password: ",
+    "machine h ",
+    "login u ",
+    "mysql ",
+    "sshpass ",
+    "redis-cli ",
+    "docker login ",
+    "-p",
+    " -p ",
+    "-a ",
+    "-u a:b ",
+    "--user ",
+    "--token ",
+    "Cookie: ",
+    "Authorization: Bearer ",
+    "Basic YTpi ",
+    "{\"password\":",
+    "https://u:p@h/",
+    "${",
+    "}",
+    "ghp_FAKE0123456789abcdefghijklmnopqrstuv",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig",
+    "-----BEGIN RSA PRIVATE KEY-----\nAAA",
+    "-----END RSA PRIVATE KEY-----",
+];
+
+/// Shell-like text made of [`PIECES`], after up to 300 filler characters.
+pub(super) fn shell_like() -> impl Strategy<Value = String> {
+    (
+        prop::collection::vec(prop::sample::select(PIECES.to_vec()), 0..120),
+        0usize..300,
+    )
+        .prop_map(|(pieces, pad)| format!("{}{}", s(pad, 'y'), pieces.concat()))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Whatever one detector makes of another's output, a second pass
+    /// changes nothing: free text, a clipped string, an argv array.
+    #[test]
+    fn shell_like_text_redacts_to_a_fixpoint(t in shell_like()) {
+        let once = redact_text(&t).into_owned();
+        prop_assert_eq!(redact_text(&once).into_owned(), once);
+        let v = json!([t, ["mysql", t, "-p", t], {"command": t, "password": t}]);
+        let once = redact(&v);
+        check_bounded(&once, 0, false)?;
+        prop_assert_eq!(redact(&once), once);
     }
 }
