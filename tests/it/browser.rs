@@ -402,7 +402,7 @@ async fn browser_allow_deny_and_a_folder_session_grant_by_clicking() {
             let release = l.scene.harness.resolve_requests().last().cloned().unwrap();
             assert_eq!(release["function_call_id"], "c2");
             assert_eq!(release["action"], "deliver");
-            assert_eq!(release["content"][0]["text"], "Too dangerous; list the files first.");
+            assert_eq!(release["content"][0]["text"], "Denied by a human: Too dangerous; list the files first.");
             assert_eq!(l.scene.harness.target_runs("shell::run"), 1);
 
             // Reloading a decided link shows that it is gone.
