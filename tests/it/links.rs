@@ -529,9 +529,21 @@ async fn links_the_inbox_needs_its_bearer_and_links_follow_the_configuration() {
             .ok("configuration::set", json!({"id": "approval-gate", "value": {"rules": ["!approval::*"], "links": null}}))
             .await;
         l.wait_for_status("/approvals/x", 404).await;
-        let r = l.http.get(url).send().await.unwrap();
-        assert_eq!(r.status(), 404);
-        assert_eq!(r.json::<Value>().await.unwrap(), json!({"error": {"code": "NOT_FOUND", "message": "Not Found"}}));
+        // The worker answers 404 itself as soon as links are off; the
+        // routes go a moment later (the task that follows the configuration
+        // removes them), and then the engine answers its own 404.
+        let engine_404 = json!({"error": {"code": "NOT_FOUND", "message": "Not Found"}});
+        let mut last = Value::Null;
+        for _ in 0..50 {
+            let r = l.http.get(url).send().await.unwrap();
+            assert_eq!(r.status(), 404);
+            last = r.json::<Value>().await.unwrap_or(Value::Null);
+            if last == engine_404 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(last, engine_404, "the routes were never removed");
         assert!(l.pending("s_i", "c1").await["pending"].get("approval_url").is_none());
         let out = l.scene.ok("approval::resolve", json!({"session_id": "s_i", "function_call_id": "c1", "decision": "allow"})).await;
         assert_eq!(out["resolved"], true);
