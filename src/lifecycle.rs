@@ -14,6 +14,7 @@ use serde::Deserialize;
 use crate::error::is_valid_id;
 use crate::functions::{register_shaped, register_typed, Ack};
 use crate::pending::{Outcome, Purged, RecordKey};
+use crate::release::NOT_HELD;
 use crate::worker::Worker;
 
 pub(crate) use crate::bindings::{HARNESS_READY_ID, SESSION_DELETED_ID, TURN_COMPLETED_ID};
@@ -177,10 +178,6 @@ async fn reconcile_session(worker: &Worker, sid: &str, pending: &[String]) -> us
     }
     removed
 }
-
-/// The `pending-resolved` reason of a record whose call the harness no
-/// longer holds.
-const NOT_HELD: &str = "not_held";
 
 /// A `configuration` change event; the worker re-reads the entry rather
 /// than trust it.

@@ -314,6 +314,15 @@ impl Events {
             .collect()
     }
 
+    /// The record's link while links are on.
+    fn approval_url(&self, record: &PendingRecord) -> Option<String> {
+        self.config
+            .load()
+            .links
+            .as_ref()
+            .and_then(|links| record.approval_url(links))
+    }
+
     /// Announces a new record, off the hot path: the caller's answer goes
     /// out first.
     pub(super) fn emit_created(&self, record: &PendingRecord) {
@@ -325,12 +334,7 @@ impl Events {
         if targets.is_empty() {
             return;
         }
-        let approval_url = self
-            .config
-            .load()
-            .links
-            .as_ref()
-            .and_then(|links| record.approval_url(links));
+        let approval_url = self.approval_url(record);
         let payload = PendingCreated {
             record: record.clone(),
             approval_url,
@@ -353,12 +357,7 @@ impl Events {
         if targets.is_empty() {
             return;
         }
-        let approval_url = self
-            .config
-            .load()
-            .links
-            .as_ref()
-            .and_then(|links| record.approval_url(links));
+        let approval_url = self.approval_url(record);
         let payload = PendingEscalated {
             record: record.clone(),
             approval_url,
