@@ -7,7 +7,7 @@
 //!
 //! In: `{}`
 //! Out: `{ gated, gate_binding_id?, parked: [trigger_type], config: {ok, rule_errors},
-//!        settings: {mode: "cache", cached, loaded}, held, standby, standby_waited_ms?,
+//!        settings: {mode: "cache", cached, loaded}, held, unreadable, standby, standby_waited_ms?,
 //!        uptime_ms }`
 //!
 //! `standby` says how the answering instance started: `true` when another
@@ -79,6 +79,9 @@ pub(crate) struct Health {
     pub settings: SettingsHealth,
     /// Calls held now.
     pub held: usize,
+    /// Stored held calls that do not parse (§21.9): kept, listed by
+    /// `list-pending` as `kind: "unreadable"`, removed by a human's deny.
+    pub unreadable: usize,
     /// Whether this instance started as a standby: another live instance
     /// held the worker name when it started, and it took over when the name
     /// came free. (A standby still waiting registers nothing and cannot be
@@ -127,6 +130,7 @@ pub(crate) async fn health(worker: &Worker) -> Health {
             loaded: true,
         },
         held: worker.inbox.len(),
+        unreadable: worker.inbox.unreadable_len(),
         standby: worker.claim.stood_by.is_some(),
         standby_waited_ms: worker.claim.stood_by.map(|d| d.as_millis() as u64),
         uptime_ms: worker.started.elapsed().as_millis() as u64,

@@ -102,6 +102,12 @@ pub(crate) async fn resolve(
         }
         (a, b) => a.or(b),
     };
+    if worker
+        .inbox
+        .is_unreadable(&request.session_id, &request.function_call_id)
+    {
+        return resolve_unreadable(worker, &request).await;
+    }
     let decision = match request.decision {
         ResolveDecision::Allow => Decision::Allow {
             grant_scope,
@@ -120,6 +126,30 @@ pub(crate) async fn resolve(
     };
     let wait = worker.releaser.resolve_wait();
     response(worker.releaser.release(release, Some(wait)).await)
+}
+
+/// A decision on a stored value that does not parse as a record (§21.9):
+/// a deny removes it without calling the harness (it has no usable
+/// `turn_id`); an allow cannot be carried out.
+async fn resolve_unreadable(
+    worker: &Worker,
+    request: &ResolveRequest,
+) -> Result<ResolveResponse, ApprovalError> {
+    match request.decision {
+        ResolveDecision::Allow => Err(ApprovalError::InvalidPayload(
+            "the stored held call does not parse (kind unreadable): it can only be denied".into(),
+        )),
+        ResolveDecision::Deny => {
+            let removed = worker
+                .inbox
+                .remove_unreadable(&request.session_id, &request.function_call_id)
+                .await?;
+            Ok(ResolveResponse {
+                resolved: removed,
+                ..ResolveResponse::default()
+            })
+        }
+    }
 }
 
 /// What `approval::resolve` answers for a release's outcome.

@@ -51,6 +51,10 @@ impl Scope {
     /// The last configuration whose rules compiled (key `last_good`), kept
     /// in force when a newer one does not compile.
     pub(crate) const CONFIG: Scope = guarded!("approval_config");
+    /// The whole redacted arguments of each held call, keyed like its
+    /// record (`<session_id>/<function_call_id>`): read one key at a time by
+    /// `get-pending` and the link page, never listed (contract §21.6).
+    pub(crate) const ARGUMENTS: Scope = guarded!("approval_arguments");
 
     /// A bucket of held calls: `approval_pending.00` … `approval_pending.63`
     /// (a dot and two digits after a guarded name stay guarded).
@@ -73,6 +77,7 @@ impl Scope {
             Scope::REVOKES,
             Scope::BINDINGS,
             Scope::CONFIG,
+            Scope::ARGUMENTS,
         ]
         .into_iter()
         .chain((0..PENDING_BUCKETS).map(Scope::pending_bucket))
@@ -101,7 +106,7 @@ mod tests {
     #[test]
     fn the_gate_denies_an_agent_every_scope_the_worker_owns() {
         let owned = Scope::owned();
-        assert_eq!(owned.len(), 8 + PENDING_BUCKETS as usize);
+        assert_eq!(owned.len(), 9 + PENDING_BUCKETS as usize);
         for scope in owned {
             for function in ["state::set", "state::get", "state::list", "state::delete"] {
                 let args = json!({"scope": scope.as_str(), "key": "k", "value": {"mode": "full"}});

@@ -175,6 +175,7 @@ async fn hold(
     let budget = deadline.cap(record::SESSION_BUDGET, WRITE_RESERVE);
     let context = record::session_context(&worker.engine, sid, budget).await;
     let mut record = record::build_record(input, call, RecordKind::Function, context);
+    let arguments = record::whole_arguments(call);
     // The deadlines of the decision's rule, or the configuration it was
     // made under, counted from when the record is built.
     record::set_deadlines(&mut record, limits, config);
@@ -182,7 +183,7 @@ async fn hold(
     if lock.get().is_some() {
         return HookOutput::Hold;
     }
-    let written = tokio::time::timeout_at(deadline.instant(), lock.write(record)).await;
+    let written = tokio::time::timeout_at(deadline.instant(), lock.write(record, arguments)).await;
     let Ok(written) = written else {
         lock.discard().await;
         tracing::warn!(session_id = sid, function_call_id = cid, function_id = %call.function_id, decision = "deny", "hold not recorded within the hook's budget; denying");

@@ -25,7 +25,9 @@ use crate::error::is_valid_id;
 use crate::functions::register_hook;
 use crate::hook::budget::Deadline;
 use crate::hook::record::FS_SCOPE;
-use crate::hook::record::{build_record, session_context, set_deadlines, SESSION_BUDGET};
+use crate::hook::record::{
+    build_record, session_context, set_deadlines, whole_arguments, SESSION_BUDGET,
+};
 use crate::hook::{parse_hook_input, HookCall, HookInput, HookOutput};
 use crate::pending::{AccessRequest, GrantRequest, HoldLimits, RecordKind};
 use crate::worker::Worker;
@@ -220,7 +222,7 @@ async fn ask(
         HoldLimits::default(),
         &worker.config.load().config,
     );
-    lock.write(record)
+    lock.write(record, whole_arguments(call))
         .await
         .map_err(|_| StandDown::StateFailed)?;
     tracing::info!(session_id = sid, function_call_id = cid, function_id = %call.function_id, decision = "hold", rule = "folder_access", attempt, "folder access asked");

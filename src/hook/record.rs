@@ -10,7 +10,7 @@ use super::protocol::{HookCall, HookInput};
 use crate::config::ApprovalConfig;
 use crate::engine::{Engine, SessionContext};
 use crate::pending::{deadlines, HoldLimits, Metadata, PendingRecord, RecordKind};
-use crate::redact::{redact, redact_text};
+use crate::redact::{redact, redact_full, redact_text, Full};
 
 /// The argument today's harness stamps onto shell, coder and pipe calls:
 /// its trusted filesystem scope, not the agent's.
@@ -94,6 +94,22 @@ pub fn build_record(
         releasing: false,
         release: None,
         uncertain: false,
+    }
+}
+
+/// The whole redacted arguments of a held call (contract §21.6), kept
+/// under their own key: the harness's `fs_scope` stamp is left out, as in
+/// the excerpt (the record shows it apart).
+pub(crate) fn whole_arguments(call: &HookCall) -> Full {
+    let empty = Value::Object(Map::new());
+    let arguments = call.arguments.as_ref().unwrap_or(&empty);
+    match arguments {
+        Value::Object(map) if map.get(FS_SCOPE).is_some_and(Value::is_object) => {
+            let mut agent = map.clone();
+            agent.remove(FS_SCOPE);
+            redact_full(&Value::Object(agent))
+        }
+        other => redact_full(other),
     }
 }
 

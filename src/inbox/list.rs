@@ -1,12 +1,15 @@
 //! The pending inbox reads (`architecture/contract.md` § The pending inbox):
 //! `approval::list-pending` and `approval::get-pending`. Served from the
-//! in-memory index; they never touch state.
+//! in-memory index; `get-pending` also reads the held call's whole redacted
+//! arguments from their own key (one `state::get`, contract §21.6), which
+//! nothing else loads.
 //!
 //! # Format
 //!
 //! `list-pending`: `{ session_id?, metadata?, limit? (default 50, clamped 1..500), cursor? }`
 //! → `{ pending: Record[], next_cursor? }`, ordered by `(pending_at, session_id, function_call_id)`.
-//! `get-pending`: `{ session_id, function_call_id }` → `{ pending: Record }` or `null`.
+//! `get-pending`: `{ session_id, function_call_id }` → `{ pending: Record, arguments,
+//! arguments_clipped, arguments_cap_bytes }` or `null`.
 
 use std::sync::Arc;
 
@@ -20,7 +23,7 @@ use crate::link_token::Links;
 use crate::pending::cursor;
 use crate::pending::index::ListQuery;
 use crate::pending::PendingRecord;
-use crate::pending::ShownRecord;
+use crate::pending::{ShownRecord, UnreadableRecord, WholeArguments};
 use crate::worker::Worker;
 
 /// `approval::list-pending`.
@@ -50,11 +53,26 @@ pub(crate) struct ListPendingRequest {
     pub cursor: Option<String>,
 }
 
+/// One entry of `list-pending`: a held call, or a stored value that does
+/// not parse as one (§21.9).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum Listed {
+    /// A held call.
+    Held(ShownRecord),
+    /// A stored value that does not parse as a record (`kind:
+    /// "unreadable"`): only a deny removes it.
+    Unreadable(UnreadableRecord),
+}
+
 /// `approval::list-pending` response.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub(crate) struct ListPendingResponse {
-    /// Held calls, oldest first.
-    pub pending: Vec<ShownRecord>,
+    /// Held calls, oldest first; the first page (no cursor) starts with
+    /// the stored values that do not parse (`kind: "unreadable"`, at most
+    /// `limit` of them, matching `session_id`; none under a non-empty
+    /// `metadata` filter).
+    pub pending: Vec<Listed>,
     /// Present only when more items remain.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
@@ -74,6 +92,10 @@ pub(super) struct GetPendingRequest {
 pub(super) struct GetPendingResponse {
     /// The held call.
     pub pending: ShownRecord,
+    /// The call's whole redacted arguments (`pending.arguments_excerpt` is
+    /// the bounded excerpt every record carries).
+    #[serde(flatten)]
+    pub whole: WholeArguments,
 }
 
 /// Clamps a requested page size.
@@ -106,11 +128,22 @@ pub(crate) fn list_pending(
         limit: clamp_limit(request.limit),
     });
     let links = worker.config.load().links.clone();
+    let filtered = request.metadata.as_ref().is_some_and(|m| !m.is_empty());
+    let unreadable = match (&after, filtered) {
+        (None, false) => worker
+            .inbox
+            .unreadable(request.session_id.as_deref(), clamp_limit(request.limit)),
+        _ => Vec::new(),
+    };
     Ok(ListPendingResponse {
-        pending: page
-            .items
+        pending: unreadable
             .into_iter()
-            .map(|record| shown(links.as_deref(), record))
+            .map(Listed::Unreadable)
+            .chain(
+                page.items
+                    .into_iter()
+                    .map(|record| Listed::Held(shown(links.as_deref(), record))),
+            )
             .collect(),
         next_cursor: page.next.as_ref().map(cursor::encode),
     })
@@ -140,11 +173,14 @@ pub(crate) fn register(worker: &Arc<Worker>) {
             validate_id("session_id", &r.session_id)?;
             validate_id("function_call_id", &r.function_call_id)?;
             let links = w.config.load().links.clone();
-            Ok(w.inbox
-                .get(&r.session_id, &r.function_call_id)
-                .map(|record| GetPendingResponse {
-                    pending: shown(links.as_deref(), record),
-                }))
+            let Some(record) = w.inbox.get(&r.session_id, &r.function_call_id) else {
+                return Ok(None);
+            };
+            let whole = w.inbox.arguments(&record).await;
+            Ok(Some(GetPendingResponse {
+                pending: shown(links.as_deref(), record),
+                whole,
+            }))
         },
     );
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::worker::Worker;
 
-pub(crate) use list::{list_pending, ListPendingRequest, GET_ID, LIST_ID};
+pub(crate) use list::{list_pending, ListPendingRequest, Listed, GET_ID, LIST_ID};
 
 /// Registers the inbox reads.
 pub(crate) fn register(worker: &Arc<Worker>) {

@@ -28,6 +28,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::link_token::token::Kind;
+use crate::redact::FULL_ARGUMENTS_CAP;
 
 #[cfg(test)]
 mod tests;
@@ -94,8 +95,12 @@ pub(crate) struct CallView<'a> {
     pub function_id: &'a str,
     /// Function hold or folder prompt.
     pub kind: Kind,
-    /// The record's `arguments_excerpt` (redacted).
+    /// The call's whole arguments, redacted (§21.6; the excerpt where they
+    /// were not kept).
     pub arguments: &'a Value,
+    /// Whether anything of the arguments is missing from `arguments` (the
+    /// 64 KiB cap, or only the excerpt was kept).
+    pub arguments_clipped: bool,
     /// The session's title, when known.
     pub session_title: Option<&'a str>,
     /// When the call was held (ms since the epoch).
@@ -183,7 +188,7 @@ pub(crate) fn call_page(view: &CallView<'_>) -> String {
         }
         (details(view))
         h2 { "Arguments" }
-        p.note { "Secrets are redacted." }
+        (arguments_note(view))
         pre { code { (visible_multiline(&pretty(view.arguments))) } }
         section #choices .choices aria-label="Your decision" {
             @match view.kind {
@@ -243,10 +248,24 @@ fn running_page(view: &CallView<'_>) -> String {
         }
         (details(view))
         h2 { "Arguments" }
-        p.note { "Secrets are redacted." }
+        (arguments_note(view))
         pre { code { (visible_multiline(&pretty(view.arguments))) } }
     };
     document("Running", body, false)
+}
+
+/// What the page says about the arguments it shows: whole, or clipped.
+fn arguments_note(view: &CallView<'_>) -> Markup {
+    html! {
+        @if view.arguments_clipped {
+            p.note {
+                "Secrets are redacted. The arguments are longer than this page keeps ("
+                (FULL_ARGUMENTS_CAP / 1024) " KiB): what is cut is marked, and the rest is not shown."
+            }
+        } @else {
+            p.note { "Secrets are redacted. Shown whole." }
+        }
+    }
 }
 
 /// The facts of a held call, one per row (one column on a phone).

@@ -27,10 +27,10 @@ use super::page::{self, CallView, GoneReason, InboxRow};
 use crate::config::Snapshot;
 use crate::decision::resolve::{operator_reason, response, ResolveDecision};
 use crate::folders::GrantScope;
-use crate::inbox::{list_pending, ListPendingRequest};
+use crate::inbox::{list_pending, ListPendingRequest, Listed};
 use crate::link_token::token::{Kind, Revision, TokenError};
 use crate::link_token::Links;
-use crate::pending::{PendingRecord, RecordKind, Via};
+use crate::pending::{PendingRecord, RecordKind, Via, WholeArguments};
 use crate::release::{Answer, Decision, Request};
 use crate::schema::schema_of;
 use crate::worker::Worker;
@@ -82,7 +82,7 @@ pub(crate) fn register(worker: &Arc<Worker>) {
         worker,
         PAGE_ID,
         "GET /approvals/:token (iii-http): the page where a human decides one held call. Served only while links are configured.",
-        |w, r| async move { call_page(&w, &r) },
+        |w, r| async move { call_page(&w, &r).await },
     );
     register_http(
         worker,
@@ -136,14 +136,16 @@ fn links_or_404(worker: &Worker, json: bool) -> Result<Arc<Links>, HttpResponse>
     }
 }
 
-/// The page for one held call, from its record.
-fn view(record: &PendingRecord, arguments: &Value) -> String {
+/// The page for one held call, from its record and its whole redacted
+/// arguments (§21.6).
+fn view(record: &PendingRecord, whole: &WholeArguments) -> String {
     page::call_page(&CallView {
         session_id: &record.session_id,
         function_call_id: &record.function_call_id,
         function_id: &record.function_id,
         kind: record.kind.into(),
-        arguments,
+        arguments: &whole.arguments,
+        arguments_clipped: whole.arguments_clipped,
         session_title: record.session_title.as_deref(),
         pending_at: record.pending_at,
         expires_at: record.expires_at,
@@ -176,7 +178,7 @@ fn log_refused(route: &str, err: TokenError) {
 }
 
 /// `GET /approvals/:token`.
-fn call_page(worker: &Worker, request: &HttpRequest) -> HttpResponse {
+async fn call_page(worker: &Worker, request: &HttpRequest) -> HttpResponse {
     let links = match links_or_404(worker, false) {
         Ok(links) => links,
         Err(response) => return response,
@@ -190,7 +192,8 @@ fn call_page(worker: &Worker, request: &HttpRequest) -> HttpResponse {
     };
     match find(worker, &revision) {
         Found::Held(record) => {
-            HttpResponse::html(200, view(&record, &record.arguments_excerpt.to_value()))
+            let whole = worker.inbox.arguments(&record).await;
+            HttpResponse::html(200, view(&record, &whole))
         }
         Found::Gone(reason) => HttpResponse::html(410, page::gone_page(reason)),
     }
@@ -352,7 +355,10 @@ fn inbox(worker: &Worker, request: &HttpRequest) -> HttpResponse {
     let rows: Vec<(Arc<PendingRecord>, String)> = listed
         .pending
         .into_iter()
-        .map(|shown| (shown.record, shown.approval_url.unwrap_or_default()))
+        .filter_map(|listed| match listed {
+            Listed::Held(shown) => Some((shown.record, shown.approval_url.unwrap_or_default())),
+            Listed::Unreadable(_) => None,
+        })
         .collect();
     let inbox_rows: Vec<InboxRow<'_>> = rows
         .iter()
@@ -363,6 +369,7 @@ fn inbox(worker: &Worker, request: &HttpRequest) -> HttpResponse {
                 function_id: &record.function_id,
                 kind: record.kind.into(),
                 arguments: &arguments,
+                arguments_clipped: false,
                 session_title: record.session_title.as_deref(),
                 pending_at: record.pending_at,
                 expires_at: record.expires_at,

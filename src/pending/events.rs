@@ -146,7 +146,8 @@ pub(super) struct PendingResolved {
     /// allow, deny, aborted or timeout.
     pub outcome: Outcome,
     /// On deny, the operator's reason; on aborted, why the record left:
-    /// `not_held`, `turn_completed`, `session_deleted` or `replaced`; on
+    /// `not_held`, `turn_completed`, `session_deleted`, `replaced` or
+    /// `unreadable` (a stored record that did not parse, denied); on
     /// timeout, `timeout`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -176,6 +177,31 @@ impl PendingResolved {
         }
     }
 }
+
+impl PendingResolved {
+    /// The event for an unreadable value a human denied (§21.9): `aborted`,
+    /// reason `unreadable`; the turn and function as far as the value names
+    /// them (empty otherwise).
+    pub(super) fn unreadable(
+        entry: &super::unreadable::UnreadableRecord,
+        session_id: &str,
+        function_call_id: &str,
+    ) -> PendingResolved {
+        PendingResolved {
+            session_id: session_id.to_string(),
+            turn_id: entry.turn_id.clone().unwrap_or_default(),
+            function_call_id: function_call_id.to_string(),
+            function_id: entry.function_id.clone().unwrap_or_default(),
+            outcome: Outcome::Aborted,
+            reason: Some(UNREADABLE.to_string()),
+            session_metadata: None,
+            resolved_at: crate::time::now_ms(),
+        }
+    }
+}
+
+/// The `pending-resolved` reason of an unreadable value a human denied.
+pub(crate) const UNREADABLE: &str = "unreadable";
 
 #[derive(Debug, Clone)]
 struct Binding {

@@ -21,6 +21,7 @@ pub(crate) mod index;
 mod record;
 mod removed;
 pub(crate) mod store;
+mod unreadable;
 
 pub use deadline::HoldLimits;
 pub(crate) use deadline::{deadlines, timeout_denial, timeout_ms};
@@ -31,4 +32,5 @@ pub(crate) use record::{AccessRequest, Metadata, NoteDecision, RecordKey, Releas
 pub use record::{GrantRequest, PendingRecord, RecordKind, SortKey};
 pub(crate) use removed::Removal;
 pub use store::{all_scopes, bucket_scope, state_key, LOAD_CONCURRENCY};
-pub(crate) use store::{Claim, PendingStore, Purged, StoreError, Take, Written};
+pub(crate) use store::{Claim, PendingStore, Purged, StoreError, Take, WholeArguments, Written};
+pub(crate) use unreadable::UnreadableRecord;

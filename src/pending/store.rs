@@ -26,14 +26,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::events::{Events, Outcome, PendingResolved};
 use super::index::{ListPage, ListQuery, PendingIndex};
 use super::record::{PendingRecord, RecordKey, RecordKind, ReleaseNote};
 use super::removed::{Removal, Removed};
+use super::unreadable::{UnreadableRecord, Unreadables};
 use crate::config::ConfigCell;
 use crate::engine::{CallError, Engine, Scope, PENDING_BUCKETS};
+use crate::redact::{Full, FULL_ARGUMENTS_CAP};
 
 /// Why a write or a removal did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -190,6 +194,9 @@ pub(crate) struct PendingStore {
     /// The deadline the timer sleeps towards (`u64::MAX` while it works
     /// out the next one: every new deadline wakes it then).
     timer_armed: AtomicU64,
+    /// Stored values that do not parse as records (§21.9); in-memory work
+    /// only, like `index`.
+    unreadable: Mutex<Unreadables>,
 }
 
 impl PendingStore {
@@ -208,6 +215,7 @@ impl PendingStore {
             removed: Mutex::new(Removed::default()),
             timer_wake: tokio::sync::Notify::new(),
             timer_armed: AtomicU64::new(u64::MAX),
+            unreadable: Mutex::new(Unreadables::default()),
         }
     }
 
@@ -304,13 +312,18 @@ impl PendingStore {
     pub(crate) async fn read_buckets(&self) -> Result<usize, CallError> {
         use futures_util::stream::{self, StreamExt};
         let mut replies = stream::iter((0..PENDING_BUCKETS).map(Scope::pending_bucket))
-            .map(|scope| async move { self.engine.state_list(&scope).await })
+            .map(|scope| async move {
+                let values = self.engine.state_list(&scope).await;
+                (scope, values)
+            })
             .buffer_unordered(LOAD_CONCURRENCY);
-        while let Some(values) = replies.next().await {
-            let records = values?
-                .into_iter()
-                .filter(|v| !v.is_null())
-                .filter_map(|v| serde_json::from_value::<PendingRecord>(v).ok());
+        while let Some((scope, values)) = replies.next().await {
+            let mut records = Vec::new();
+            for value in values? {
+                if let Some(record) = self.parse_stored(&scope, value) {
+                    records.push(record);
+                }
+            }
             self.with_index(|index| {
                 for record in records {
                     index.insert(record);
@@ -320,12 +333,38 @@ impl PendingStore {
         Ok(self.len())
     }
 
+    /// A stored value of `scope` as a record; a tombstone is skipped, and a
+    /// value that does not parse is kept as unreadable (§21.9): logged at
+    /// ERROR with its key, counted, listed, removed only by a human's deny.
+    fn parse_stored(&self, scope: &Scope, value: Value) -> Option<PendingRecord> {
+        if value.is_null() {
+            return None;
+        }
+        match PendingRecord::deserialize(&value) {
+            Ok(record) => Some(record),
+            Err(err) => {
+                let entry = UnreadableRecord::of(
+                    scope.as_str(),
+                    Scope::PENDING_LEGACY.as_str(),
+                    &value,
+                    err.to_string(),
+                    bucket_scope,
+                );
+                let new = self.with_unreadable(|kept| kept.insert(entry.clone(), &value));
+                if new {
+                    tracing::error!(scope = %scope, key = entry.key_text(), error = %entry.error, "a stored held call does not parse; it is kept, listed as unreadable, and leaves only when a human denies it");
+                }
+                None
+            }
+        }
+    }
+
     /// Moves records of the legacy scope into their buckets; returns how
     /// many moved.
     pub(crate) async fn migrate_legacy(&self) -> Result<usize, CallError> {
         let mut moved = 0;
         for value in self.engine.state_list(&Scope::PENDING_LEGACY).await? {
-            let Ok(record) = serde_json::from_value::<PendingRecord>(value) else {
+            let Some(record) = self.parse_stored(&Scope::PENDING_LEGACY, value) else {
                 continue;
             };
             let key = state_key(&record.session_id, &record.function_call_id);
@@ -344,6 +383,77 @@ impl PendingStore {
                 .await?;
         }
         Ok(moved)
+    }
+
+    fn with_unreadable<R>(&self, f: impl FnOnce(&mut Unreadables) -> R) -> R {
+        let mut guard = match self.unreadable.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        f(&mut guard)
+    }
+
+    /// How many stored values do not parse as records (`health.unreadable`).
+    pub(crate) fn unreadable_len(&self) -> usize {
+        self.with_unreadable(|kept| kept.len())
+    }
+
+    /// At most `limit` unreadable values, of `session_id` when given.
+    pub(crate) fn unreadable(
+        &self,
+        session_id: Option<&str>,
+        limit: usize,
+    ) -> Vec<UnreadableRecord> {
+        self.with_unreadable(|kept| kept.list(session_id, limit))
+    }
+
+    /// Whether the value under a key does not parse as a record.
+    pub(crate) fn is_unreadable(&self, session_id: &str, function_call_id: &str) -> bool {
+        self.with_unreadable(|kept| kept.get(session_id, function_call_id).is_some())
+    }
+
+    /// A human's deny of an unreadable value (§21.9): under the key's lock
+    /// it leaves state through the emit gate's steps (swap to `null`, delete
+    /// the tombstone and the whole arguments) without any harness call (it
+    /// has no usable `turn_id`), and `pending-resolved` says `aborted`,
+    /// reason `unreadable`. Returns whether this call removed it.
+    pub(crate) async fn remove_unreadable(
+        &self,
+        session_id: &str,
+        function_call_id: &str,
+    ) -> Result<bool, CallError> {
+        let _lock = self.lock(session_id, function_call_id).await;
+        let Some(entry) =
+            self.with_unreadable(|kept| kept.get(session_id, function_call_id).cloned())
+        else {
+            return Ok(false);
+        };
+        let key = state_key(session_id, function_call_id);
+        let scope = if entry.scope == Scope::PENDING_LEGACY.as_str() {
+            Scope::PENDING_LEGACY
+        } else {
+            bucket(session_id, function_call_id)
+        };
+        self.engine.state_set(&scope, &key, Value::Null).await?;
+        let removed = self
+            .with_unreadable(|kept| kept.remove(session_id, function_call_id))
+            .is_some();
+        let (tombstone, arguments) = tokio::join!(
+            self.engine.state_delete(&scope, &key),
+            self.engine.state_delete(&Scope::ARGUMENTS, &key)
+        );
+        if let Err(err) = tombstone.and(arguments) {
+            tracing::warn!(key, error = %err, "tombstone not deleted; it is skipped at load");
+        }
+        if removed {
+            tracing::info!(key, "an unreadable held call was denied and removed");
+            self.events.emit_resolved(PendingResolved::unreadable(
+                &entry,
+                session_id,
+                function_call_id,
+            ));
+        }
+        Ok(removed)
     }
 
     /// The live record under a key.
@@ -516,11 +626,72 @@ impl PendingStore {
         let scope = bucket(&record.session_id, &record.function_call_id);
         self.engine.state_set(&scope, &key, Value::Null).await?;
         let removed = self.with_index(|index| index.remove_if_same(record));
-        if let Err(err) = self.engine.state_delete(&scope, &key).await {
+        // The record is gone: its whole arguments leave with it (§21.6).
+        let (tombstone, arguments) = tokio::join!(
+            self.engine.state_delete(&scope, &key),
+            self.engine.state_delete(&Scope::ARGUMENTS, &key)
+        );
+        if let Err(err) = tombstone {
             tracing::warn!(key, error = %err, "tombstone not deleted; it is skipped at load");
+        }
+        if let Err(err) = arguments {
+            tracing::warn!(key, error = %err, "the whole arguments of a record that left were not deleted; a later hold of the same key overwrites them");
         }
         Ok(removed)
     }
+
+    /// The whole redacted arguments of a held record (§21.6): one
+    /// `state::get` of its own key, for `get-pending` and the link page
+    /// only. A record stored without them (held before they were kept, or
+    /// their write failed) shows its excerpt, marked clipped.
+    pub(crate) async fn arguments(&self, record: &PendingRecord) -> WholeArguments {
+        let key = state_key(&record.session_id, &record.function_call_id);
+        let stored = match self.engine.state_get(&Scope::ARGUMENTS, &key).await {
+            Ok(value) => serde_json::from_value::<StoredArguments>(value).ok(),
+            Err(err) => {
+                tracing::warn!(key, error = %err, "whole arguments not read; showing the excerpt");
+                None
+            }
+        };
+        match stored {
+            Some(stored) => WholeArguments {
+                arguments: stored.value,
+                arguments_clipped: stored.clipped,
+                arguments_cap_bytes: FULL_ARGUMENTS_CAP,
+            },
+            None => WholeArguments {
+                arguments: record.arguments_excerpt.to_value(),
+                arguments_clipped: true,
+                arguments_cap_bytes: FULL_ARGUMENTS_CAP,
+            },
+        }
+    }
+}
+
+/// A held call's whole redacted arguments as stored under their own key in
+/// `approval_arguments`.
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredArguments {
+    /// At most [`FULL_ARGUMENTS_CAP`] bytes of compact JSON.
+    value: Value,
+    /// Whether the cap (or the depth limit) left anything out.
+    clipped: bool,
+}
+
+/// The whole redacted arguments as `get-pending` shows them (§21.6).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub(crate) struct WholeArguments {
+    /// The call's whole arguments, redacted (secrets replaced), at most
+    /// `arguments_cap_bytes` bytes of compact JSON. The harness's
+    /// `fs_scope` stamp is shown apart, on the record.
+    pub arguments: Value,
+    /// Whether anything of the arguments is missing from `arguments` (a
+    /// string cut and marked `…[+N chars]`, entries dropped, too deep; or
+    /// only the excerpt was kept, for a record held before the whole
+    /// arguments were stored).
+    pub arguments_clipped: bool,
+    /// The cap on `arguments`: bytes of compact JSON (65536).
+    pub arguments_cap_bytes: usize,
 }
 
 /// The lock of one record key, and the only way to write or remove the
@@ -553,13 +724,46 @@ impl KeyLock<'_> {
     /// Writes a hold durably, then indexes and announces it. Replacing a
     /// record whose release is under way marks that release as superseded
     /// (it still announces its own record).
-    pub(crate) async fn write(&self, record: PendingRecord) -> Result<Written, StoreError> {
+    ///
+    /// The call's whole redacted `arguments` go under their own key in
+    /// `approval_arguments`, written alongside the record (both writes in
+    /// flight at once: a hold waits one round trip, not two). The record
+    /// decides: if its write fails the hold fails; if only the arguments'
+    /// write fails, the hold stands and `get-pending` shows the excerpt,
+    /// marked clipped.
+    pub(crate) async fn write(
+        &self,
+        record: PendingRecord,
+        arguments: Full,
+    ) -> Result<Written, StoreError> {
         self.check(&record)?;
         let store = self.store;
         let key = state_key(&record.session_id, &record.function_call_id);
         let scope = bucket(&record.session_id, &record.function_call_id);
         let value = serde_json::to_value(&record)?;
-        let outcome = store.engine.state_set(&scope, &key, value).await?;
+        let whole = serde_json::to_value(StoredArguments {
+            value: arguments.value,
+            clipped: arguments.clipped,
+        })?;
+        let (outcome, whole) = tokio::join!(
+            store.engine.state_set(&scope, &key, value),
+            store.engine.state_set(&Scope::ARGUMENTS, &key, whole)
+        );
+        if let Err(err) = whole {
+            tracing::warn!(key, error = %err, "the whole arguments were not stored; get-pending and the link page show the excerpt, marked clipped");
+        }
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(err) => {
+                // No hold: arguments with no record the index knows go too.
+                if self.get().is_none() {
+                    let _ = store.engine.state_delete(&Scope::ARGUMENTS, &key).await;
+                }
+                return Err(err.into());
+            }
+        };
+        // The write replaced whatever unreadable value was under the key.
+        store.with_unreadable(|kept| kept.remove(&record.session_id, &record.function_call_id));
         let previous = store.with_index(|index| index.insert(record.clone()));
         if let Some(due) = record.next_due() {
             store.deadline_added(due);
@@ -640,8 +844,15 @@ impl KeyLock<'_> {
         }
         let key = state_key(&self.session_id, &self.function_call_id);
         let scope = bucket(&self.session_id, &self.function_call_id);
-        if let Err(err) = self.store.engine.state_delete(&scope, &key).await {
+        let (record, arguments) = tokio::join!(
+            self.store.engine.state_delete(&scope, &key),
+            self.store.engine.state_delete(&Scope::ARGUMENTS, &key)
+        );
+        if let Err(err) = record {
             tracing::warn!(key, error = %err, "an unannounced record was not removed; it is listed after a restart and resolving it reports not_held");
+        }
+        if let Err(err) = arguments {
+            tracing::warn!(key, error = %err, "the whole arguments of an unannounced record were not removed");
         }
     }
 

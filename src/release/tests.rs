@@ -136,7 +136,8 @@ async fn setup(url: &str, kind: RecordKind) -> (Arc<Releaser>, Arc<PendingStore>
         }));
     }
     let lock = inbox.lock("s1", "c1").await;
-    lock.write(record).await.expect("held");
+    let arguments = crate::redact::redact_full(&record.arguments_excerpt.to_value());
+    lock.write(record, arguments).await.expect("held");
     drop(lock);
     (releaser, inbox)
 }

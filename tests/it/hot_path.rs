@@ -3,7 +3,9 @@
 //! compiled rules, so the only invocation the engine routes per decision is
 //! the gate call itself. A session's first call after boot costs one
 //! `state::get` (its stored settings, or their absence). A hold costs
-//! exactly one `state::set` and one `session::get` on top. The one continue
+//! exactly two `state::set` — the record and, under their own key, the whole
+//! redacted arguments (contract §21.6), sent together so the hold waits one
+//! write's round trip — and one `session::get` on top. The one continue
 //! that writes is a use of a uses-bounded grant: exactly one `state::set`,
 //! which the engine's `state` trigger hands back to the worker
 //! (`approval::on-settings-change`), who recognises its own write and reads
@@ -267,7 +269,7 @@ async fn a_use_of_a_counted_grant_costs_exactly_one_state_write() {
 }
 
 #[tokio::test]
-async fn hold_makes_one_state_write_and_one_session_fetch() {
+async fn hold_makes_two_parallel_state_writes_and_one_session_fetch() {
     let scene = scene().await;
     let engine = engine(&scene);
     const HOLDS: u64 = 50;
@@ -285,12 +287,16 @@ async fn hold_makes_one_state_write_and_one_session_fetch() {
         assert_eq!(out["decision"], "hold", "{out}");
     }
     quiet(engine).await;
-    assert_eq!(engine.invocations("state::set") - sets, HOLDS);
+    assert_eq!(
+        engine.invocations("state::set") - sets,
+        2 * HOLDS,
+        "the record and its whole arguments"
+    );
     assert_eq!(engine.invocations("session::get") - gets, HOLDS);
     assert_eq!(
         engine.total_invocations() - total,
-        3 * HOLDS,
-        "a hold is the gate call, one session::get and one state::set"
+        4 * HOLDS,
+        "a hold is the gate call, one session::get and two state::set"
     );
     // A redelivered step finds the record and writes nothing.
     let total = engine.total_invocations();

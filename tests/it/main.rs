@@ -35,6 +35,7 @@ mod links;
 mod load;
 mod lost_replies;
 mod manifest;
+mod no_fail_open;
 mod operator_logs;
 mod playground;
 mod policy;

@@ -1,0 +1,366 @@
+//! No fail-open left (contract §21), end to end on both engines: the whole
+//! redacted arguments under their own key (§21.6), stored records that do
+//! not parse (§21.9).
+
+use std::time::Duration;
+
+use approval_gate::bucket_scope;
+use approval_gate_testkit::harness::CallSpec;
+use serde_json::{json, Value};
+
+use crate::common::*;
+use crate::links::{spec, Links};
+
+/// The whole arguments of `(sid, cid)` as stored under their own key.
+async fn stored_arguments(scene: &Scene, sid: &str, cid: &str) -> Value {
+    scene
+        .ok(
+            "state::get",
+            json!({"scope": "approval_arguments", "key": format!("{sid}/{cid}")}),
+        )
+        .await
+}
+
+/// `approval::get-pending` of one call.
+async fn get_pending(scene: &Scene, sid: &str, cid: &str) -> Value {
+    scene
+        .ok(
+            "approval::get-pending",
+            json!({"session_id": sid, "function_call_id": cid}),
+        )
+        .await
+}
+
+/// A long field the excerpt clips (256 code points) and the whole form keeps.
+fn long_text() -> String {
+    format!("{}END", "x".repeat(5000))
+}
+
+#[tokio::test]
+async fn rule_21_6_get_pending_shows_the_whole_arguments_and_only_it() {
+    on_each_engine("rule_21_6_whole_arguments", |engine| async move {
+        let mut scene = Scene::start(engine).await;
+        let arguments =
+            json!({"content": long_text(), "token": "hunter2-hunter2", "path": "/w/a.txt"});
+        let out = scene
+            .harness
+            .call(CallSpec::new("s_w", "t_w", "c_w", "demo::echo", arguments))
+            .await;
+        assert!(out.is_held(), "{out:?}");
+
+        let got = get_pending(&scene, "s_w", "c_w").await;
+        assert_eq!(got["arguments"]["content"], long_text(), "whole: {got}");
+        assert_eq!(got["arguments"]["path"], "/w/a.txt");
+        assert_ne!(
+            got["arguments"]["token"], "hunter2-hunter2",
+            "redacted: {got}"
+        );
+        assert_eq!(got["arguments_clipped"], false);
+        assert_eq!(got["arguments_cap_bytes"], 65536);
+        let excerpt = got["pending"]["arguments_excerpt"]["content"]
+            .as_str()
+            .unwrap();
+        assert!(excerpt.len() < 1000, "the excerpt stays bounded: {excerpt}");
+        assert!(got["pending"].get("arguments").is_none(), "{got}");
+
+        // Neither the list, nor the record boot lists, nor an event carries them.
+        let listed = scene.inbox().await;
+        assert_eq!(listed.len(), 1);
+        assert!(listed[0].get("arguments").is_none(), "{}", listed[0]);
+        assert!(!listed[0].to_string().contains("xEND"), "{}", listed[0]);
+        let stored = scene
+            .ok(
+                "state::get",
+                json!({"scope": bucket_scope("s_w", "c_w"), "key": "s_w/c_w"}),
+            )
+            .await;
+        assert_eq!(stored["function_call_id"], "c_w");
+        assert!(
+            !stored.to_string().contains("xEND"),
+            "the boot listing's record: {stored}"
+        );
+        assert!(!stored.to_string().contains("hunter2"), "{stored}");
+        let kept = stored_arguments(&scene, "s_w", "c_w").await;
+        assert_eq!(kept["value"]["content"], long_text());
+        assert!(
+            !kept.to_string().contains("hunter2"),
+            "stored redacted: {kept}"
+        );
+
+        // A restarted worker reads them from their key, not from its index.
+        scene.restart_worker().await;
+        scene.wait_for_gate_binding().await;
+        let got = get_pending(&scene, "s_w", "c_w").await;
+        assert_eq!(got["arguments"]["content"], long_text(), "{got}");
+
+        // Larger than the cap: clipped, and said so.
+        let huge = json!({"content": "y".repeat(100_000), "path": "/w/b.txt"});
+        let out = scene
+            .harness
+            .call(CallSpec::new("s_w", "t_w", "c_huge", "demo::echo", huge))
+            .await;
+        assert!(out.is_held(), "{out:?}");
+        let got = get_pending(&scene, "s_w", "c_huge").await;
+        assert_eq!(got["arguments_clipped"], true, "{got}");
+        assert!(got["arguments"].to_string().len() <= 65536);
+        assert_eq!(
+            got["arguments"]["path"], "/w/b.txt",
+            "short fields stay whole"
+        );
+        assert!(got["arguments"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("…[+"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_21_6_the_whole_arguments_leave_with_their_record() {
+    on_each_engine("rule_21_6_arguments_leave", |engine| async move {
+        let scene = Scene::start(engine).await;
+        for (turn, cid) in [("t_1", "c_deny"), ("t_2", "c_turn"), ("t_3", "c_allow")] {
+            let out = scene
+                .harness
+                .call(CallSpec::new(
+                    "s_l",
+                    turn,
+                    cid,
+                    "demo::echo",
+                    json!({"content": long_text()}),
+                ))
+                .await;
+            assert!(out.is_held(), "{out:?}");
+            assert!(
+                !stored_arguments(&scene, "s_l", cid).await.is_null(),
+                "{cid}"
+            );
+        }
+        // A deny.
+        let out = scene
+            .ok(
+                "approval::resolve",
+                json!({"session_id": "s_l", "function_call_id": "c_deny", "decision": "deny"}),
+            )
+            .await;
+        assert_eq!(out["resolved"], true, "{out}");
+        assert!(stored_arguments(&scene, "s_l", "c_deny").await.is_null());
+        // An allow.
+        let out = scene
+            .ok(
+                "approval::resolve",
+                json!({"session_id": "s_l", "function_call_id": "c_allow", "decision": "allow"}),
+            )
+            .await;
+        assert_eq!(out["resolved"], true, "{out}");
+        assert!(stored_arguments(&scene, "s_l", "c_allow").await.is_null());
+        // The turn's end purges its record, and the arguments with it.
+        scene.harness.complete_turn("s_l", "t_2", "completed").await;
+        let probe = &scene;
+        let mut gone = false;
+        for _ in 0..50 {
+            if stored_arguments(probe, "s_l", "c_turn").await.is_null() {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(gone, "a purged record's arguments stayed");
+        assert!(scene.inbox().await.is_empty());
+        assert!(get_pending(&scene, "s_l", "c_turn").await.is_null());
+    })
+    .await;
+}
+
+/// Writes values that do not parse into the pending buckets: one that names
+/// its key, one that does not.
+async fn write_unreadable(scene: &Scene) {
+    let named = json!({"session_id": "s_bad", "function_call_id": "c_bad", "turn_id": "t_bad",
+        "function_id": "demo::echo", "kind": 42, "pending_at": "yesterday"});
+    scene
+        .ok(
+            "state::set",
+            json!({"scope": bucket_scope("s_bad", "c_bad"), "key": "s_bad/c_bad", "value": named}),
+        )
+        .await;
+    scene
+        .ok(
+            "state::set",
+            json!({"scope": bucket_scope("s_junk", "c_junk"), "key": "s_junk/c_junk", "value": "garbage"}),
+        )
+        .await;
+}
+
+async fn health(scene: &Scene) -> Value {
+    scene.ok("approval::health", json!({})).await
+}
+
+#[tokio::test]
+async fn rule_21_9_an_unreadable_record_is_kept_counted_and_listed() {
+    on_each_engine("rule_21_9_unreadable_listed", |engine| async move {
+        let mut scene = Scene::start(engine).await;
+        let out = scene
+            .harness
+            .call(CallSpec::new(
+                "s_ok",
+                "t_ok",
+                "c_ok",
+                "demo::echo",
+                json!({}),
+            ))
+            .await;
+        assert!(out.is_held(), "{out:?}");
+        write_unreadable(&scene).await;
+        scene.restart_worker().await;
+        scene.wait_for_gate_binding().await;
+
+        let h = health(&scene).await;
+        assert_eq!(h["unreadable"], 2, "{h}");
+        assert_eq!(h["held"], 1, "{h}");
+        let listed = scene.inbox().await;
+        assert_eq!(listed.len(), 3, "{listed:?}");
+        let unreadable: Vec<&Value> = listed
+            .iter()
+            .filter(|r| r["kind"] == "unreadable")
+            .collect();
+        assert_eq!(unreadable.len(), 2, "{listed:?}");
+        let named = unreadable
+            .iter()
+            .find(|r| r["session_id"] == "s_bad")
+            .expect("named");
+        assert_eq!(named["function_call_id"], "c_bad");
+        assert!(
+            named["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{named}"
+        );
+        assert!(
+            unreadable.iter().any(|r| r.get("session_id").is_none()),
+            "{listed:?}"
+        );
+        // A session filter keeps its own; a metadata filter has none.
+        let own = scene
+            .ok("approval::list-pending", json!({"session_id": "s_bad"}))
+            .await;
+        assert_eq!(own["pending"].as_array().unwrap().len(), 1, "{own}");
+        let meta = scene
+            .ok("approval::list-pending", json!({"metadata": {"team": "x"}}))
+            .await;
+        assert_eq!(meta["pending"], json!([]), "{meta}");
+        // Still in state, untouched.
+        let stored = scene
+            .ok(
+                "state::get",
+                json!({"scope": bucket_scope("s_bad", "c_bad"), "key": "s_bad/c_bad"}),
+            )
+            .await;
+        assert_eq!(stored["kind"], 42);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_21_9_deny_removes_an_unreadable_record_without_the_harness_and_allow_is_refused() {
+    on_each_engine("rule_21_9_unreadable_deny", |engine| async move {
+        let mut scene = Scene::start(engine).await;
+        write_unreadable(&scene).await;
+        scene.restart_worker().await;
+        scene.wait_for_gate_binding().await;
+        let resolved = scene
+            .sink("sink-unreadable", "approval::pending-resolved", json!({}))
+            .await;
+
+        let err = scene
+            .call(
+                "approval::resolve",
+                json!({"session_id": "s_bad", "function_call_id": "c_bad", "decision": "allow"}),
+            )
+            .await
+            .expect_err("an allow cannot be carried out");
+        assert_eq!(code_of(&err), "approval/invalid_payload", "{err}");
+        assert_eq!(health(&scene).await["unreadable"], 2);
+
+        let out = scene
+            .ok(
+                "approval::resolve",
+                json!({"session_id": "s_bad", "function_call_id": "c_bad", "decision": "deny"}),
+            )
+            .await;
+        assert_eq!(out["resolved"], true, "{out}");
+        assert!(
+            scene.harness.resolve_requests().is_empty(),
+            "the harness is not asked"
+        );
+        let events = resolved.wait_for(1, WAIT).await;
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0]["outcome"], "aborted");
+        assert_eq!(events[0]["reason"], "unreadable");
+        assert_eq!(events[0]["session_id"], "s_bad");
+        assert_eq!(events[0]["function_call_id"], "c_bad");
+        assert_eq!(events[0]["turn_id"], "t_bad");
+        let stored = scene
+            .ok(
+                "state::get",
+                json!({"scope": bucket_scope("s_bad", "c_bad"), "key": "s_bad/c_bad"}),
+            )
+            .await;
+        assert!(stored.is_null(), "{stored}");
+        assert_eq!(health(&scene).await["unreadable"], 1);
+        // Gone for good: a second deny finds nothing, and a restart lists only the other.
+        let again = scene
+            .ok(
+                "approval::resolve",
+                json!({"session_id": "s_bad", "function_call_id": "c_bad", "decision": "deny"}),
+            )
+            .await;
+        assert_eq!(again["resolved"], false, "{again}");
+        scene.restart_worker().await;
+        scene.wait_for_gate_binding().await;
+        assert_eq!(health(&scene).await["unreadable"], 1);
+        assert_eq!(resolved.events().len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_21_6_the_link_page_shows_the_whole_arguments() {
+    on_each_engine("rule_21_6_link_page", |engine| async move {
+        let l = Links::start(engine, json!(["!approval::*"]), None).await;
+        let args = json!({"content": long_text(), "api_key": "sk-live-should-never-show-0000"});
+        assert!(l
+            .scene
+            .harness
+            .call(spec("s_p", "c_p", "demo::echo", args))
+            .await
+            .is_held());
+        let url = l.pending("s_p", "c_p").await["pending"]["approval_url"]
+            .as_str()
+            .expect("a link")
+            .to_string();
+        let page = l.http.get(&url).send().await.unwrap().text().await.unwrap();
+        assert!(
+            page.contains(&long_text()),
+            "the page shows the whole field"
+        );
+        assert!(page.contains("Shown whole."), "and says so");
+        assert!(!page.contains("sk-live-should-never-show"), "redacted");
+
+        let huge = json!({"content": "y".repeat(100_000)});
+        assert!(l
+            .scene
+            .harness
+            .call(spec("s_p", "c_huge", "demo::echo", huge))
+            .await
+            .is_held());
+        let url = l.pending("s_p", "c_huge").await["pending"]["approval_url"]
+            .as_str()
+            .expect("a link")
+            .to_string();
+        let page = l.http.get(&url).send().await.unwrap().text().await.unwrap();
+        assert!(
+            page.contains("longer than this page keeps (64 KiB)"),
+            "the cap is stated"
+        );
+        assert!(page.contains("…[+"), "and the cut is marked");
+    })
+    .await;
+}
