@@ -27,6 +27,7 @@ use crate::engine::{CallError, Engine};
 use crate::function_table::{self, FUNCTION_IDS};
 use crate::links::LinkRoutes;
 use crate::pending::{PendingRecord, PendingStore};
+use crate::reconnect;
 use crate::release::{recover, timer::Timer};
 use crate::settings::{ApprovalSettings, Known};
 use crate::worker::{Claim, Worker};
@@ -552,7 +553,7 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
         config_changes.clone(),
     ));
     tokio::spawn(link_routes.follow(worker.clone(), config_changes));
-    tokio::spawn(rebind_on_reconnect(worker.clone()));
+    tokio::spawn(rebind_on_reconnect(worker.clone(), options.url.clone()));
     Ok(worker)
 }
 
@@ -595,7 +596,17 @@ const RECONNECT_POLL: Duration = Duration::from_millis(20);
 /// connection state every [`RECONNECT_POLL`], and by the engine sending again
 /// a binding of the worker's trigger types (which it does after one), so a
 /// short outage is not missed.
-async fn rebind_on_reconnect(worker: Arc<Worker>) {
+///
+/// While the connection is down, [`reconnect::rebind_when_back`] knocks on
+/// the engine's port and, once it answers, makes the durable bindings again
+/// through an auxiliary connection without waiting for the SDK's next
+/// attempt (§21.8; off with `APPROVAL_GATE_RECONNECT=before_21_8`).
+async fn rebind_on_reconnect(worker: Arc<Worker>, url: String) {
+    let early = !reconnect::disabled();
+    let name = std::env::var("III_WORKER_NAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| WORKER_NAME.to_string());
     let mut was_connected = true;
     loop {
         let resent = tokio::select! {
@@ -609,6 +620,13 @@ async fn rebind_on_reconnect(worker: Arc<Worker>) {
         }
         if !connected && iii.fatal_error().is_some() {
             return;
+        }
+        if early && was_connected && reconnect::reconnecting(&worker) {
+            tokio::spawn(reconnect::rebind_when_back(
+                worker.clone(),
+                url.clone(),
+                name.clone(),
+            ));
         }
         was_connected = connected;
     }

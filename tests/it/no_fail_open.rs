@@ -2,10 +2,13 @@
 //! redacted arguments under their own key (§21.6), stored records that do
 //! not parse (§21.9).
 
+use std::path::Path;
 use std::time::Duration;
 
 use approval_gate::bucket_scope;
+use approval_gate_testkit::fixture::call;
 use approval_gate_testkit::harness::CallSpec;
+use approval_gate_testkit::worker::WorkerProcess;
 use serde_json::{json, Value};
 
 use crate::common::*;
@@ -361,6 +364,117 @@ async fn rule_21_6_the_link_page_shows_the_whole_arguments() {
             "the cap is stated"
         );
         assert!(page.contains("…[+"), "and the cut is marked");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_21_9_an_unreadable_record_is_logged_at_error_with_its_key() {
+    on_each_engine("rule_21_9_unreadable_logged", |engine| async move {
+        let probe = engine.client("probe").await;
+        let named = json!({"session_id": "s_log", "function_call_id": "c_log", "kind": []});
+        call(
+            &probe,
+            "state::set",
+            json!({"scope": bucket_scope("s_log", "c_log"), "key": "s_log/c_log", "value": named}),
+        )
+        .await
+        .unwrap();
+        let worker = WorkerProcess::spawn(
+            Path::new(BIN),
+            &engine.url(),
+            &["--log-format", "json"],
+            Duration::from_secs(30),
+        )
+        .await;
+        assert!(
+            worker.wait_for_line("does not parse", WAIT).await,
+            "{}",
+            worker.output()
+        );
+        let line = worker
+            .output()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|l| {
+                l["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("does not parse"))
+            })
+            .expect("the line");
+        assert_eq!(line["level"], "ERROR", "{line}");
+        assert_eq!(line["fields"]["key"], "s_log/c_log", "{line}");
+        assert_eq!(
+            line["fields"]["scope"],
+            bucket_scope("s_log", "c_log"),
+            "{line}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_21_8_after_an_engine_restart_no_call_runs_ungated_while_the_worker_reconnects() {
+    // The engine restarts and forgets every binding; a harness that comes
+    // back first sends calls until one is held. Before §21.8 the gate's
+    // binding came back only with the worker's own reconnect (the SDK tries
+    // every 2 s) and hundreds of calls ran with an empty chain meanwhile
+    // (`E2E_ONLY=reconnect cargo bench --bench e2e`); now it is made again
+    // the moment the engine answers, and calls are denied (`fail_closed`)
+    // until the worker is back — never run.
+    on_each_engine("rule_21_8_reconnect", |engine| async move {
+        let _targets =
+            approval_gate_testkit::targets::TargetWorker::start(&engine.url(), TARGETS).await;
+        let _sessions = approval_gate_testkit::session::SessionDouble::start(&engine.url()).await;
+        let worker = start_in_process(&engine.url()).await;
+        let harness = approval_gate_testkit::harness::HarnessDouble::start(
+            &engine.url(),
+            approval_gate_testkit::harness::HarnessOptions::default(),
+        )
+        .await;
+        assert!(harness
+            .wait_for_binding("harness::hook::pre-trigger", "approval::gate", WAIT)
+            .await
+            .is_some());
+        harness.shutdown().await;
+        match engine.test_engine() {
+            Some(test) => test.restart_forgetting_durable_bindings().await.unwrap(),
+            None => engine.restart().await,
+        }
+        let harness = approval_gate_testkit::harness::HarnessDouble::start(
+            &engine.url(),
+            approval_gate_testkit::harness::HarnessOptions::default(),
+        )
+        .await;
+        let (mut ungated, mut denied, mut held) = (0, 0, false);
+        let started = std::time::Instant::now();
+        for i in 0..2_000 {
+            if started.elapsed() > Duration::from_secs(20) {
+                break;
+            }
+            let spec = CallSpec::new("s_rc", "t_rc", format!("c_rc{i}"), "demo::echo", json!({}));
+            match harness.call(spec).await {
+                approval_gate_testkit::harness::CallState::Held { .. } => {
+                    held = true;
+                    break;
+                }
+                approval_gate_testkit::harness::CallState::Denied { .. } => denied += 1,
+                other => {
+                    ungated += 1;
+                    eprintln!("ran ungated: {other:?}");
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            held,
+            "the gate never came back ({denied} denied, {ungated} ungated)"
+        );
+        assert_eq!(
+            ungated, 0,
+            "calls ran with no gate after the restart ({denied} denied first)"
+        );
+        worker.shutdown(Duration::from_secs(2)).await;
     })
     .await;
 }
