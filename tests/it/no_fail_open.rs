@@ -478,3 +478,135 @@ async fn rule_21_8_after_an_engine_restart_no_call_runs_ungated_while_the_worker
     })
     .await;
 }
+
+#[tokio::test]
+async fn rule_21_7_a_held_call_shows_v3_secret_shapes_redacted() {
+    on_each_engine("rule_21_7_held_shapes", |engine| async move {
+        let scene = Scene::start(engine).await;
+        let arguments = json!({
+            "env": [{"name": "DB_PASS", "value": "pa55-word-env"}, {"name": "HOME", "value": "/home/me"}],
+            "argv": ["curl", "--user", "admin:pa55-word-argv", "https://example.com"],
+            "headers": {"X-Note": "Basic YWRtaW46cGE1NS13b3Jk"},
+            "netrc": "machine example.com login me password pa55-word-netrc",
+            "cmd": "mysql -ppa55-word-mysql -u root",
+        });
+        let out = scene
+            .harness
+            .call(CallSpec::new("s_v3", "t_v3", "c_v3", "demo::echo", arguments))
+            .await;
+        assert!(out.is_held(), "{out:?}");
+        let got = get_pending(&scene, "s_v3", "c_v3").await;
+        let listed = scene.inbox().await;
+        for shown in [got.to_string(), listed[0].to_string()] {
+            for secret in ["pa55-word-env", "pa55-word-argv", "YWRtaW46cGE1NS13b3Jk", "pa55-word-netrc", "pa55-word-mysql"] {
+                assert!(!shown.contains(secret), "{secret} leaked: {shown}");
+            }
+            assert!(shown.contains("/home/me"), "a benign pair stays: {shown}");
+            assert!(shown.contains("https://example.com"), "{shown}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_21_10_a_short_inbox_token_keeps_the_inbox_off_and_is_reported() {
+    on_each_engine("rule_21_10_short_inbox_token", |engine| async move {
+        let l = Links::start(
+            engine,
+            json!(["!approval::*"]),
+            Some("inbox-token-31-characters-long"),
+        )
+        .await;
+        let health = l.scene.ok("approval::health", json!({})).await;
+        assert_eq!(health["config"]["ok"], false, "{health}");
+        let errors = health["config"]["rule_errors"].to_string();
+        assert!(
+            errors.contains("links.inbox_token must be at least 32 characters"),
+            "{errors}"
+        );
+        assert!(
+            !errors.contains("inbox-token-31"),
+            "the token is not echoed: {errors}"
+        );
+        // The inbox is off whatever the bearer; the links stay on.
+        let r = l
+            .http
+            .get(format!("{}/approvals", l.base))
+            .header("Authorization", "Bearer inbox-token-31-characters-long")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404);
+        assert!(l
+            .scene
+            .harness
+            .call(spec("s_t", "c_t", "demo::echo", json!({})))
+            .await
+            .is_held());
+        let url = l.pending("s_t", "c_t").await["pending"]["approval_url"].clone();
+        assert!(url.is_string(), "links stay on: {url}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_21_10_an_always_grant_never_undoes_a_concurrent_operator_edit() {
+    on_each_engine("rule_21_10_host_roots_race", |engine| async move {
+        let scene = Scene::start(engine).await;
+        scene
+            .targets
+            .add(
+                "shell::read",
+                std::sync::Arc::new(approval_gate_testkit::shell::JailShell::new(
+                    approval_gate_testkit::shell::Dialect::Shell,
+                    &["/srv"],
+                )),
+            )
+            .await;
+        scene
+            .ok(
+                "configuration::set",
+                json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "shell::*"]}}),
+            )
+            .await;
+        let w = scene.worker.as_ref().unwrap();
+        assert!(eventually(WAIT, || w.config().rules.len() == 2).await);
+        scene
+            .ok(
+                "configuration::register",
+                json!({"id": "shell", "name": "shell", "description": "shell", "schema": {"type": "object"}, "initial_value": {}}),
+            )
+            .await;
+        let out = scene
+            .harness
+            .call(
+                CallSpec::new("s_h", "t_s_h", "c_h", "shell::read", json!({"path": "/data/a/f"}))
+                    .with_working_dir("/w/s_h"),
+            )
+            .await;
+        assert!(out.is_held(), "{out:?}");
+        const EDITS: u64 = 30;
+        let operator = async {
+            for k in 0..EDITS {
+                scene
+                    .ok(
+                        "configuration::set",
+                        json!({"id": "shell", "value": {"fs": {"host_roots": ["/ops"]}, "edit": k}}),
+                    )
+                    .await;
+                tokio::task::yield_now().await;
+            }
+        };
+        let grant = scene.ok(
+            "approval::resolve",
+            json!({"session_id": "s_h", "function_call_id": "c_h", "decision": "allow", "grant_scope": "always"}),
+        );
+        let ((), resolved) = tokio::join!(operator, grant);
+        assert_eq!(resolved["resolved"], true, "{resolved}");
+        let shell = scene.ok("configuration::get", json!({"id": "shell"})).await;
+        assert_eq!(shell["value"]["edit"], EDITS - 1, "the operator's last edit stands: {shell}");
+        let roots = shell["value"]["fs"]["host_roots"].to_string();
+        assert!(roots.contains("/ops"), "{shell}");
+    })
+    .await;
+}
