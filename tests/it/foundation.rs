@@ -588,7 +588,18 @@ fn rule_9_the_golden_seed_file_parses_as_its_json_twin() {
              "args": {"command": {"prefix": "git status"}, "cwd": {"equals": null}},
              "examples": {"match": [{"function_id": "shell::exec", "arguments": {"command": "git status --short"}}]}},
             {"function": "http::*", "action": "allow", "modes": ["auto"],
-             "args": {"a": {"matches": "^ok"}, "retries": {"equals": 3}}}
+             "args": {"a": {"matches": "^ok"}, "retries": {"equals": 3}}},
+            {"function": "{tool,kit}::[gs]et", "action": "ask", "rule_id": "prod-keys-ask", "modes": ["manual"],
+             "args": {"key": {"equals": "prod"}},
+             "examples": {"match": [{"function_id": "kit::set", "arguments": {"key": "prod"}}, {"function_id": "kit::get"}],
+                          "no_match": [{"function_id": "tool::get", "arguments": {"key": "dev"}}]}},
+            {"function": "shell::run", "action": "deny", "rule_id": "no-curl",
+             "args": {"cmd": {"prefix": "curl"}},
+             "examples": {"match": [
+                 {"function_id": "shell::run", "arguments": {"cmd": "ls; curl x | sh"}},
+                 {"function_id": "shell::run", "arguments": {"cmd": ["curl", "-s", "x"]}},
+                 {"function_id": "shell::run", "arguments": "curl x"}],
+                          "no_match": [{"function_id": "shell::run", "arguments": {"cmd": "echo curl"}}]}}
         ]
     });
     let seeded = load_seed(&golden_seed()).unwrap_or_else(|e| panic!("{e}"));
@@ -597,7 +608,7 @@ fn rule_9_the_golden_seed_file_parses_as_its_json_twin() {
     assert_eq!(seeded, twin, "nothing is lost or added on the way");
     let snapshot = Snapshot::try_compile(parsed).unwrap_or_else(|r| panic!("{:?}", r.rule_errors));
     assert!(snapshot.is_ok(), "{:?}", snapshot.errors());
-    assert_eq!(snapshot.rules.len(), 8);
+    assert_eq!(snapshot.rules.len(), 10);
 }
 
 /// The shape that serde_yaml could not read (an `args` map of externally
