@@ -1,6 +1,7 @@
 //! The pending inbox surface (`architecture/contract.md` § The pending
 //! inbox): `approval::list-pending` and `approval::get-pending`, served from
-//! the index of `crate::pending` without touching state.
+//! the index of `crate::pending`; `get-pending` also reads the held call's
+//! whole redacted arguments from their own key (contract §21.6).
 
 mod list;
 

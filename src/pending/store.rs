@@ -17,8 +17,12 @@
 //! [`PendingStore::settle`] is the only way a record leaves. Under the key's
 //! lock it swaps the stored value for `null` (`state::set` returns the old
 //! value atomically), removes the record from the index, deletes the `null`
-//! tombstone, and only then reports the record as settled — so exactly one
+//! tombstone and the record's whole arguments (`approval_arguments`, contract
+//! §21.6), and only then reports the record as settled — so exactly one
 //! caller emits `approval::pending-resolved` for it, whatever races.
+//!
+//! Stored values that do not parse as records are kept, listed as
+//! unreadable and removed only by a human's deny (§21.9).
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
