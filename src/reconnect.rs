@@ -31,8 +31,14 @@ use crate::worker::Worker;
 pub(crate) const PROBE: Duration = Duration::from_millis(20);
 /// How long one knock on the port may take.
 const KNOCK: Duration = Duration::from_millis(200);
-/// How long the auxiliary connection may take to be greeted.
-const GREETING: Duration = Duration::from_secs(2);
+/// How long the first auxiliary connection may take to be greeted; each
+/// failed one doubles it, up to [`GREETING_MAX`]. Short: a port that answers
+/// may still belong to an engine shutting down or not ready, and the SDK
+/// would retry only 2 s later; a fresh connection after the next knock is
+/// sooner.
+const GREETING: Duration = Duration::from_millis(100);
+/// The longest wait for one auxiliary connection's greeting.
+const GREETING_MAX: Duration = Duration::from_secs(2);
 /// The longest this task runs for one outage (the SDK's own reconnect and
 /// the binding guard take over after).
 const GIVE_UP: Duration = Duration::from_secs(600);
@@ -76,6 +82,7 @@ pub(crate) async fn rebind_when_back(worker: Arc<Worker>, url: String, name: Str
         return false;
     };
     let started = tokio::time::Instant::now();
+    let mut greeting = GREETING;
     while started.elapsed() < GIVE_UP {
         // Only while the SDK is trying to reconnect: connected means its
         // reconnect came first; disconnected or failed, the worker is
@@ -84,8 +91,11 @@ pub(crate) async fn rebind_when_back(worker: Arc<Worker>, url: String, name: Str
             return false;
         }
         let knock = tokio::time::timeout(KNOCK, tokio::net::TcpStream::connect(&authority)).await;
-        if matches!(knock, Ok(Ok(_))) && rebind(&worker, &url, &name).await {
-            return true;
+        if matches!(knock, Ok(Ok(_))) {
+            if rebind(&worker, &url, &name, greeting).await {
+                return true;
+            }
+            greeting = (greeting * 2).min(GREETING_MAX);
         }
         tokio::time::sleep(PROBE).await;
     }
@@ -100,7 +110,7 @@ pub(crate) fn reconnecting(worker: &Worker) -> bool {
 
 /// One auxiliary connection: the gate's binding, then the watch's.
 /// `name`: the worker's own (the auxiliary connection is `<name>-rebind`).
-async fn rebind(worker: &Worker, url: &str, name: &str) -> bool {
+async fn rebind(worker: &Worker, url: &str, name: &str, greeting: Duration) -> bool {
     let metadata = WorkerMetadata {
         name: format!("{name}-rebind"),
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -126,7 +136,7 @@ async fn rebind(worker: &Worker, url: &str, name: &str) -> bool {
         },
     );
     let mut gated = false;
-    if iii.wait_until_registered(GREETING).await.is_ok() && reconnecting(worker) {
+    if iii.wait_until_registered(greeting).await.is_ok() && reconnecting(worker) {
         let engine = Engine::new(iii.clone());
         let config = worker.config.load();
         // The restarted engine lost whatever this connection parked before.

