@@ -476,11 +476,31 @@ async fn fault_engine_restart_that_forgets_durable_bindings_gets_the_gate_bound_
             )
             .await
             .is_some());
-        let out = scene
-            .harness
-            .call(CallSpec::new("s", "t", "c", "demo::echo", json!({})))
-            .await;
-        assert!(out.is_held(), "calls are gated again: {out:?}");
+        // The binding may be back before the worker is (§21.8: an auxiliary
+        // connection re-makes it the moment the engine answers): until then
+        // calls are denied, never run; then they are held again.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for i in 0.. {
+            let out = scene
+                .harness
+                .call(CallSpec::new(
+                    "s",
+                    "t",
+                    format!("c{i}"),
+                    "demo::echo",
+                    json!({}),
+                ))
+                .await;
+            if out.is_held() {
+                break;
+            }
+            assert!(out.deny_reason().is_some(), "denied, never run: {out:?}");
+            assert!(
+                Instant::now() < deadline,
+                "calls are not gated again: {out:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     })
     .await;
 }
