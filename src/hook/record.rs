@@ -124,3 +124,43 @@ pub(crate) fn set_deadlines(
     record.expires_at = deadlines.expires_at;
     record.escalate_at = deadlines.escalate_at;
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(arguments: Value) -> HookCall {
+        HookCall {
+            id: "c".into(),
+            function_id: "shell::exec".into(),
+            arguments: Some(arguments),
+        }
+    }
+
+    #[test]
+    fn rule_21_6_the_whole_arguments_leave_the_harness_stamp_out_and_keep_everything_else() {
+        let long = "x".repeat(5_000);
+        let whole = whole_arguments(&call(json!({
+            "command": long, "password": "hunter2", "fs_scope": {"root": "/w/s"}
+        })));
+        assert_eq!(whole.value["command"], long, "whole, not the excerpt");
+        assert_ne!(whole.value["password"], "hunter2", "redacted");
+        assert!(
+            whole.value.get("fs_scope").is_none(),
+            "the stamp is shown apart"
+        );
+        assert!(!whole.clipped);
+        // An `fs_scope` that is not the harness's object is the agent's own.
+        let own = whole_arguments(&call(json!({"fs_scope": "mine"})));
+        assert_eq!(own.value["fs_scope"], "mine");
+        // No arguments: an empty object.
+        let none = whole_arguments(&HookCall {
+            id: "c".into(),
+            function_id: "f".into(),
+            arguments: None,
+        });
+        assert_eq!(none.value, json!({}));
+    }
+}
