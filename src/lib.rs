@@ -45,6 +45,7 @@ mod pending;
 mod policy;
 mod redact;
 mod release;
+mod review;
 mod schema;
 mod settings;
 mod shutdown;

@@ -309,11 +309,11 @@ proptest! {
                 prop_assert!(matches!(judgement, Judgement::Deny { .. }), "{:?}", judgement);
             } else if rules.is_lockdown() {
                 // The lockdown holds every other call, whatever the grants.
-                prop_assert!(matches!(judgement, Judgement::Hold { ask: None }), "{:?}", judgement);
+                prop_assert!(matches!(judgement, Judgement::Hold { ask: None, .. }), "{:?}", judgement);
             } else if mode == Mode::Full && rules.precedence() == RulePrecedence::FirstMatch {
                 // Only an ask rule (a human floor) stops a call in full mode.
                 prop_assert!(
-                    matches!(judgement, Judgement::Continue { .. } | Judgement::Hold { ask: Some(_) }),
+                    matches!(judgement, Judgement::Continue { .. } | Judgement::Hold { ask: Some(_), .. }),
                     "{:?}", judgement
                 );
             }
@@ -324,8 +324,8 @@ proptest! {
                 let (verdict, rule, reason) = match &judgement {
                     Judgement::Continue { rule, .. } => (WireVerdict::Allow, *rule, None),
                     Judgement::Deny { reason, rule } => (WireVerdict::Deny, *rule, Some(reason.as_str())),
-                    Judgement::Hold { ask: None } if rules.is_lockdown() => (WireVerdict::NeedsApproval, Some(LOCKDOWN_RULE), None),
-                    Judgement::Hold { ask } => (WireVerdict::NeedsApproval, ask.map(|a| a.rule_id), None),
+                    Judgement::Hold { ask: None, .. } if rules.is_lockdown() => (WireVerdict::NeedsApproval, Some(LOCKDOWN_RULE), None),
+                    Judgement::Hold { ask, .. } => (WireVerdict::NeedsApproval, ask.map(|a| a.rule_id), None),
                 };
                 prop_assert_eq!(explained.verdict, verdict, "{:?}", explained);
                 prop_assert_eq!(explained.rule_id.as_deref(), rule, "{:?}", explained);
