@@ -41,6 +41,7 @@ mod policy;
 mod properties;
 mod redaction;
 mod release;
+mod reviewer;
 mod security;
 mod standby;
 mod today;
