@@ -232,4 +232,82 @@ mod tests {
         assert_eq!(config.configured_ids(), vec!["review::call"]);
         assert!(ApprovalConfig::default().configured_ids().is_empty());
     }
+
+    #[test]
+    fn rule_22_the_reviewers_id_is_human_only_and_only_the_default_hold_is_reviewable() {
+        use crate::config::Snapshot;
+        use crate::policy::{decide, Basis, Call, Family, Verdict};
+
+        let config = ApprovalConfig::from_value(&json!({
+            "default_mode": "auto",
+            "rules": ["!approval::*", "?deploy::*", "!demo::other", "demo::echo"],
+            "reviewer": {"function_id": "review::call"}
+        }))
+        .unwrap();
+        let snap = Snapshot::compile(config);
+        let decide_on = |fid: &'static str| {
+            decide(
+                &snap.defaults,
+                &snap.rules,
+                &Call {
+                    function_id: fid,
+                    arguments: None,
+                },
+            )
+        };
+        for fid in ["review::call", "Review::Call", " review::call\u{200b}"] {
+            let d = decide_on(fid);
+            assert_eq!(d.verdict, Verdict::Deny, "{fid}");
+            assert!(
+                matches!(d.basis, Basis::HumanOnly { guard } if guard.family == Family::Configured),
+                "{fid}: {d:?}"
+            );
+            assert!(!d.is_default_hold());
+        }
+        // Only the whole id: a longer one follows the ladder.
+        assert!(decide_on("review::call2").is_default_hold());
+        assert!(decide_on("unknown::fn").is_default_hold());
+        assert!(!decide_on("deploy::prod").is_default_hold(), "an ask rule");
+        assert!(!decide_on("demo::other").is_default_hold(), "a deny rule");
+        assert!(!decide_on("demo::echo").is_default_hold(), "an allow");
+        // Without a reviewer its id is an ordinary function.
+        let off = Snapshot::compile(ApprovalConfig::default());
+        let d = decide(
+            &off.defaults,
+            &off.rules,
+            &Call {
+                function_id: "review::call",
+                arguments: None,
+            },
+        );
+        assert!(d.is_default_hold());
+        // The lockdown holds, but not by default: never reviewed.
+        let lockdown = Snapshot::lockdown(Vec::new());
+        let d = decide(
+            &lockdown.defaults,
+            &lockdown.rules,
+            &Call {
+                function_id: "unknown::fn",
+                arguments: None,
+            },
+        );
+        assert_eq!(d.verdict, Verdict::Hold);
+        assert!(!d.is_default_hold());
+        // Under deny_ask_allow the default hold is the last step too.
+        let config = ApprovalConfig::from_value(&json!({
+            "rule_precedence": "deny_ask_allow", "rules": ["!approval::*", "demo::echo"],
+            "reviewer": {"function_id": "review::call"}
+        }))
+        .unwrap();
+        let snap = Snapshot::compile(config);
+        let d = decide(
+            &snap.defaults,
+            &snap.rules,
+            &Call {
+                function_id: "unknown::fn",
+                arguments: None,
+            },
+        );
+        assert!(d.is_default_hold());
+    }
 }
