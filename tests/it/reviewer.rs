@@ -382,6 +382,13 @@ async fn rule_22_a_redelivered_hook_is_reviewed_once_and_never_holds_or_announce
             }
             assert_eq!(reviewer.reviews_of(cid).len(), 1, "{cid}");
         }
+        // The deny answer carries the reviewer's envelope beside the reason.
+        let out = gate("c_deny").await.expect("gate answered");
+        let reason = out["reason"].as_str().unwrap_or_default();
+        assert!(reason.starts_with("Denied by the reviewer:"), "{out}");
+        assert_eq!(out["details"]["denied_by"], "reviewer", "{out}");
+        assert_eq!(out["details"]["reason"], out["reason"]);
+        assert_eq!(out["details"]["function_id"], "demo::echo");
         assert_eq!(scene.inbox().await.len(), 1);
         assert_eq!(created.events().len(), 1);
     })
