@@ -273,6 +273,33 @@ async fn rule_22_an_allowing_reviewer_never_lets_an_ask_rule_a_human_only_call_o
             .await;
         assert_eq!(evaluated["verdict"], "deny", "{evaluated}");
         assert_eq!(evaluated["rule_id"], "human_only_function");
+        assert!(evaluated.get("reviewer").is_none());
+        // Evaluate names the reviewer where the gate would ask it, and only there.
+        let evaluated = scene
+            .ok(
+                "approval::evaluate",
+                json!({"session_id": "s2", "function_id": "demo::echo"}),
+            )
+            .await;
+        assert_eq!(evaluated["verdict"], "needs_approval", "{evaluated}");
+        assert_eq!(evaluated["reviewer"], REVIEW_CALL, "{evaluated}");
+        for (sid, fid) in [
+            ("s2", "deploy::prod"),
+            ("s_full", "deploy::prod"),
+            ("s2", "demo::other"),
+        ] {
+            let evaluated = scene
+                .ok(
+                    "approval::evaluate",
+                    json!({"session_id": sid, "function_id": fid}),
+                )
+                .await;
+            assert!(
+                evaluated.get("reviewer").is_none(),
+                "{sid} {fid}: {evaluated}"
+            );
+        }
+        assert_eq!(reviewer.count(), 0, "evaluate never asks the reviewer");
     })
     .await;
 }
