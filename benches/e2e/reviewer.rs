@@ -5,6 +5,8 @@
 //! Cases, interleaved round by round, each a sequential `approval::gate`
 //! call from one client (a warm session, a call the rules do not decide):
 //! * (a) a no-op function through the same engine: one engine round trip;
+//! * (v) the reviewer double called directly with a review's input: the
+//!   round trip the gate adds, by itself;
 //! * (h) the plain hold: a session whose mode the reviewer does not cover
 //!   (`session::get`, the durable write);
 //! * (r+) reviewed, the reviewer allows: `session::get`, the review → continue;
@@ -33,17 +35,25 @@ const PLAIN: &str = "review-s2";
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Case {
     Noop,
+    Review,
     Hold,
     Allowed,
     Escalated,
 }
 
-const CASES: [Case; 4] = [Case::Noop, Case::Hold, Case::Allowed, Case::Escalated];
+const CASES: [Case; 5] = [
+    Case::Noop,
+    Case::Review,
+    Case::Hold,
+    Case::Allowed,
+    Case::Escalated,
+];
 
 impl Case {
     fn label(self) -> &'static str {
         match self {
             Case::Noop => "(a) no-op function (one engine round trip)",
+            Case::Review => "(v) the reviewer double called directly",
             Case::Hold => "(h) gate → hold, no reviewer",
             Case::Allowed => "(r+) gate → reviewer allows → continue",
             Case::Escalated => "(r?) gate → reviewer escalates → hold",
@@ -56,6 +66,16 @@ fn input(session: &str, call_id: &str, function_id: &str) -> Value {
         "point": "pre_trigger", "session_id": session, "turn_id": format!("t-{session}"),
         "step": 0, "depth": 0, "metadata": {"working_dir": "/workspace/project"},
         "call": {"id": call_id, "function_id": function_id, "arguments": arguments()},
+    })
+}
+
+/// What the gate sends the reviewer for one of these calls (to time the
+/// reviewer's round trip alone).
+fn review_input(call_id: &str) -> Value {
+    json!({
+        "session_id": REVIEWED, "turn_id": format!("t-{REVIEWED}"), "function_call_id": call_id,
+        "function_id": "demo::escalated", "arguments": arguments(), "clipped": false,
+        "session": {"title": "bench", "metadata": {"tenant": "t"}}, "mode": "manual", "recent": []
     })
 }
 
@@ -114,6 +134,7 @@ pub(crate) async fn reviewer_phase() {
                 let id = format!("rv{n}");
                 let (function_id, payload, want) = match case {
                     Case::Noop => (NOOP, json!({}), "continue"),
+                    Case::Review => (REVIEW_CALL, review_input(&id), "escalate"),
                     Case::Hold => ("approval::gate", input(PLAIN, &id, "demo::held"), "hold"),
                     Case::Allowed => (
                         "approval::gate",
@@ -129,8 +150,13 @@ pub(crate) async fn reviewer_phase() {
                 let start = Instant::now();
                 let out = call(&client, function_id, payload).await;
                 let took = start.elapsed();
+                let field = if *case == Case::Review {
+                    "verdict"
+                } else {
+                    "decision"
+                };
                 match out {
-                    Ok(out) if out["decision"] == want => latencies[i].push(took),
+                    Ok(out) if out[field] == want => latencies[i].push(took),
                     other => eprintln!("reviewer bench: {case:?} answered {other:?}"),
                 }
             }
@@ -151,11 +177,14 @@ pub(crate) async fn reviewer_phase() {
         );
     }
     let round_trip = medians[0].as_secs_f64();
-    let over = |d: Duration| (d.as_secs_f64() - medians[1].as_secs_f64()) / round_trip;
+    let review = medians[1].as_secs_f64();
+    let over = |d: Duration| d.as_secs_f64() - medians[2].as_secs_f64();
     println!(
-        "  p50 over the plain hold, in engine round trips (a): reviewer allows {:+.2}, reviewer escalates {:+.2} (target ≤ 1)",
-        over(medians[2]),
-        over(medians[3])
+        "  p50 over the plain hold: reviewer allows {:+.2} (a) = {:+.2} (v); reviewer escalates {:+.2} (a) = {:+.2} (v) (target ≤ 1 round trip)",
+        over(medians[3]) / round_trip,
+        over(medians[3]) / review,
+        over(medians[4]) / round_trip,
+        over(medians[4]) / review,
     );
     println!(
         "  reviews asked: {}; on the {}",
