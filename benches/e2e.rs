@@ -13,12 +13,13 @@
 //! sessions phase, `E2E_BURST` (default 10000) holds expiring within one
 //! second, `E2E_SKIP_LATENCY=1` / `E2E_SKIP_SCALE=1` / `E2E_SKIP_SESSIONS=1` /
 //! `E2E_SKIP_BURST=1` / `E2E_SKIP_CAP=1` / `E2E_SKIP_FAILOVER=1` /
-//! `E2E_SKIP_ENGINE_KILL=1` / `E2E_SKIP_RECONNECT=1` to leave phases out, or
-//! `E2E_ONLY=scale,burst` (any of latency, scale, sessions, burst, cap,
-//! failover, engine_kill, reconnect) to run only some; `E2E_CASES=b,c` to
-//! measure only some cases. The failover and engine-crash phases
-//! (`e2e/failover.rs`) and the reconnect phase (`e2e/reconnect.rs`: calls
-//! run with no gate after an engine restart) have knobs of their own.
+//! `E2E_SKIP_ENGINE_KILL=1` / `E2E_SKIP_RECONNECT=1` / `E2E_SKIP_REVIEWER=1` to
+//! leave phases out, or `E2E_ONLY=scale,burst` (any of latency, scale, sessions,
+//! burst, cap, failover, engine_kill, reconnect, reviewer) to run only some;
+//! `E2E_CASES=b,c` to measure only some cases. The failover and engine-crash
+//! phases (`e2e/failover.rs`), the reconnect phase (`e2e/reconnect.rs`: calls
+//! run with no gate after an engine restart) and the reviewer phase
+//! (`e2e/reviewer.rs`) have knobs of their own.
 //!
 //! Everything is loopback, every loop is bounded in count and in time, and
 //! the run stops by itself ([`TOTAL_LIMIT`]). The machine is shared, so the
@@ -31,6 +32,8 @@ mod common;
 mod failover;
 #[path = "e2e/reconnect.rs"]
 mod reconnect;
+#[path = "e2e/reviewer.rs"]
+mod reviewer;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
@@ -149,7 +152,7 @@ fn main() {
 
 /// The phases, by the name `E2E_ONLY` takes, with the flag that leaves each
 /// out.
-const PHASES: [(&str, &str); 8] = [
+const PHASES: &[(&str, &str)] = &[
     ("latency", "E2E_SKIP_LATENCY"),
     ("scale", "E2E_SKIP_SCALE"),
     ("sessions", "E2E_SKIP_SESSIONS"),
@@ -158,6 +161,7 @@ const PHASES: [(&str, &str); 8] = [
     ("failover", "E2E_SKIP_FAILOVER"),
     ("engine_kill", "E2E_SKIP_ENGINE_KILL"),
     ("reconnect", "E2E_SKIP_RECONNECT"),
+    ("reviewer", "E2E_SKIP_REVIEWER"),
 ];
 
 /// Whether a phase runs: `E2E_ONLY=scale,burst` runs only those; otherwise
@@ -181,7 +185,7 @@ async fn run() {
             assert!(
                 PHASES.iter().any(|(phase, _)| *phase == name),
                 "E2E_ONLY: unknown phase {name:?}; the phases are {:?}",
-                PHASES.map(|(phase, _)| phase)
+                PHASES.iter().map(|(phase, _)| *phase).collect::<Vec<_>>()
             );
         }
     }
@@ -208,6 +212,9 @@ async fn run() {
     }
     if phase_on("reconnect") {
         reconnect::reconnect_phase().await;
+    }
+    if phase_on("reviewer") {
+        reviewer::reviewer_phase().await;
     }
 }
 

@@ -8,7 +8,8 @@
 //! In: `{}`
 //! Out: `{ gated, gate_binding_id?, parked: [trigger_type], config: {ok, rule_errors},
 //!        settings: {mode: "cache", cached, loaded}, held, unreadable, standby, standby_waited_ms?,
-//!        uptime_ms }`
+//!        uptime_ms, reviewer?: {function_id?, timeout_ms?, calls, allows, denies,
+//!        escalations, errors, timeouts, held_by_breaker, p50_ms?, p99_ms?} }`
 //!
 //! `standby` says how the answering instance started: `true` when another
 //! live instance held the worker name at its first attempt and this one
@@ -56,6 +57,39 @@ pub(crate) struct SettingsHealth {
     pub loaded: bool,
 }
 
+/// What the reviewer did since boot (`architecture/contract.md` § The
+/// reviewer); in memory only.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct ReviewerHealth {
+    /// The reviewer's function id, while one is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function_id: Option<String>,
+    /// The wait in force (ms): `timeout_ms` clamped to the hook budget less
+    /// 1000 ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Reviews asked.
+    pub calls: u64,
+    /// Answered `allow`.
+    pub allows: u64,
+    /// Answered `deny`.
+    pub denies: u64,
+    /// Answered `escalate`.
+    pub escalations: u64,
+    /// Failed, or answered something of another shape.
+    pub errors: u64,
+    /// Did not answer in time.
+    pub timeouts: u64,
+    /// Denials the circuit breaker sent to a human.
+    pub held_by_breaker: u64,
+    /// Median latency of the last 1,024 reviews (ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_ms: Option<f64>,
+    /// 99th percentile latency of the last 1,024 reviews (ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
+}
+
 /// `approval::health` response.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct Health {
@@ -93,6 +127,9 @@ pub(crate) struct Health {
     pub standby_waited_ms: Option<u64>,
     /// Time since boot.
     pub uptime_ms: u64,
+    /// The reviewer: present while one is configured, or once one was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reviewer: Option<ReviewerHealth>,
 }
 
 /// The health report.
@@ -114,6 +151,21 @@ pub(crate) async fn health(worker: &Worker) -> Health {
         }
     };
     let snapshot = worker.config.load();
+    let counts = worker.reviews.stats().counts();
+    let configured = snapshot.config.reviewer.as_ref();
+    let reviewer = (configured.is_some() || counts.calls > 0).then(|| ReviewerHealth {
+        function_id: configured.map(|r| r.function_id.clone()),
+        timeout_ms: configured.map(|r| r.timeout()),
+        calls: counts.calls,
+        allows: counts.allows,
+        denies: counts.denies,
+        escalations: counts.escalations,
+        errors: counts.errors,
+        timeouts: counts.timeouts,
+        held_by_breaker: counts.held_by_breaker,
+        p50_ms: counts.p50_ms,
+        p99_ms: counts.p99_ms,
+    });
     Health {
         gated: binding.gated,
         gate_binding_id: binding.id,
@@ -134,6 +186,7 @@ pub(crate) async fn health(worker: &Worker) -> Health {
         standby: worker.claim.stood_by.is_some(),
         standby_waited_ms: worker.claim.stood_by.map(|d| d.as_millis() as u64),
         uptime_ms: worker.started.elapsed().as_millis() as u64,
+        reviewer,
     }
 }
 

@@ -46,6 +46,7 @@ mod policy;
 mod reconnect;
 mod redact;
 mod release;
+mod review;
 mod schema;
 mod settings;
 mod shutdown;

@@ -11,6 +11,7 @@ use crate::engine::Engine;
 use crate::folders::Folders;
 use crate::pending::store::PendingStore;
 use crate::release::Releaser;
+use crate::review::Reviews;
 use crate::settings::store::SettingsStore;
 
 /// Shared state of the running worker.
@@ -28,6 +29,9 @@ pub(crate) struct Worker {
     pub(crate) folders: Arc<Folders>,
     /// The one release path every decision takes.
     pub(crate) releaser: Arc<Releaser>,
+    /// The reviewer's memory (recent verdicts, breakers, reviewed calls,
+    /// counts); the release path shares it.
+    pub(crate) reviews: Arc<Reviews>,
     /// The gate's durable binding, as last checked.
     pub(crate) gate_binding: DurableBinding,
     /// The folder-access watch's durable binding, as last checked.
@@ -58,6 +62,7 @@ impl Worker {
             config.clone(),
         );
         Arc::new(Worker {
+            reviews: releaser.reviews().clone(),
             settings,
             inbox,
             folders,

@@ -126,6 +126,7 @@ pub fn record(i: usize) -> PendingRecord {
         releasing: false,
         release: None,
         uncertain: false,
+        review: None,
     }
 }
 

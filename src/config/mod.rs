@@ -15,6 +15,7 @@ pub(crate) mod cell;
 mod last_good;
 mod links;
 mod reload;
+mod reviewer;
 mod schema;
 mod seed;
 
@@ -27,6 +28,9 @@ pub(crate) use cell::ConfigCell;
 pub(crate) use links::LinksConfig;
 pub use reload::BootstrapError;
 pub(crate) use reload::{bootstrap, reload, reregister_schema, ID};
+#[cfg(test)]
+pub(crate) use reviewer::REVIEWER_TIMEOUT_CEILING_MS;
+pub(crate) use reviewer::{ReviewerConfig, BREAKER_WINDOW};
 pub use schema::schema;
 pub use seed::{load_seed, SeedError};
 
@@ -128,6 +132,15 @@ pub struct ApprovalConfig {
         skip_serializing_if = "is_default_resolve_wait_ms"
     )]
     pub resolve_wait_ms: u64,
+    /// The automated reviewer asked about calls that would wait for a human
+    /// by default (`architecture/contract.md` § The reviewer); absent or
+    /// null: off.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "reviewer::deserialize"
+    )]
+    pub reviewer: Option<ReviewerConfig>,
 }
 
 fn default_release_timeout_ms() -> u64 {
@@ -199,6 +212,7 @@ impl Default for ApprovalConfig {
             escalate_after_ms: None,
             release_timeout_ms: DEFAULT_RELEASE_TIMEOUT_MS,
             resolve_wait_ms: DEFAULT_RESOLVE_WAIT_MS,
+            reviewer: None,
         }
     }
 }
@@ -213,6 +227,18 @@ impl ApprovalConfig {
     pub fn to_json(&self) -> Value {
         // A struct of strings, numbers and enums always serializes.
         serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// The function ids the configuration names for the gate's own use (the
+    /// reviewer's): only a human may call them (`architecture/contract.md`
+    /// § The gate guards its own levers), so an agent can neither call its
+    /// own reviewer nor reach what it records. Every such field adds its id
+    /// here, and only here.
+    pub fn configured_ids(&self) -> Vec<&str> {
+        self.reviewer
+            .iter()
+            .map(|r| r.function_id.as_str())
+            .collect()
     }
 
     /// Parses a stored value (already env-expanded by the engine).
@@ -353,6 +379,7 @@ impl Snapshot {
     /// The rest of a snapshot around compiled rules.
     fn assemble(config: ApprovalConfig, rules: CompiledRules, lockdown: bool) -> Snapshot {
         let (rules, guard_errors) = rules.with_extra_guards(&config.human_only_extra);
+        let rules = rules.with_configured_guards(&config.configured_ids());
         let default_settings = default_settings(&config, &rules, 0);
         let defaults = CompiledSettings::new(&default_settings);
         let (links, link_errors) = match config.links.as_ref().map(LinksConfig::compile) {

@@ -4,9 +4,13 @@
 
 use serde_json::{json, Value};
 
+use super::reviewer::{
+    DEFAULT_MAX_CONSECUTIVE_DENIALS, DEFAULT_MAX_DENIALS_PER_50, DEFAULT_REVIEWER_TIMEOUT_MS,
+    MIN_REVIEWER_TIMEOUT_MS, REVIEWER_TIMEOUT_CEILING_MS,
+};
 use super::{
-    DEFAULT_BINDING_CHECK_INTERVAL_MS, DEFAULT_GATE_PRIORITY, DEFAULT_GRANT_REASK_LIMIT,
-    DEFAULT_RELEASE_TIMEOUT_MS, DEFAULT_RESOLVE_WAIT_MS,
+    BREAKER_WINDOW, DEFAULT_BINDING_CHECK_INTERVAL_MS, DEFAULT_GATE_PRIORITY,
+    DEFAULT_GRANT_REASK_LIMIT, DEFAULT_RELEASE_TIMEOUT_MS, DEFAULT_RESOLVE_WAIT_MS,
 };
 use crate::link_token::token::MIN_SECRET_CHARS;
 use crate::policy::MIN_DEADLINE_MS;
@@ -194,6 +198,54 @@ pub fn schema() -> Value {
                     }
                 },
                 "examples": [{"secret": "${APPROVAL_LINK_SECRET}", "public_base_url": "https://approvals.example.com"}]
+            },
+            "reviewer": {
+                "title": "Reviewer",
+                "description": "An automated reviewer asked about calls that would otherwise wait for a human only because no rule decided them (the default hold), in the listed modes. Never asked about an ask rule, a human-only function, a denied call or while the gate is in lockdown. Its allow lets the call run (unless the arguments it saw were clipped); its deny refuses it, led 'Denied by the reviewer:'; anything else (escalate, an error, a timeout, a malformed answer) holds the call for a human, and the record carries the review. Only a human may call the reviewer's function. Null: off.",
+                "type": ["object", "null"],
+                "default": null,
+                "additionalProperties": false,
+                "required": ["function_id"],
+                "properties": {
+                    "function_id": {
+                        "title": "Reviewer function",
+                        "description": "The function the gate calls with {session_id, turn_id, function_call_id, function_id, arguments, clipped, session, mode, recent}; it answers {verdict: allow|deny|escalate, rationale, risk?}.",
+                        "type": "string",
+                        "minLength": 1,
+                        "pattern": "^\\S(.*\\S)?$",
+                        "examples": ["review::call"]
+                    },
+                    "modes": {
+                        "title": "Reviewed modes",
+                        "description": "Sessions in these modes are reviewed.",
+                        "type": "array",
+                        "items": mode,
+                        "default": ["auto"]
+                    },
+                    "timeout_ms": {
+                        "title": "Reviewer timeout (ms)",
+                        "description": format!("How long the gate waits for the reviewer; clamped to {REVIEWER_TIMEOUT_CEILING_MS} (the hook budget less 1000 ms, kept to record the hold). No answer in time holds the call for a human."),
+                        "type": "integer",
+                        "minimum": MIN_REVIEWER_TIMEOUT_MS,
+                        "default": DEFAULT_REVIEWER_TIMEOUT_MS
+                    },
+                    "max_consecutive_denials": {
+                        "title": "Denials in a row before a human",
+                        "description": "After this many reviewer denials in a row in a session, its denials hold the call for a human until a human decides a call of the session (0: every denial goes to a human).",
+                        "type": "integer",
+                        "minimum": 0,
+                        "default": DEFAULT_MAX_CONSECUTIVE_DENIALS
+                    },
+                    "max_denials_per_50": {
+                        "title": "Denials per 50 reviews before a human",
+                        "description": "After this many reviewer denials among a session's last 50 reviews, its denials hold the call for a human until a human decides a call of the session (0: every denial goes to a human).",
+                        "type": "integer",
+                        "minimum": 0,
+                        "maximum": BREAKER_WINDOW,
+                        "default": DEFAULT_MAX_DENIALS_PER_50
+                    }
+                },
+                "examples": [{"function_id": "review::call", "modes": ["auto"], "timeout_ms": 2000}]
             },
             "pending_timeout_ms": {
                 "title": "Pending timeout (ms)",

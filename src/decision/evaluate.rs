@@ -13,7 +13,7 @@
 //!
 //! In: `{ session_id, function_id, arguments? }`
 //! Out: `{ verdict: "allow"|"deny"|"needs_approval", rule_id?, reason,
-//!         trace: [{step, outcome, detail?}], rule_errors?, deadline_ms? }`
+//!         trace: [{step, outcome, detail?}], rule_errors?, deadline_ms?, reviewer? }`
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,6 +82,12 @@ pub struct EvaluateResponse {
     /// for want of an answer (absent: until a human answers).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline_ms: Option<u64>,
+    /// On needs_approval by the default hold in a mode the configured
+    /// reviewer covers: the reviewer's function id, which the gate asks
+    /// first (its allow continues the call, its deny denies it; anything
+    /// else holds). Evaluate never asks it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reviewer: Option<String>,
 }
 
 /// The gate's decision on one call, explained: what `approval::evaluate`
@@ -119,6 +125,11 @@ pub fn explain(
         deadline_ms: (decision.verdict == Verdict::Hold)
             .then(|| timeout_ms(HoldLimits::of(&decision), config))
             .flatten(),
+        reviewer: config
+            .reviewer
+            .as_ref()
+            .filter(|r| decision.is_default_hold() && r.reviews(settings.mode))
+            .map(|r| r.function_id.clone()),
     }
 }
 
@@ -147,6 +158,7 @@ pub(crate) async fn evaluate(
                 trace: Vec::new(),
                 rule_errors: snapshot.errors(),
                 deadline_ms: None,
+                reviewer: None,
             })
         }
     };

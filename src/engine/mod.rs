@@ -9,6 +9,7 @@
 mod configuration;
 mod harness;
 mod registry;
+mod reviewer;
 mod scope;
 mod state;
 

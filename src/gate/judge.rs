@@ -34,6 +34,10 @@ pub enum Judgement<'r> {
         /// The ask rule that holds it, with its own deadlines; `None` when no
         /// rule decided.
         ask: Option<AskHold<'r>>,
+        /// The ladder's default hold ([`crate::policy::Decision::is_default_hold`]):
+        /// no rule decided and it is not the lockdown — the only hold a
+        /// configured reviewer may be asked about.
+        by_default: bool,
     },
 }
 
@@ -140,6 +144,7 @@ pub fn judge_passing_over<'r>(
             rule,
         },
         Verdict::Hold => Judgement::Hold {
+            by_default: decision.is_default_hold(),
             ask: match decision.basis {
                 Basis::Ask {
                     rule_id,

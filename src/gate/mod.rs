@@ -9,6 +9,7 @@
 //! under a budget, durable write before answering, `pending-created` after.
 
 mod judge;
+mod review;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,14 +18,16 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::bindings::durable::{self as binding, DurableBinding, Status};
-use crate::config::{ApprovalConfig, Snapshot};
+use crate::config::{ApprovalConfig, ReviewerConfig, Snapshot};
 use crate::engine::CallError;
 use crate::functions::register_hook;
 use crate::hook::budget::Deadline;
 use crate::hook::record;
 use crate::hook::{deny, parse_hook_input, HookCall, HookInput, HookOutput};
 use crate::pending::{HoldLimits, RecordKind, Written};
+use crate::review::Reviewed;
 use crate::settings::Known;
+use crate::terms::Mode;
 use crate::worker::Worker;
 
 pub(crate) use judge::ids_are_valid;
@@ -94,7 +97,7 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                 tracing::debug!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, decision = "deny", rule, "gate");
                 return deny(reason);
             }
-            Judgement::Hold { ask } => {
+            Judgement::Hold { ask, by_default } => {
                 let fallback = if snapshot.rules.is_lockdown() {
                     "lockdown"
                 } else {
@@ -105,14 +108,26 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                     timeout_ms: a.timeout_ms,
                     escalate_after_ms: a.escalate_after_ms,
                 });
+                // Only the ladder's default hold, in a reviewed mode, is
+                // the reviewer's to look at (never an ask rule, a guard, a
+                // deny, the lockdown).
+                let reviewer = snapshot
+                    .config
+                    .reviewer
+                    .as_ref()
+                    .filter(|r| by_default && r.reviews(settings.mode));
                 return hold(
                     worker,
                     &input,
                     call,
-                    limits,
-                    &snapshot.config,
+                    Held {
+                        limits,
+                        config: &snapshot.config,
+                        rule,
+                        reviewer,
+                        mode: settings.mode,
+                    },
                     deadline,
-                    rule,
                 )
                 .await;
             }
@@ -156,26 +171,80 @@ async fn spend_use(
     }
 }
 
+/// What a hold is made under.
+struct Held<'a> {
+    /// The deadlines of the rule that holds it.
+    limits: HoldLimits,
+    /// The configuration in force.
+    config: &'a ApprovalConfig,
+    /// The rule (or ladder step) that holds it.
+    rule: &'a str,
+    /// The reviewer to ask first (the default hold in a reviewed mode).
+    reviewer: Option<&'a ReviewerConfig>,
+    /// The session's mode.
+    mode: Mode,
+}
+
 /// The hold path: idempotent on redelivery, context under a budget, the
-/// record written durably before the answer — all before the deadline, or
-/// the call is denied and nothing is left behind.
+/// reviewer asked when one applies (its allow continues, its deny denies),
+/// the record written durably before the answer — all before the deadline,
+/// or the call is denied and nothing is left behind.
 async fn hold(
     worker: &Worker,
     input: &HookInput,
     call: &HookCall,
-    limits: HoldLimits,
-    config: &ApprovalConfig,
+    held: Held<'_>,
     deadline: Deadline,
-    rule: &str,
 ) -> HookOutput {
+    let Held {
+        limits,
+        config,
+        rule,
+        reviewer,
+        mode,
+    } = held;
     let (sid, cid) = (input.session_id.as_str(), call.id.as_str());
     if worker.inbox.get(sid, cid).is_some() {
         return HookOutput::Hold;
     }
     let budget = deadline.cap(record::SESSION_BUDGET, WRITE_RESERVE);
-    let context = record::session_context(&worker.engine, sid, budget).await;
+    let mut fetched = None;
+    let mut reviewed = None;
+    if let Some(reviewer) = reviewer {
+        // One review per call: a redelivery waits for the first one's slot.
+        let slot = worker.reviews.slot(sid, cid);
+        let answer = slot
+            .get_or_init(|| async {
+                let context = record::session_context(&worker.engine, sid, budget).await;
+                let answer =
+                    review::review(worker, input, call, reviewer, mode, &context, deadline).await;
+                fetched = Some(context);
+                answer
+            })
+            .await;
+        match answer {
+            Reviewed::Continue(_) => return HookOutput::Continue,
+            Reviewed::Deny {
+                reason, envelope, ..
+            } => {
+                return HookOutput::Deny {
+                    reason: reason.clone(),
+                    details: Some(envelope.clone()),
+                }
+            }
+            Reviewed::Hold(review) => reviewed = Some(Box::new(review.clone())),
+        }
+    }
+    let context = match fetched {
+        Some(context) => context,
+        None => {
+            let budget = deadline.cap(record::SESSION_BUDGET, WRITE_RESERVE);
+            record::session_context(&worker.engine, sid, budget).await
+        }
+    };
     let mut record = record::build_record(input, call, RecordKind::Function, context);
     let arguments = record::whole_arguments(call);
+    record.review = reviewed;
     // The deadlines of the decision's rule, or the configuration it was
     // made under, counted from when the record is built.
     record::set_deadlines(&mut record, limits, config);

@@ -11,6 +11,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::policy::DenialEnvelope;
+
 /// The call a hook is asked about.
 // Its arguments are dropped iteratively (see `crate::deep`).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -229,7 +231,7 @@ pub(crate) struct ContentBlock {
 }
 
 /// The hook's answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "decision", rename_all = "lowercase")]
 pub enum HookOutput {
     /// Let the call (or its result) through.
@@ -238,15 +240,41 @@ pub enum HookOutput {
     Deny {
         /// Written for the model, so it can adapt.
         reason: String,
+        /// Who denied and why, structured (the reviewer's denials only; the
+        /// brief's harness keeps it, today's keeps only `reason`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schemars(with = "Option<ReviewerDenial>")]
+        details: Option<Box<DenialEnvelope>>,
     },
     /// Park the call until a human decides.
     Hold,
+}
+
+/// The `details` of a deny answer, as published: only the reviewer's
+/// denials carry them (a `DenialEnvelope` with `denied_by: "reviewer"`).
+// Only a schema: the answer carries the envelope itself.
+#[allow(dead_code)]
+#[derive(JsonSchema)]
+struct ReviewerDenial {
+    /// Always 1.
+    schema_version: u32,
+    /// Always `"denied"`.
+    status: String,
+    /// `"reviewer"`.
+    denied_by: String,
+    /// The denied call's target.
+    function_id: String,
+    /// The call's arguments, redacted.
+    args_excerpt: Option<Value>,
+    /// The text shown to the model (led `Denied by the reviewer:`).
+    reason: String,
 }
 
 /// A deny answer.
 pub(crate) fn deny(reason: impl Into<String>) -> HookOutput {
     HookOutput::Deny {
         reason: reason.into(),
+        details: None,
     }
 }
 

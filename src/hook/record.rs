@@ -94,6 +94,7 @@ pub fn build_record(
         releasing: false,
         release: None,
         uncertain: false,
+        review: None,
     }
 }
 

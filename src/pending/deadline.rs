@@ -263,6 +263,7 @@ mod tests {
             releasing: false,
             release: None,
             uncertain: false,
+            review: None,
         }
     }
 

@@ -523,6 +523,7 @@ mod tests {
             releasing: false,
             release: None,
             uncertain: false,
+            review: None,
         }
     }
 

@@ -13,6 +13,7 @@ use crate::engine::{Release, ReleaseAction};
 use crate::link_token::token::Kind;
 use crate::link_token::Links;
 use crate::policy::DenialEnvelope;
+use crate::terms::review::Review;
 
 /// Which prompt a console renders for a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -170,6 +171,11 @@ pub struct PendingRecord {
     /// `unknown` outcome, never `not_held`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub uncertain: bool,
+    /// What the automated reviewer said before the call came to a human
+    /// (`architecture/contract.md` § The reviewer); absent when no reviewer
+    /// was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<Box<Review>>,
 }
 
 /// Who carried a decision to the harness.
@@ -195,6 +201,11 @@ impl Via {
             Via::Batch => "batch",
             Via::Timer => "timer",
         }
+    }
+
+    /// Whether a human decided (a resolve, a link, a batch), not a timer.
+    pub fn is_human(self) -> bool {
+        !matches!(self, Via::Timer)
     }
 }
 
@@ -336,6 +347,7 @@ impl PendingRecord {
             releasing: _,
             release: _,
             uncertain: _,
+            review,
         } = self;
         *session_id == other.session_id
             && *turn_id == other.turn_id
@@ -354,6 +366,7 @@ impl PendingRecord {
             && *assistant_excerpt == other.assistant_excerpt
             && *expires_at == other.expires_at
             && *escalate_at == other.escalate_at
+            && *review == other.review
     }
 
     /// When the timer next has something to do for this record: the
@@ -415,6 +428,7 @@ mod tests {
             releasing: false,
             release: None,
             uncertain: false,
+            review: None,
         }
     }
 

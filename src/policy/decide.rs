@@ -149,6 +149,14 @@ pub struct Decision<'r> {
 }
 
 impl<'r> Decision<'r> {
+    /// Whether this is the ladder's default hold: no rule, grant or mode
+    /// decided (in either precedence) — not an ask rule, not the lockdown,
+    /// not a guard. The only hold the reviewer may be asked about
+    /// (`architecture/contract.md` § The reviewer).
+    pub fn is_default_hold(&self) -> bool {
+        self.verdict == Verdict::Hold && matches!(self.basis, Basis::NoMatch)
+    }
+
     /// The grant that allowed the call, when it is bounded by uses: the gate
     /// spends one use of it (a state write) before the call continues.
     pub fn use_to_spend(&self) -> Option<(GrantRef, &'r Entry)> {

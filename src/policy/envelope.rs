@@ -40,6 +40,8 @@ pub enum DeniedBy {
     GateUnavailable,
     /// No human answered a held call before its `expires_at`.
     Timeout,
+    /// The automated reviewer (`architecture/contract.md` § The reviewer).
+    Reviewer,
 }
 
 /// The argument constraint of the rule that denied, owned.
@@ -95,6 +97,20 @@ impl DenialEnvelope {
     ) -> DenialEnvelope {
         DenialEnvelope::base(
             DeniedBy::Timeout,
+            function_id,
+            reason.to_owned(),
+            args_excerpt,
+        )
+    }
+
+    /// The reviewer's denial, with the reason the model will see.
+    pub fn by_reviewer(
+        function_id: &str,
+        reason: &str,
+        args_excerpt: Option<Value>,
+    ) -> DenialEnvelope {
+        DenialEnvelope::base(
+            DeniedBy::Reviewer,
             function_id,
             reason.to_owned(),
             args_excerpt,

@@ -13,6 +13,7 @@
 //! | `bindings` | `engine::register_trigger`, `engine::unregister_trigger` | the gate is a binding: removing it ungates everyone |
 //! | `state` | every `state::` function whose `scope` argument is one of this worker's scopes (`approval`, `approval_…`, `approval.…`, ASCII case ignored) | settings, held calls and grant memory are the gate's state |
 //! | `extra` | the operator's `human_only_extra` globs | anything else a deployment wants behind a human |
+//! | `configured` | the function ids the configuration names for the gate's own use (`ApprovalConfig::configured_ids`: the reviewer) | an agent must not ask its own reviewer, nor reach what the gate records |
 //!
 //! # How a name is recognised
 //!
@@ -78,6 +79,9 @@ pub enum Family {
     State,
     /// An operator's `human_only_extra` glob.
     Extra,
+    /// A function the configuration names for the gate's own use (the
+    /// reviewer).
+    Configured,
 }
 
 impl Family {
@@ -90,6 +94,7 @@ impl Family {
             Family::Bindings => "bindings",
             Family::State => "state",
             Family::Extra => "extra",
+            Family::Configured => "configured",
         }
     }
 }
@@ -110,6 +115,7 @@ impl Guard<'_> {
         match self.family {
             Family::State => format!("state scope {}", self.matched),
             Family::Extra => format!("human_only_extra {}", self.matched),
+            Family::Configured => format!("configured {}", self.matched),
             family => format!("{} {}", family.as_str(), self.matched),
         }
     }
@@ -201,6 +207,34 @@ impl ExtraGuards {
             family: Family::Extra,
             matched: text,
         })
+    }
+}
+
+/// The function ids the configuration names for the gate's own use
+/// (`ApprovalConfig::configured_ids`), guarded as single functions are:
+/// the whole id, ASCII case and padding ignored.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ConfiguredGuards {
+    ids: Vec<Box<str>>,
+}
+
+impl ConfiguredGuards {
+    /// Guards for `ids`.
+    pub(crate) fn new(ids: &[&str]) -> ConfiguredGuards {
+        ConfiguredGuards {
+            ids: ids.iter().map(|id| (*id).into()).collect(),
+        }
+    }
+
+    /// The configured id `function_id` names, if any.
+    pub(crate) fn matching(&self, function_id: &str) -> Option<Guard<'_>> {
+        self.ids
+            .iter()
+            .find(|id| names(function_id, id, false))
+            .map(|id| Guard {
+                family: Family::Configured,
+                matched: id,
+            })
     }
 }
 

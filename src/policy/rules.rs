@@ -36,7 +36,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::args::{args_hold, compile_args, CompiledConstraint, Reading};
 use super::glob::{Pattern, PatternTable};
-use super::guard::{ExtraGuards, Guard};
+use super::guard::{ConfiguredGuards, ExtraGuards, Guard};
 use crate::terms::{ArgConstraint, Mode};
 use crate::terms::{Entry, GrantedBy};
 
@@ -322,6 +322,7 @@ pub struct CompiledRules {
     pub(crate) seed_table: PatternTable,
     /// The operator's extra human-only guards.
     extra: ExtraGuards,
+    configured: ConfiguredGuards,
     pub(crate) precedence: RulePrecedence,
     lockdown: bool,
 }
@@ -376,6 +377,7 @@ impl CompiledRules {
                     seeds,
                     seed_table,
                     extra: ExtraGuards::default(),
+                    configured: ConfiguredGuards::default(),
                     precedence: RulePrecedence::default(),
                     lockdown: false,
                 })
@@ -412,6 +414,13 @@ impl CompiledRules {
         (self, errors)
     }
 
+    /// Guards the function ids the configuration names for the gate's own
+    /// use (the reviewer's): human-only, like the extra globs.
+    pub fn with_configured_guards(mut self, ids: &[&str]) -> CompiledRules {
+        self.configured = ConfiguredGuards::new(ids);
+        self
+    }
+
     /// Sets how the rules combine with modes and grants.
     pub fn with_precedence(mut self, precedence: RulePrecedence) -> CompiledRules {
         self.precedence = precedence;
@@ -425,7 +434,9 @@ impl CompiledRules {
 
     /// The extra guard `function_id` matches, if any.
     pub(crate) fn extra_guard(&self, function_id: &str) -> Option<Guard<'_>> {
-        self.extra.matching(function_id)
+        self.configured
+            .matching(function_id)
+            .or_else(|| self.extra.matching(function_id))
     }
 
     /// No rules: every call that reaches the rules holds.

@@ -45,6 +45,7 @@ use crate::pending::{
     timeout_denial, Claim, NoteDecision, Outcome, PendingRecord, PendingStore, RecordKind,
     ReleaseNote, StoreError, Take, Via,
 };
+use crate::review::Reviews;
 use crate::settings::store::SettingsStore;
 use crate::terms::leads::{self, led};
 use crate::time::now_ms;
@@ -160,6 +161,9 @@ pub(crate) struct Releaser {
     settings: Arc<SettingsStore>,
     folders: Arc<Folders>,
     config: Arc<ConfigCell>,
+    /// The reviewer's memory: a human's decision closes the session's
+    /// breaker (`architecture/contract.md` § The reviewer).
+    reviews: Arc<Reviews>,
 }
 
 impl Releaser {
@@ -176,7 +180,13 @@ impl Releaser {
             settings,
             folders,
             config,
+            reviews: Arc::default(),
         })
+    }
+
+    /// The reviewer's memory, which every human decision reaches.
+    pub(crate) fn reviews(&self) -> &Arc<Reviews> {
+        &self.reviews
     }
 
     /// The decider's wait (`resolve_wait_ms`).
@@ -214,6 +224,9 @@ impl Releaser {
             Ok(Take::Releasing) => return Answer::Releasing,
             Err(err) => return Answer::State(err),
         };
+        if request.via.is_human() {
+            self.reviews.human_decided(&request.session_id);
+        }
         let this = self.clone();
         let mut task = tokio::spawn(async move { this.carry(claim, request).await });
         let done = match wait {

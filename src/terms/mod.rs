@@ -10,6 +10,7 @@
 //! wire forms.
 
 pub mod leads;
+pub(crate) mod review;
 pub(crate) mod settings;
 
 pub use settings::{ApprovalSettings, Bounds, Entry, GrantList, GrantedBy};

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod fixture;
 pub mod harness;
 pub mod redis;
+pub mod reviewer;
 pub mod session;
 pub mod shell;
 pub mod targets;

@@ -29,6 +29,7 @@ const TRIGGER_TYPES: &[&str] = &[PENDING_CREATED, PENDING_RESOLVED, PENDING_ESCA
 const ANY_JSON: &[&str] = &[
     "arguments",
     "arguments_excerpt",
+    "args_excerpt",
     "old_value",
     "new_value",
     "equals",

@@ -102,7 +102,10 @@ fn hostile_values_in_process_never_panic() {
             .expect("a hook input of any depth parses");
         assert_eq!(
             judge(&input, &settings, &rules),
-            Judgement::Hold { ask: None },
+            Judgement::Hold {
+                ask: None,
+                by_default: true
+            },
             "depth {n}"
         );
         let call = input.call.as_ref().expect("a call");

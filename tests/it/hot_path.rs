@@ -348,3 +348,85 @@ async fn a_cold_session_costs_one_state_get_then_none() {
         );
     }
 }
+
+/// Contract §22: with a reviewer configured, continue and deny still cost
+/// no engine call (the reviewer is asked only about the default hold); a
+/// reviewed hold that the reviewer allows costs `session::get` and the
+/// review (as many round trips as a plain hold: `session::get` and
+/// `state::set`), one it escalates costs the hold's two plus the review.
+#[tokio::test]
+async fn rule_22_a_reviewer_adds_nothing_to_continue_and_deny_and_one_call_to_a_hold() {
+    use approval_gate_testkit::reviewer::{Answer, ReviewerDouble, REVIEW_CALL};
+
+    let scene = scene().await;
+    let reviewer = ReviewerDouble::start(&scene.engine.url(), Answer::Allow).await;
+    let value = json!({
+        "rules": ["!approval::*", "demo::echo", "!demo::other"],
+        "reviewer": {"function_id": REVIEW_CALL, "modes": ["manual", "auto"]}
+    });
+    scene
+        .ok(
+            "configuration::set",
+            json!({"id": "approval-gate", "value": value}),
+        )
+        .await;
+    let w = scene.worker.as_ref().unwrap();
+    assert!(
+        eventually(WAIT, || w.config().to_json()["reviewer"]["function_id"]
+            == REVIEW_CALL)
+        .await,
+        "the worker never loaded the reviewer"
+    );
+    quiet(engine(&scene)).await;
+    let (extra, per_function) = extra_invocations(
+        &scene,
+        &[
+            ("s_defaults", "demo::echo", "continue"),
+            ("s_stored", "shell::run", "continue"),
+            ("s_defaults", "demo::other", "deny"),
+            ("s_defaults", "approval::resolve", "deny"),
+            ("s_defaults", REVIEW_CALL, "deny"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        extra, 0,
+        "{N} continue and deny decisions with a reviewer made {extra} engine calls: {per_function:?}"
+    );
+    assert_eq!(
+        reviewer.count(),
+        0,
+        "the reviewer was asked about a rule's decision"
+    );
+
+    let engine = engine(&scene);
+    const REVIEWED: u64 = 20;
+    for (answer, decision, per_call) in [
+        // Allow: the session's context and the review. Escalate: those two
+        // and the hold's two parallel writes (the record and its whole
+        // arguments), one more call than a plain hold.
+        (Answer::Allow, "continue", 2),
+        (Answer::Escalate, "hold", 4),
+    ] {
+        reviewer.set(answer);
+        let total = engine.total_invocations();
+        let reviews = engine.invocations(REVIEW_CALL);
+        for i in 0..REVIEWED {
+            let out = call(
+                scene.harness.client(),
+                "approval::gate",
+                hook_input("s_defaults", &format!("r_{decision}_{i}"), "demo::reviewed"),
+            )
+            .await
+            .expect("gate call");
+            assert_eq!(out["decision"], decision, "{out}");
+        }
+        quiet(engine).await;
+        assert_eq!(engine.invocations(REVIEW_CALL) - reviews, REVIEWED);
+        assert_eq!(
+            engine.total_invocations() - total,
+            REVIEWED * (1 + per_call),
+            "a reviewed {decision}: the gate call and {per_call} more"
+        );
+    }
+}

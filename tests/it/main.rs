@@ -42,6 +42,7 @@ mod policy;
 mod properties;
 mod redaction;
 mod release;
+mod reviewer;
 mod security;
 mod standby;
 mod today;

@@ -309,11 +309,11 @@ proptest! {
                 prop_assert!(matches!(judgement, Judgement::Deny { .. }), "{:?}", judgement);
             } else if rules.is_lockdown() {
                 // The lockdown holds every other call, whatever the grants.
-                prop_assert!(matches!(judgement, Judgement::Hold { ask: None }), "{:?}", judgement);
+                prop_assert!(matches!(judgement, Judgement::Hold { ask: None, by_default: false }), "{:?}", judgement);
             } else if mode == Mode::Full && rules.precedence() == RulePrecedence::FirstMatch {
                 // Only an ask rule (a human floor) stops a call in full mode.
                 prop_assert!(
-                    matches!(judgement, Judgement::Continue { .. } | Judgement::Hold { ask: Some(_) }),
+                    matches!(judgement, Judgement::Continue { .. } | Judgement::Hold { ask: Some(_), .. }),
                     "{:?}", judgement
                 );
             }
@@ -324,10 +324,15 @@ proptest! {
                 let (verdict, rule, reason) = match &judgement {
                     Judgement::Continue { rule, .. } => (WireVerdict::Allow, *rule, None),
                     Judgement::Deny { reason, rule } => (WireVerdict::Deny, *rule, Some(reason.as_str())),
-                    Judgement::Hold { ask: None } if rules.is_lockdown() => (WireVerdict::NeedsApproval, Some(LOCKDOWN_RULE), None),
-                    Judgement::Hold { ask } => (WireVerdict::NeedsApproval, ask.map(|a| a.rule_id), None),
+                    Judgement::Hold { ask: None, .. } if rules.is_lockdown() => (WireVerdict::NeedsApproval, Some(LOCKDOWN_RULE), None),
+                    Judgement::Hold { ask, .. } => (WireVerdict::NeedsApproval, ask.map(|a| a.rule_id), None),
                 };
                 prop_assert_eq!(explained.verdict, verdict, "{:?}", explained);
+                // Contract §22: the reviewer's only hold is the default one —
+                // a hold no rule, guard or lockdown decided.
+                if let Judgement::Hold { ask, by_default } = &judgement {
+                    prop_assert_eq!(*by_default, ask.is_none() && !rules.is_lockdown(), "{:?}", judgement);
+                }
                 prop_assert_eq!(explained.rule_id.as_deref(), rule, "{:?}", explained);
                 if let Some(reason) = reason {
                     prop_assert_eq!(explained.reason.as_str(), reason);

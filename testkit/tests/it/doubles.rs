@@ -1868,3 +1868,58 @@ async fn g2_without_grants_has_no_filesystem_plane() {
     )
     .await;
 }
+
+/// The reviewer double answers each way the gate must survive (contract
+/// §22), records what it was asked, and lets a per-function answer win.
+#[tokio::test]
+async fn reviewer_double_answers_as_set_and_records_each_review() {
+    use approval_gate_testkit::reviewer::{Answer, ReviewerDouble, REVIEW_CALL};
+
+    on_each_engine("reviewer_double", |engine| async move {
+        let reviewer = ReviewerDouble::start(&engine.url(), Answer::Allow).await;
+        let client = engine.client("reviewer-probe").await;
+        let ask = |fid: &str| {
+            let client = client.clone();
+            let input = json!({"function_call_id": format!("c-{fid}"), "function_id": fid});
+            async move {
+                iii_sdk::IIIClient::trigger(
+                    &client,
+                    TriggerRequest {
+                        function_id: REVIEW_CALL.into(),
+                        payload: input,
+                        action: None,
+                        timeout_ms: Some(1000),
+                    },
+                )
+                .await
+            }
+        };
+        let out = ask("a::allowed").await.expect("answer");
+        assert_eq!(out["verdict"], "allow");
+        assert!(out["rationale"].is_string());
+        reviewer.set(Answer::Deny);
+        assert_eq!(ask("a::b").await.expect("answer")["verdict"], "deny");
+        reviewer.set(Answer::Escalate);
+        assert_eq!(ask("a::b").await.expect("answer")["verdict"], "escalate");
+        reviewer.set(Answer::Garbage);
+        let junk = ask("a::b").await.expect("answer");
+        assert!(junk.get("rationale").is_none(), "{junk}");
+        reviewer.set(Answer::Error);
+        assert_eq!(
+            code(&ask("a::b").await.expect_err("an error")),
+            "reviewer_failed"
+        );
+        reviewer.set_for("a::slow", Answer::times_out());
+        assert!(
+            ask("a::slow").await.is_err(),
+            "no answer within the caller's second"
+        );
+        reviewer.set_for("a::b", Answer::Allow);
+        assert_eq!(ask("a::b").await.expect("answer")["verdict"], "allow");
+        assert_eq!(reviewer.count(), 7);
+        let first = &reviewer.reviews_of("c-a::allowed")[0];
+        assert!(first.get("_caller_worker_id").is_none(), "{first}");
+        assert_eq!(first["function_id"], "a::allowed");
+    })
+    .await;
+}
