@@ -447,6 +447,14 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
             tokio::spawn(recover::at_boot(worker.releaser.clone()));
             tokio::spawn(recover::orphans(worker.releaser.clone()));
             tokio::spawn(crate::folders::revokes::run(worker.folders.clone()));
+            // The decision log's sender: the gate and the store only queue.
+            tokio::spawn(
+                worker
+                    .inbox
+                    .decision_log()
+                    .clone()
+                    .run(worker.engine.clone()),
+            );
             // Records of calls today's harness no longer holds.
             let reconciling = worker.clone();
             tokio::spawn(async move {

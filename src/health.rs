@@ -8,7 +8,7 @@
 //! In: `{}`
 //! Out: `{ gated, gate_binding_id?, parked: [trigger_type], config: {ok, rule_errors},
 //!        settings: {mode: "cache", cached, loaded}, held, standby, standby_waited_ms?,
-//!        uptime_ms }`
+//!        uptime_ms, decision_log: {on, queued, sent, dropped, errors} }`
 //!
 //! `standby` says how the answering instance started: `true` when another
 //! live instance held the worker name at its first attempt and this one
@@ -23,6 +23,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::functions::register_typed;
+use crate::provenance::DecisionLogHealth;
 use crate::worker::Worker;
 
 /// `approval::health`.
@@ -90,6 +91,9 @@ pub(crate) struct Health {
     pub standby_waited_ms: Option<u64>,
     /// Time since boot.
     pub uptime_ms: u64,
+    /// The decision log: whether it is on, and records queued, sent,
+    /// dropped (the oldest of a full queue) and failed.
+    pub decision_log: DecisionLogHealth,
 }
 
 /// The health report.
@@ -130,6 +134,7 @@ pub(crate) async fn health(worker: &Worker) -> Health {
         standby: worker.claim.stood_by.is_some(),
         standby_waited_ms: worker.claim.stood_by.map(|d| d.as_millis() as u64),
         uptime_ms: worker.started.elapsed().as_millis() as u64,
+        decision_log: worker.inbox.decision_log().health(),
     }
 }
 

@@ -43,6 +43,7 @@ mod logs;
 mod manifest;
 mod pending;
 mod policy;
+mod provenance;
 mod redact;
 mod release;
 mod schema;

@@ -10,6 +10,7 @@ use crate::config::cell::ConfigCell;
 use crate::engine::Engine;
 use crate::folders::Folders;
 use crate::pending::store::PendingStore;
+use crate::provenance::Callers;
 use crate::release::Releaser;
 use crate::settings::store::SettingsStore;
 
@@ -28,6 +29,8 @@ pub(crate) struct Worker {
     pub(crate) folders: Arc<Folders>,
     /// The one release path every decision takes.
     pub(crate) releaser: Arc<Releaser>,
+    /// Callers' worker names, looked up once per worker id.
+    pub(crate) callers: Callers,
     /// The gate's durable binding, as last checked.
     pub(crate) gate_binding: DurableBinding,
     /// The folder-access watch's durable binding, as last checked.
@@ -58,6 +61,7 @@ impl Worker {
             config.clone(),
         );
         Arc::new(Worker {
+            callers: Callers::new(engine.clone()),
             settings,
             inbox,
             folders,

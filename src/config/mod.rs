@@ -52,6 +52,42 @@ pub(crate) const DEFAULT_RELEASE_TIMEOUT_MS: u64 = 1_800_000;
 /// Default longest wait a decider's call makes for the release's outcome
 /// (below the 10 s that SDK clients and consoles wait).
 pub(crate) const DEFAULT_RESOLVE_WAIT_MS: u64 = 8_000;
+/// Default bound of the decision log's queue.
+pub(crate) const DEFAULT_DECISION_LOG_QUEUE: usize = 10_000;
+
+/// `decision_log`: where one record per gate verdict and per removal goes
+/// (`architecture/contract.md` § Provenance and typed outcomes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionLogConfig {
+    /// The function that receives each record (void calls).
+    pub function_id: String,
+    /// Records waiting to be sent at most; past it the oldest is dropped.
+    #[serde(default = "default_decision_log_queue")]
+    pub queue: usize,
+}
+
+fn default_decision_log_queue() -> usize {
+    DEFAULT_DECISION_LOG_QUEUE
+}
+
+/// `decision_log` as stored: null or absent is off; an empty function id or
+/// a zero queue is refused.
+fn decision_log<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DecisionLogConfig>, D::Error> {
+    use serde::de::Error;
+    let Some(log) = Option::<DecisionLogConfig>::deserialize(d)? else {
+        return Ok(None);
+    };
+    if log.function_id.trim().is_empty() {
+        return Err(D::Error::custom(
+            "decision_log.function_id must not be empty",
+        ));
+    }
+    if log.queue == 0 {
+        return Err(D::Error::custom("decision_log.queue must be at least 1"));
+    }
+    Ok(Some(log))
+}
 
 /// The whole configuration. Unknown keys are rejected.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -128,6 +164,14 @@ pub struct ApprovalConfig {
         skip_serializing_if = "is_default_resolve_wait_ms"
     )]
     pub resolve_wait_ms: u64,
+    /// One record per gate verdict and per removal, sent to a function
+    /// (absent or null: off). Its function id is a human-only target.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "decision_log"
+    )]
+    pub decision_log: Option<DecisionLogConfig>,
 }
 
 fn default_release_timeout_ms() -> u64 {
@@ -199,6 +243,7 @@ impl Default for ApprovalConfig {
             escalate_after_ms: None,
             release_timeout_ms: DEFAULT_RELEASE_TIMEOUT_MS,
             resolve_wait_ms: DEFAULT_RESOLVE_WAIT_MS,
+            decision_log: None,
         }
     }
 }
@@ -216,6 +261,27 @@ impl ApprovalConfig {
     }
 
     /// Parses a stored value (already env-expanded by the engine).
+    /// The function ids this configuration names as the gate's own
+    /// outlets: only a human may call them (`architecture/contract.md`
+    /// § The gate guards its own levers). Every such field adds its id here,
+    /// and the guard derives from this one list.
+    pub fn configured_ids(&self) -> Vec<String> {
+        self.decision_log
+            .iter()
+            .map(|log| log.function_id.clone())
+            .collect()
+    }
+
+    /// What the guard compiles beyond the built-in families: the operator's
+    /// `human_only_extra` globs, then [`configured_ids`](Self::configured_ids).
+    pub(crate) fn human_only_globs(&self) -> Vec<String> {
+        self.human_only_extra
+            .iter()
+            .cloned()
+            .chain(self.configured_ids())
+            .collect()
+    }
+
     pub fn from_value(value: &Value) -> Result<ApprovalConfig, ConfigError> {
         if !value.is_object() {
             return Err(ConfigError::NotAnObject);
@@ -352,7 +418,7 @@ impl Snapshot {
 
     /// The rest of a snapshot around compiled rules.
     fn assemble(config: ApprovalConfig, rules: CompiledRules, lockdown: bool) -> Snapshot {
-        let (rules, guard_errors) = rules.with_extra_guards(&config.human_only_extra);
+        let (rules, guard_errors) = rules.with_extra_guards(&config.human_only_globs());
         let default_settings = default_settings(&config, &rules, 0);
         let defaults = CompiledSettings::new(&default_settings);
         let (links, link_errors) = match config.links.as_ref().map(LinksConfig::compile) {

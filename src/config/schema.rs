@@ -5,8 +5,8 @@
 use serde_json::{json, Value};
 
 use super::{
-    DEFAULT_BINDING_CHECK_INTERVAL_MS, DEFAULT_GATE_PRIORITY, DEFAULT_GRANT_REASK_LIMIT,
-    DEFAULT_RELEASE_TIMEOUT_MS, DEFAULT_RESOLVE_WAIT_MS,
+    DEFAULT_BINDING_CHECK_INTERVAL_MS, DEFAULT_DECISION_LOG_QUEUE, DEFAULT_GATE_PRIORITY,
+    DEFAULT_GRANT_REASK_LIMIT, DEFAULT_RELEASE_TIMEOUT_MS, DEFAULT_RESOLVE_WAIT_MS,
 };
 use crate::link_token::token::MIN_SECRET_CHARS;
 use crate::policy::MIN_DEADLINE_MS;
@@ -194,6 +194,32 @@ pub fn schema() -> Value {
                     }
                 },
                 "examples": [{"secret": "${APPROVAL_LINK_SECRET}", "public_base_url": "https://approvals.example.com"}]
+            },
+            "decision_log": {
+                "title": "Decision log",
+                "description": "Send one record {decision, rule_id?, decided_by, session_id, function_call_id, function_id, at} per gate verdict (continue, deny, hold) and per held call that leaves the inbox to this function, fire-and-forget, from a queue of its own: the gate never waits for it. Ids only, no arguments, every string redacted. A full queue drops its oldest record (counted in approval::health). The function becomes a human-only target. Null: off.",
+                "type": ["object", "null"],
+                "default": null,
+                "additionalProperties": false,
+                "required": ["function_id"],
+                "properties": {
+                    "function_id": {
+                        "title": "Log function",
+                        "description": "The function that receives each record (void calls).",
+                        "type": "string",
+                        "minLength": 1,
+                        "examples": ["audit::approval-decision"]
+                    },
+                    "queue": {
+                        "title": "Queue size",
+                        "description": "Records waiting to be sent at most; past it the oldest is dropped.",
+                        "type": "integer",
+                        "minimum": 1,
+                        "default": DEFAULT_DECISION_LOG_QUEUE,
+                        "examples": [10000]
+                    }
+                },
+                "examples": [{"function_id": "audit::approval-decision"}]
             },
             "pending_timeout_ms": {
                 "title": "Pending timeout (ms)",

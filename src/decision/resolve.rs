@@ -57,6 +57,11 @@ pub(crate) struct ResolveRequest {
     /// and different is an error.
     #[serde(default)]
     pub access_duration: Option<GrantScope>,
+    /// The engine's stamp of the calling worker (it overwrites any value a
+    /// caller put there); not part of the published request.
+    #[serde(default, rename = "_caller_worker_id")]
+    #[schemars(skip)]
+    pub caller_worker_id: Option<String>,
 }
 
 /// `approval::resolve` response.
@@ -111,12 +116,14 @@ pub(crate) async fn resolve(
             reason: operator_reason(&request.reason),
         },
     };
+    let caller = worker.callers.of(request.caller_worker_id.as_deref()).await;
     let release = Request {
         session_id: request.session_id,
         function_call_id: request.function_call_id,
         expected: None,
         decision,
         via: Via::Resolve,
+        caller,
     };
     let wait = worker.releaser.resolve_wait();
     response(worker.releaser.release(release, Some(wait)).await)

@@ -34,6 +34,7 @@ use super::record::{PendingRecord, RecordKey, RecordKind, ReleaseNote};
 use super::removed::{Removal, Removed};
 use crate::config::ConfigCell;
 use crate::engine::{CallError, Engine, Scope, PENDING_BUCKETS};
+use crate::provenance::{DecidedBy, DecidedVia, DecisionLog, LogRecord};
 
 /// Why a write or a removal did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -190,6 +191,8 @@ pub(crate) struct PendingStore {
     /// The deadline the timer sleeps towards (`u64::MAX` while it works
     /// out the next one: every new deadline wakes it then).
     timer_armed: AtomicU64,
+    /// Where every announced removal is also logged (when configured).
+    log: Arc<DecisionLog>,
 }
 
 impl PendingStore {
@@ -197,6 +200,7 @@ impl PendingStore {
     pub(crate) fn new(engine: Engine, config: Arc<ConfigCell>) -> PendingStore {
         let (orphans, orphaned) = tokio::sync::mpsc::unbounded_channel();
         PendingStore {
+            log: Arc::new(DecisionLog::new(config.clone())),
             events: Arc::new(Events::new(engine.clone(), config)),
             engine,
             index: Mutex::new(PendingIndex::new()),
@@ -228,9 +232,20 @@ impl PendingStore {
             .cloned()
     }
 
-    /// Announces a record that left the inbox (`pending-resolved`) and
-    /// remembers how it left.
-    fn announce_resolved(&self, record: &PendingRecord, outcome: Outcome, reason: Option<String>) {
+    /// The decision log the store and the gate push records into.
+    pub(crate) fn decision_log(&self) -> &Arc<DecisionLog> {
+        &self.log
+    }
+
+    /// Announces a record that left the inbox (`pending-resolved`, and a
+    /// decision log record) and remembers how it left.
+    fn announce_resolved(
+        &self,
+        record: &PendingRecord,
+        outcome: Outcome,
+        reason: Option<String>,
+        decided_by: DecidedBy,
+    ) {
         {
             let mut removed = match self.removed.lock() {
                 Ok(guard) => guard,
@@ -248,8 +263,18 @@ impl PendingStore {
                 },
             );
         }
+        self.log.push_now(|| LogRecord {
+            decision: outcome.as_str().to_string(),
+            // A deny's reason is a human's free text: never logged.
+            rule_id: reason.clone().filter(|_| outcome != Outcome::Deny),
+            decided_by: decided_by.clone(),
+            session_id: record.session_id.clone(),
+            function_call_id: record.function_call_id.clone(),
+            function_id: record.function_id.clone(),
+            at: crate::time::now_ms(),
+        });
         self.events
-            .emit_resolved(PendingResolved::of(record, outcome, reason));
+            .emit_resolved(PendingResolved::of(record, outcome, reason, decided_by));
     }
 
     /// The trigger types the store announces through.
@@ -577,6 +602,7 @@ impl KeyLock<'_> {
                             &previous,
                             Outcome::Aborted,
                             Some(REPLACED.to_string()),
+                            DecidedBy::by(DecidedVia::Replaced, None, crate::time::now_ms()),
                         ),
                     }
                 }
@@ -640,15 +666,41 @@ impl KeyLock<'_> {
         }
         let key = state_key(&self.session_id, &self.function_call_id);
         let scope = bucket(&self.session_id, &self.function_call_id);
-        if let Err(err) = self.store.engine.state_delete(&scope, &key).await {
-            tracing::warn!(key, error = %err, "an unannounced record was not removed; it is listed after a restart and resolving it reports not_held");
+        match self.store.engine.state_delete(&scope, &key).await {
+            Err(err) => {
+                tracing::warn!(key, error = %err, "an unannounced record was not removed; it is listed after a restart and resolving it reports not_held");
+            }
+            // The write had landed: the decision log hears of its removal
+            // (no `pending-resolved`: no one was told of the record).
+            Ok(old) => {
+                if let Ok(record) = serde_json::from_value::<PendingRecord>(old) {
+                    self.store.log.push_now(|| {
+                        let at = crate::time::now_ms();
+                        LogRecord {
+                            decision: Outcome::Aborted.as_str().to_string(),
+                            rule_id: Some(DecidedVia::Gate.as_str().to_string()),
+                            decided_by: DecidedBy::by(DecidedVia::Gate, None, at),
+                            session_id: record.session_id,
+                            function_call_id: record.function_call_id,
+                            function_id: record.function_id,
+                            at,
+                        }
+                    });
+                }
+            }
         }
     }
 
     /// A purge: whatever record is under the key leaves through the emit
-    /// gate and is announced with `outcome` — unless a decision on it is
-    /// under way, whose release settles it with what the harness says.
-    pub(crate) async fn purge(&self, outcome: Outcome, reason: &str) -> Result<Purged, CallError> {
+    /// gate and is announced with `outcome`, decided by `via` (a lifecycle
+    /// path) — unless a decision on it is under way, whose release settles
+    /// it with what the harness says.
+    pub(crate) async fn purge(
+        &self,
+        outcome: Outcome,
+        reason: &str,
+        via: DecidedVia,
+    ) -> Result<Purged, CallError> {
         let Some(current) = self.get() else {
             return Ok(Purged::Absent);
         };
@@ -656,8 +708,12 @@ impl KeyLock<'_> {
             return Ok(Purged::Releasing);
         }
         if self.store.settle_locked(&current).await? {
-            self.store
-                .announce_resolved(&current, outcome, Some(reason.to_string()));
+            self.store.announce_resolved(
+                &current,
+                outcome,
+                Some(reason.to_string()),
+                DecidedBy::by(via, None, crate::time::now_ms()),
+            );
             Ok(Purged::Removed(current))
         } else {
             Ok(Purged::Absent)
@@ -749,6 +805,16 @@ impl Claim {
         }
     }
 
+    /// Who decided this release: the decider the record's note names (an
+    /// unknown outcome too). A record claimed without a note (none is)
+    /// would read as the reconcile's.
+    fn decided_by(&self) -> DecidedBy {
+        self.record.release.as_ref().map_or_else(
+            || DecidedBy::by(DecidedVia::Reconcile, None, crate::time::now_ms()),
+            |note| note.decided_by(),
+        )
+    }
+
     /// The harness is about to be asked: from now on a dropped claim leaves
     /// the record `releasing`.
     pub(crate) fn sent(&mut self) {
@@ -784,7 +850,7 @@ impl Claim {
                 store.releasing.remove(&key);
                 self.settled = true;
                 if settled {
-                    store.announce_resolved(&self.record, outcome, reason);
+                    store.announce_resolved(&self.record, outcome, reason, self.decided_by());
                 }
                 Ok(settled)
             }

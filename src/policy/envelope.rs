@@ -40,6 +40,10 @@ pub enum DeniedBy {
     GateUnavailable,
     /// No human answered a held call before its `expires_at`.
     Timeout,
+    /// The automated reviewer (`architecture/contract.md` § The reviewer).
+    // Published now so clients know the word; the reviewer's denials make it.
+    #[allow(dead_code)]
+    Reviewer,
 }
 
 /// The argument constraint of the rule that denied, owned.

@@ -148,6 +148,7 @@ fn request(decision: Decision) -> Request {
         expected: None,
         decision,
         via: Via::Resolve,
+        caller: None,
     }
 }
 
@@ -157,6 +158,7 @@ fn claim_note() -> ReleaseNote {
         via: Via::Resolve,
         at: now_ms(),
         granted: None,
+        caller: None,
     }
 }
 

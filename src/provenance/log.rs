@@ -1,0 +1,147 @@
+//! The decision log (`architecture/contract.md` § Provenance and typed
+//! outcomes): with `decision_log` configured, one redacted record per gate
+//! verdict and per held call that leaves the inbox goes to the configured
+//! function, fire-and-forget.
+//!
+//! Off the hot path: the gate and the pending store only push a record into
+//! a bounded queue (a short in-memory lock, no await); a task of its own
+//! redacts and sends. A full queue drops its oldest record and counts it;
+//! nothing waits for room. The gate keeps no history: the queue is memory
+//! only, and what it holds when the worker stops is lost.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use super::DropOldest;
+use super::LogRecord;
+use crate::config::{ApprovalConfig, ConfigCell, DEFAULT_DECISION_LOG_QUEUE};
+use crate::engine::Engine;
+
+/// Records the sender takes from the queue at once.
+const BATCH: usize = 256;
+
+/// `health.decision_log`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub(crate) struct DecisionLogHealth {
+    /// Whether `decision_log` is configured.
+    pub on: bool,
+    /// Records waiting to be sent.
+    pub queued: usize,
+    /// Records handed to the engine.
+    pub sent: u64,
+    /// Records dropped: the oldest of a full queue, or what was queued when
+    /// the log was switched off.
+    pub dropped: u64,
+    /// Records the engine refused or that could not be sent.
+    pub errors: u64,
+}
+
+/// The queue between the deciders and the sender, and its counts.
+pub(crate) struct DecisionLog {
+    config: Arc<ConfigCell>,
+    /// Held for in-memory work only, never across an `.await`.
+    queue: Mutex<DropOldest<LogRecord>>,
+    wake: tokio::sync::Notify,
+    sent: AtomicU64,
+    errors: AtomicU64,
+    /// Records dropped because the log was off when the sender took them.
+    discarded: AtomicU64,
+}
+
+impl DecisionLog {
+    pub(crate) fn new(config: Arc<ConfigCell>) -> DecisionLog {
+        DecisionLog {
+            config,
+            queue: Mutex::new(DropOldest::new(DEFAULT_DECISION_LOG_QUEUE)),
+            wake: tokio::sync::Notify::new(),
+            sent: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            discarded: AtomicU64::new(0),
+        }
+    }
+
+    fn with_queue<R>(&self, f: impl FnOnce(&mut DropOldest<LogRecord>) -> R) -> R {
+        let mut guard = match self.queue.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        f(&mut guard)
+    }
+
+    /// Queues the record `make` builds when `config` has the log on (and
+    /// builds nothing otherwise). Never waits.
+    pub(crate) fn push(&self, config: &ApprovalConfig, make: impl FnOnce() -> LogRecord) {
+        let Some(log) = config.decision_log.as_ref() else {
+            return;
+        };
+        let record = make();
+        self.with_queue(|queue| {
+            if queue.capacity() != log.queue {
+                queue.set_capacity(log.queue);
+            }
+            queue.push(record);
+        });
+        self.wake.notify_one();
+    }
+
+    /// [`push`](Self::push) under the configuration in force.
+    pub(crate) fn push_now(&self, make: impl FnOnce() -> LogRecord) {
+        let snapshot = self.config.load();
+        self.push(&snapshot.config, make);
+    }
+
+    /// What `approval::health` reports.
+    pub(crate) fn health(&self) -> DecisionLogHealth {
+        let (queued, dropped) = self.with_queue(|queue| (queue.len(), queue.dropped()));
+        DecisionLogHealth {
+            on: self.config.load().config.decision_log.is_some(),
+            queued,
+            sent: self.sent.load(Ordering::Relaxed),
+            dropped: dropped + self.discarded.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The sender, for the worker's life: takes what is queued, redacts it
+    /// and sends each record as a void call through `engine`.
+    pub(crate) async fn run(self: Arc<Self>, engine: Engine) {
+        loop {
+            self.wake.notified().await;
+            loop {
+                let batch: Vec<LogRecord> = self
+                    .with_queue(|queue| std::iter::from_fn(|| queue.pop()).take(BATCH).collect());
+                if batch.is_empty() {
+                    break;
+                }
+                let target = self
+                    .config
+                    .load()
+                    .config
+                    .decision_log
+                    .as_ref()
+                    .map(|log| log.function_id.clone());
+                let Some(function_id) = target else {
+                    self.discarded
+                        .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                    continue;
+                };
+                for record in batch {
+                    let payload =
+                        serde_json::to_value(record.redacted()).unwrap_or(serde_json::Value::Null);
+                    match engine.fire(&function_id, payload, None, None).await {
+                        Ok(()) => {
+                            self.sent.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(err) => {
+                            self.errors.fetch_add(1, Ordering::Relaxed);
+                            tracing::debug!(function_id = %function_id, error = %err, "decision log record not sent");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
