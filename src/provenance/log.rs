@@ -145,3 +145,66 @@ impl DecisionLog {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{DecisionLogConfig, Snapshot};
+    use crate::provenance::DecidedBy;
+
+    fn cell(log: Option<DecisionLogConfig>) -> Arc<ConfigCell> {
+        let config = ApprovalConfig {
+            decision_log: log,
+            ..ApprovalConfig::default()
+        };
+        Arc::new(ConfigCell::new(Snapshot::compile(config)))
+    }
+
+    fn record(i: usize) -> LogRecord {
+        LogRecord {
+            decision: "continue".into(),
+            rule_id: None,
+            decided_by: DecidedBy::gate_verdict(1),
+            session_id: "s".into(),
+            function_call_id: format!("c{i}"),
+            function_id: "demo::echo".into(),
+            at: 1,
+        }
+    }
+
+    #[test]
+    fn rule_23_a_full_queue_drops_the_oldest_and_health_counts_it() {
+        let log = DecisionLog::new(cell(Some(DecisionLogConfig {
+            function_id: "audit::decision".into(),
+            queue: 3,
+        })));
+        for i in 0..5 {
+            log.push_now(|| record(i));
+        }
+        let health = log.health();
+        assert_eq!(
+            health,
+            DecisionLogHealth {
+                on: true,
+                queued: 3,
+                sent: 0,
+                dropped: 2,
+                errors: 0
+            }
+        );
+        let kept: Vec<String> = log.with_queue(|q| {
+            std::iter::from_fn(|| q.pop())
+                .map(|r| r.function_call_id)
+                .collect()
+        });
+        assert_eq!(kept, ["c2", "c3", "c4"], "the oldest went first");
+    }
+
+    #[test]
+    fn rule_23_with_the_log_off_nothing_is_built_or_queued() {
+        let log = DecisionLog::new(cell(None));
+        log.push_now(|| panic!("no record is built while the log is off"));
+        assert_eq!(log.health().queued, 0);
+        assert!(!log.health().on);
+    }
+}
