@@ -342,3 +342,54 @@ async fn a_cold_session_costs_one_state_get_then_none() {
         );
     }
 }
+
+#[tokio::test]
+async fn rule_23_the_decision_log_adds_no_round_trip_to_the_gate_answer() {
+    let scene = scene().await;
+    const LOG: &str = "audit::decision";
+    scene
+        .targets
+        .add(
+            LOG,
+            std::sync::Arc::new(approval_gate_testkit::targets::Echo),
+        )
+        .await;
+    let rules = json!(["!approval::*", "demo::echo", "!demo::other"]);
+    scene
+        .ok(
+            "configuration::set",
+            json!({"id": "approval-gate", "value": {"rules": rules, "decision_log": {"function_id": LOG}}}),
+        )
+        .await;
+    let w = scene.worker.as_ref().unwrap();
+    assert!(
+        eventually(WAIT, || w.config().decision_log.is_some()).await,
+        "the worker never loaded the decision log"
+    );
+    quiet(engine(&scene)).await;
+    let engine = engine(&scene);
+    let logged = engine.invocations(LOG);
+    let (extra, per_function) = extra_invocations(
+        &scene,
+        &[
+            ("s_defaults", "demo::echo", "continue"),
+            ("s_stored", "shell::run", "continue"),
+            ("s_defaults", "demo::other", "deny"),
+        ],
+    )
+    .await;
+    // The answers came with no engine call before them (no read, no write);
+    // the only traffic added is one void call per verdict, which the log's
+    // own task sends after the answer.
+    assert!(
+        per_function.iter().all(|(_, n)| *n == 0),
+        "{per_function:?}"
+    );
+    assert_eq!(
+        engine.invocations(LOG) - logged,
+        N,
+        "one record per verdict"
+    );
+    assert_eq!(extra, N, "nothing but the log's records: {per_function:?}");
+    assert_eq!(scene.targets.runs(LOG) as u64, N);
+}
