@@ -255,3 +255,22 @@ impl TurnCompletion {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rule_23_a_denial_is_read_by_its_lead() {
+        assert_eq!(
+            denial_lead("Denied by a human: not on prod"),
+            Some("Denied by a human:")
+        );
+        assert_eq!(
+            denial_lead("Approval timed out: no one approved shell::run"),
+            Some("Approval timed out:")
+        );
+        assert_eq!(denial_lead("denied by hook"), None);
+        assert_eq!(denial_lead("Permission denied: x matched rule y"), None);
+    }
+}
