@@ -8,6 +8,12 @@
 //! redacts and sends. A full queue drops its oldest record and counts it;
 //! nothing waits for room. The gate keeps no history: the queue is memory
 //! only, and what it holds when the worker stops is lost.
+//!
+//! The records go out on a connection of their own, made when the first
+//! record is sent: the engine of 0.23 leaves Nagle on, so a small frame
+//! written right behind a gate's answer on the worker's socket can hold the
+//! next answer back for a delayed ACK (~40 ms). On its own socket a record
+//! never queues behind, or ahead of, an answer.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -49,6 +55,8 @@ pub(crate) struct DecisionLog {
     errors: AtomicU64,
     /// Records dropped because the log was off when the sender took them.
     discarded: AtomicU64,
+    /// The log's own connection, once made (closed with the worker).
+    connection: Mutex<Option<Engine>>,
 }
 
 impl DecisionLog {
@@ -60,7 +68,46 @@ impl DecisionLog {
             sent: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             discarded: AtomicU64::new(0),
+            connection: Mutex::new(None),
         }
+    }
+
+    /// Closes the log's own connection, if one was made (signals only: it
+    /// completes at once, inside a runtime or out).
+    pub(crate) fn close(&self) {
+        let connection = match self.connection.lock() {
+            Ok(mut slot) => slot.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(engine) = connection {
+            use futures_util::FutureExt;
+            let _ = engine.iii().shutdown_async().now_or_never();
+        }
+    }
+
+    /// The connection records go out on: made by `connect` on first use
+    /// and waited for (briefly) before the first send.
+    async fn connection(&self, connect: &(dyn Fn() -> Engine + Send + Sync)) -> Engine {
+        let existing = match self.connection.lock() {
+            Ok(slot) => slot.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        if let Some(engine) = existing {
+            return engine;
+        }
+        let engine = connect();
+        if let Err(err) = engine
+            .iii()
+            .wait_until_registered(std::time::Duration::from_secs(5))
+            .await
+        {
+            tracing::warn!(error = %err, "the decision log's connection is not up yet; sending anyway");
+        }
+        match self.connection.lock() {
+            Ok(mut slot) => *slot = Some(engine.clone()),
+            Err(poisoned) => *poisoned.into_inner() = Some(engine.clone()),
+        }
+        engine
     }
 
     fn with_queue<R>(&self, f: impl FnOnce(&mut DropOldest<LogRecord>) -> R) -> R {
@@ -106,8 +153,9 @@ impl DecisionLog {
     }
 
     /// The sender, for the worker's life: takes what is queued, redacts it
-    /// and sends each record as a void call through `engine`.
-    pub(crate) async fn run(self: Arc<Self>, engine: Engine) {
+    /// and sends each record as a void call on the log's own connection
+    /// (made by `connect` when the first record goes out).
+    pub(crate) async fn run(self: Arc<Self>, connect: Box<dyn Fn() -> Engine + Send + Sync>) {
         loop {
             self.wake.notified().await;
             loop {
@@ -128,6 +176,7 @@ impl DecisionLog {
                         .fetch_add(batch.len() as u64, Ordering::Relaxed);
                     continue;
                 };
+                let engine = self.connection(connect.as_ref()).await;
                 for record in batch {
                     let payload =
                         serde_json::to_value(record.redacted()).unwrap_or(serde_json::Value::Null);

@@ -366,8 +366,22 @@ async fn rule_23_the_decision_log_adds_no_round_trip_to_the_gate_answer() {
         eventually(WAIT, || w.config().decision_log.is_some()).await,
         "the worker never loaded the decision log"
     );
-    quiet(engine(&scene)).await;
+    // The first record makes the log's own connection (its handshake is
+    // engine traffic too): make it before counting.
+    let out = call(
+        scene.harness.client(),
+        "approval::gate",
+        hook_input("s_defaults", "warm-log", "demo::echo"),
+    )
+    .await
+    .expect("gate call");
+    assert_eq!(out["decision"], "continue");
     let engine = engine(&scene);
+    assert!(
+        eventually(WAIT, || engine.invocations(LOG) >= 1).await,
+        "the first record never arrived"
+    );
+    quiet(engine).await;
     let logged = engine.invocations(LOG);
     let (extra, per_function) = extra_invocations(
         &scene,
@@ -391,5 +405,24 @@ async fn rule_23_the_decision_log_adds_no_round_trip_to_the_gate_answer() {
         "one record per verdict"
     );
     assert_eq!(extra, N, "nothing but the log's records: {per_function:?}");
-    assert_eq!(scene.targets.runs(LOG) as u64, N);
+    assert_eq!(scene.targets.runs(LOG) as u64, N + 1, "and the warm-up's");
+    // They come on the log's own connection, never the gate's socket.
+    let workers = scene.ok("engine::workers::list", json!({})).await;
+    let id_of = |name: &str| {
+        workers["workers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|w| w["name"] == name)
+            .and_then(|w| w["id"].as_str())
+            .map(str::to_string)
+    };
+    let log_connection = id_of("approval-gate-decision-log");
+    assert!(log_connection.is_some(), "{workers}");
+    assert_ne!(log_connection, id_of("approval-gate"));
+    assert!(scene
+        .targets
+        .calls(LOG)
+        .iter()
+        .all(|c| c.caller_worker_id == log_connection));
 }
