@@ -53,8 +53,9 @@ pub(crate) struct SessionDeleted {
 }
 
 /// Takes records out through the emit gate, announced as aborted. A state
-/// failure leaves that record for the next event. `why` names the lifecycle
-/// event in the log (`turn_completed`, `session_deleted`).
+/// failure leaves that record for the next event. `why`, the lifecycle
+/// path (`turn_completed`, `session_deleted`), is the event's reason, the
+/// log's rule and `decided_by.via`.
 async fn purge(worker: &Worker, keys: Vec<RecordKey>, why: DecidedVia) -> usize {
     let mut purged = 0;
     for (sid, cid) in keys {
