@@ -56,48 +56,49 @@ struct Series {
     deny: Vec<Duration>,
     /// Calls and wall time of the concurrent continue runs.
     concurrent: (usize, Duration),
+    /// Calls that got no answer.
+    failed: usize,
 }
 
+/// One gate call's latency; `None` when its answer did not come (the real
+/// engine of 0.23 drops a reply now and then: architecture/integration.md
+/// § Lost replies), counted as unanswered.
 async fn one(
     world: &World,
     id: &str,
     function_id: &str,
     expected: &str,
     session: usize,
-) -> Duration {
+) -> Option<Duration> {
     let input = hook_input(session, id, function_id);
     let start = Instant::now();
-    let out = call(world.harness.client(), "approval::gate", input)
-        .await
-        .expect("gate call");
+    let out = call(world.harness.client(), "approval::gate", input).await;
     let elapsed = start.elapsed();
-    assert_eq!(out["decision"], expected, "{out}");
-    elapsed
+    match out {
+        Ok(out) => {
+            assert_eq!(out["decision"], expected, "{out}");
+            Some(elapsed)
+        }
+        Err(err) => {
+            eprintln!("decision log bench: {id} got no answer: {err}");
+            None
+        }
+    }
 }
 
 async fn round(world: &World, series: &mut Series, tag: &str, r: usize, per_round: usize) {
     for i in 0..per_round {
         let session = i % SESSIONS;
-        series.continue_.push(
-            one(
-                world,
-                &format!("dl-{tag}-{r}-c{i}"),
-                "demo::echo",
-                "continue",
-                session,
-            )
-            .await,
-        );
-        series.deny.push(
-            one(
-                world,
-                &format!("dl-{tag}-{r}-d{i}"),
-                "demo::blocked",
-                "deny",
-                session,
-            )
-            .await,
-        );
+        let id = format!("dl-{tag}-{r}-c{i}");
+        match one(world, &id, "demo::echo", "continue", session).await {
+            Some(t) => series.continue_.push(t),
+            None => series.failed += 1,
+        }
+        let id = format!("dl-{tag}-{r}-d{i}");
+        match one(world, &id, "demo::blocked", "deny", session).await {
+            Some(t) => series.deny.push(t),
+            None => series.failed += 1,
+        }
     }
     let start = Instant::now();
     let answered: usize = stream::iter(0..per_round)
@@ -115,6 +116,7 @@ async fn round(world: &World, series: &mut Series, tag: &str, r: usize, per_roun
         .into_iter()
         .sum();
     series.concurrent.0 += answered;
+    series.failed += per_round - answered;
     series.concurrent.1 += start.elapsed();
 }
 
@@ -134,12 +136,12 @@ pub(crate) async fn decision_log_phase() {
     let world = start_world().await;
     world._targets.add(LOG, Arc::new(Echo)).await;
     println!(
-        "decision log: gate latency with the log off and on, {} engine, {rounds} rounds × {per_round} calls per case",
+        "decision log: gate latency with the log off and on, on the {}, {rounds} rounds × {per_round} calls per case",
         world.engine.label()
     );
     // Warm every session's settings once.
     for s in 0..SESSIONS {
-        one(&world, &format!("dl-warm-{s}"), "demo::echo", "continue", s).await;
+        let _ = one(&world, &format!("dl-warm-{s}"), "demo::echo", "continue", s).await;
     }
     let (mut off, mut on) = (Series::default(), Series::default());
     for r in 0..rounds {
@@ -157,9 +159,10 @@ pub(crate) async fn decision_log_phase() {
         println!("{}", line(&format!("deny, log {name}"), &mut series.deny));
         let (n, wall) = series.concurrent;
         println!(
-            "{:<34} {:>8.0} calls/s ({n} calls, {CONCURRENCY} in flight)",
+            "{:<34} {:>8.0} calls/s ({n} calls, {CONCURRENCY} in flight); {} calls unanswered",
             format!("continue throughput, log {name}"),
             n as f64 / wall.as_secs_f64().max(1e-9),
+            series.failed,
         );
     }
     let delivered = world._targets.runs(LOG);
