@@ -13,12 +13,13 @@
 //! sessions phase, `E2E_BURST` (default 10000) holds expiring within one
 //! second, `E2E_SKIP_LATENCY=1` / `E2E_SKIP_SCALE=1` / `E2E_SKIP_SESSIONS=1` /
 //! `E2E_SKIP_BURST=1` / `E2E_SKIP_CAP=1` / `E2E_SKIP_FAILOVER=1` /
-//! `E2E_SKIP_ENGINE_KILL=1` / `E2E_SKIP_RECONNECT=1` / `E2E_SKIP_REVIEWER=1` to
-//! leave phases out, or `E2E_ONLY=scale,burst` (any of latency, scale, sessions,
-//! burst, cap, failover, engine_kill, reconnect, reviewer) to run only some;
-//! `E2E_CASES=b,c` to measure only some cases. The failover and engine-crash
-//! phases (`e2e/failover.rs`), the reconnect phase (`e2e/reconnect.rs`: calls
-//! run with no gate after an engine restart) and the reviewer phase
+//! `E2E_SKIP_ENGINE_KILL=1` / `E2E_SKIP_RECONNECT=1` / `E2E_SKIP_REVIEWER=1` /
+//! `E2E_SKIP_DECISION_LOG=1` to leave phases out, or `E2E_ONLY=scale,burst`
+//! (any of latency, scale, sessions, burst, cap, failover, engine_kill,
+//! reconnect, reviewer, decision_log) to run only some; `E2E_CASES=b,c` to
+//! measure only some cases. The failover and engine-crash phases
+//! (`e2e/failover.rs`), the reconnect phase (`e2e/reconnect.rs`: calls run
+//! with no gate after an engine restart) and the reviewer phase
 //! (`e2e/reviewer.rs`) have knobs of their own.
 //!
 //! Everything is loopback, every loop is bounded in count and in time, and
@@ -28,6 +29,8 @@
 //! figures are for context.
 
 mod common;
+#[path = "e2e/decision_log.rs"]
+mod decision_log;
 #[path = "e2e/failover.rs"]
 mod failover;
 #[path = "e2e/reconnect.rs"]
@@ -162,6 +165,7 @@ const PHASES: &[(&str, &str)] = &[
     ("engine_kill", "E2E_SKIP_ENGINE_KILL"),
     ("reconnect", "E2E_SKIP_RECONNECT"),
     ("reviewer", "E2E_SKIP_REVIEWER"),
+    ("decision_log", "E2E_SKIP_DECISION_LOG"),
 ];
 
 /// Whether a phase runs: `E2E_ONLY=scale,burst` runs only those; otherwise
@@ -215,6 +219,9 @@ async fn run() {
     }
     if phase_on("reviewer") {
         reviewer::reviewer_phase().await;
+    }
+    if phase_on("decision_log") {
+        decision_log::decision_log_phase().await;
     }
 }
 

@@ -27,6 +27,7 @@ use crate::engine::{CallError, Engine};
 use crate::function_table::{self, FUNCTION_IDS};
 use crate::links::LinkRoutes;
 use crate::pending::{PendingRecord, PendingStore};
+use crate::provenance::DecisionLog;
 use crate::reconnect;
 use crate::release::{recover, timer::Timer};
 use crate::settings::{ApprovalSettings, Known};
@@ -140,6 +141,55 @@ pub struct Running {
     iii: IIIClient,
     worker: Arc<Worker>,
     timer: Timer,
+    /// Closes the decision log's own connection when the worker goes.
+    log: LogConnection,
+}
+
+/// The decision log's connection, closed when dropped (a client left open
+/// would reconnect for as long as the process lives).
+struct LogConnection(Arc<DecisionLog>);
+
+impl Drop for LogConnection {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// The decision log's own connection: `<worker name>-decision-log`, with an
+/// explicit identity (the process's `III_WORKER_NAME` names the worker's
+/// main connection, and two connections of one name are refused). Nothing
+/// is registered on it; it only sends.
+fn decision_log_client(url: &str, otel: bool) -> IIIClient {
+    let name = std::env::var("III_WORKER_NAME")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| WORKER_NAME.to_string());
+    let namespace = std::env::var("III_NAMESPACE")
+        .ok()
+        .filter(|ns| !ns.is_empty());
+    let metadata = WorkerMetadata {
+        name: format!("{name}-decision-log"),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        description: Some(
+            "approval-gate's decision log: sends one record per verdict and per removal"
+                .to_string(),
+        ),
+        namespace: namespace.clone(),
+        ..WorkerMetadata::default()
+    };
+    register_worker(
+        url,
+        InitOptions {
+            metadata: Some(metadata),
+            otel: Some(iii_helpers::observability::OtelConfig {
+                enabled: Some(otel),
+                ..Default::default()
+            }),
+            namespace,
+            identity: iii_sdk::WorkerIdentityMode::Explicit,
+            ..InitOptions::default()
+        },
+    )
 }
 
 impl Running {
@@ -152,6 +202,7 @@ impl Running {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         self.iii.shutdown_async().await;
+        self.log.0.close();
     }
 
     /// The SDK client the worker is connected with.
@@ -439,6 +490,7 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
     )
     .await?;
     let iii = claimed.iii.clone();
+    let (options_url, options_otel) = (options.url.clone(), options.otel);
     match start(claimed, options).await {
         // After the ready line: holds whose deadline passed while the
         // worker was down are acted on at once.
@@ -448,6 +500,11 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
             tokio::spawn(recover::at_boot(worker.releaser.clone()));
             tokio::spawn(recover::orphans(worker.releaser.clone()));
             tokio::spawn(crate::folders::revokes::run(worker.folders.clone()));
+            // The decision log's sender: the gate and the store only queue.
+            let (url, otel) = (options_url.clone(), options_otel);
+            tokio::spawn(worker.inbox.decision_log().clone().run(Box::new(move || {
+                Engine::new(decision_log_client(&url, otel))
+            })));
             // Records of calls today's harness no longer holds.
             let reconciling = worker.clone();
             tokio::spawn(async move {
@@ -455,6 +512,7 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
             });
             Ok(Running {
                 timer: Timer::start(worker.releaser.clone()),
+                log: LogConnection(worker.inbox.decision_log().clone()),
                 iii,
                 worker,
             })

@@ -9,7 +9,8 @@
 //! Out: `{ gated, gate_binding_id?, parked: [trigger_type], config: {ok, rule_errors},
 //!        settings: {mode: "cache", cached, loaded}, held, unreadable, standby, standby_waited_ms?,
 //!        uptime_ms, reviewer?: {function_id?, timeout_ms?, calls, allows, denies,
-//!        escalations, errors, timeouts, held_by_breaker, p50_ms?, p99_ms?} }`
+//!        escalations, errors, timeouts, held_by_breaker, p50_ms?, p99_ms?},
+//!        decision_log: {on, queued, sent, dropped, errors} }`
 //!
 //! `standby` says how the answering instance started: `true` when another
 //! live instance held the worker name at its first attempt and this one
@@ -24,6 +25,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::functions::register_typed;
+use crate::provenance::DecisionLogHealth;
 use crate::worker::Worker;
 
 /// `approval::health`.
@@ -130,6 +132,9 @@ pub(crate) struct Health {
     /// The reviewer: present while one is configured, or once one was asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reviewer: Option<ReviewerHealth>,
+    /// The decision log: whether it is on, and records queued, sent,
+    /// dropped (the oldest of a full queue) and failed.
+    pub decision_log: DecisionLogHealth,
 }
 
 /// The health report.
@@ -187,6 +192,7 @@ pub(crate) async fn health(worker: &Worker) -> Health {
         standby_waited_ms: worker.claim.stood_by.map(|d| d.as_millis() as u64),
         uptime_ms: worker.started.elapsed().as_millis() as u64,
         reviewer,
+        decision_log: worker.inbox.decision_log().health(),
     }
 }
 

@@ -43,6 +43,7 @@ mod logs;
 mod manifest;
 mod pending;
 mod policy;
+mod provenance;
 mod reconnect;
 mod redact;
 mod release;

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use crate::error::is_valid_id;
 use crate::functions::{register_shaped, register_typed, Ack};
 use crate::pending::{Outcome, Purged, RecordKey};
+use crate::provenance::DecidedVia;
 use crate::release::NOT_HELD;
 use crate::worker::Worker;
 
@@ -52,19 +53,20 @@ pub(crate) struct SessionDeleted {
 }
 
 /// Takes records out through the emit gate, announced as aborted. A state
-/// failure leaves that record for the next event. `why` names the lifecycle
-/// event in the log (`turn_completed`, `session_deleted`).
-async fn purge(worker: &Worker, keys: Vec<RecordKey>, why: &'static str) -> usize {
+/// failure leaves that record for the next event. `why`, the lifecycle
+/// path (`turn_completed`, `session_deleted`), is the event's reason, the
+/// log's rule and `decided_by.via`.
+async fn purge(worker: &Worker, keys: Vec<RecordKey>, why: DecidedVia) -> usize {
     let mut purged = 0;
     for (sid, cid) in keys {
         let lock = worker.inbox.lock(&sid, &cid).await;
-        match lock.purge(Outcome::Aborted, why).await {
+        match lock.purge(Outcome::Aborted, why.as_str(), why).await {
             Ok(Purged::Removed(record)) => {
                 purged += 1;
-                tracing::info!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, decision = "aborted", rule = why, "held call purged");
+                tracing::info!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, decision = "aborted", rule = why.as_str(), "held call purged");
             }
             Ok(Purged::Releasing) => {
-                tracing::info!(session_id = %sid, function_call_id = %cid, rule = why, "held call left to the decision under way; its release settles it");
+                tracing::info!(session_id = %sid, function_call_id = %cid, rule = why.as_str(), "held call left to the decision under way; its release settles it");
             }
             Ok(Purged::Absent) => {}
             Err(err) => {
@@ -83,7 +85,7 @@ async fn on_turn_completed(worker: &Worker, event: TurnCompleted) -> usize {
         .into_iter()
         .filter(|(sid, _)| event.session_id.as_deref().is_none_or(|s| s == sid))
         .collect();
-    let purged = purge(worker, keys, "turn_completed").await;
+    let purged = purge(worker, keys, DecidedVia::TurnCompleted).await;
     worker
         .folders
         .memory
@@ -98,7 +100,12 @@ async fn on_session_deleted(worker: &Worker, event: SessionDeleted) -> usize {
         return 0;
     }
     let sid = event.session_id.as_str();
-    let purged = purge(worker, worker.inbox.keys_of_session(sid), "session_deleted").await;
+    let purged = purge(
+        worker,
+        worker.inbox.keys_of_session(sid),
+        DecidedVia::SessionDeleted,
+    )
+    .await;
     if let Err(err) = worker.settings.clear(sid).await {
         tracing::warn!(session_id = sid, error = %err, "settings not cleared");
     }
@@ -165,7 +172,10 @@ async fn reconcile_session(worker: &Worker, sid: &str, pending: &[String]) -> us
         if record.pending_at + RECONCILE_MIN_AGE_MS > now {
             continue;
         }
-        match lock.purge(Outcome::Aborted, NOT_HELD).await {
+        match lock
+            .purge(Outcome::Aborted, NOT_HELD, DecidedVia::Reconcile)
+            .await
+        {
             Ok(Purged::Removed(record)) => {
                 removed += 1;
                 tracing::info!(session_id = sid, function_call_id = %cid, function_id = %record.function_id, decision = "aborted", rule = "reconcile", "the harness no longer holds the call; its record is removed");

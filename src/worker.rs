@@ -10,6 +10,7 @@ use crate::config::cell::ConfigCell;
 use crate::engine::Engine;
 use crate::folders::Folders;
 use crate::pending::store::PendingStore;
+use crate::provenance::Callers;
 use crate::release::Releaser;
 use crate::review::Reviews;
 use crate::settings::store::SettingsStore;
@@ -32,6 +33,8 @@ pub(crate) struct Worker {
     /// The reviewer's memory (recent verdicts, breakers, reviewed calls,
     /// counts); the release path shares it.
     pub(crate) reviews: Arc<Reviews>,
+    /// Callers' worker names, looked up once per worker id.
+    pub(crate) callers: Callers,
     /// The gate's durable binding, as last checked.
     pub(crate) gate_binding: DurableBinding,
     /// The folder-access watch's durable binding, as last checked.
@@ -63,6 +66,7 @@ impl Worker {
         );
         Arc::new(Worker {
             reviews: releaser.reviews().clone(),
+            callers: Callers::new(engine.clone()),
             settings,
             inbox,
             folders,

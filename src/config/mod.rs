@@ -56,6 +56,42 @@ pub(crate) const DEFAULT_RELEASE_TIMEOUT_MS: u64 = 1_800_000;
 /// Default longest wait a decider's call makes for the release's outcome
 /// (below the 10 s that SDK clients and consoles wait).
 pub(crate) const DEFAULT_RESOLVE_WAIT_MS: u64 = 8_000;
+/// Default bound of the decision log's queue.
+pub(crate) const DEFAULT_DECISION_LOG_QUEUE: usize = 10_000;
+
+/// `decision_log`: where one record per gate verdict and per removal goes
+/// (`architecture/contract.md` § Provenance and typed outcomes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionLogConfig {
+    /// The function that receives each record (void calls).
+    pub function_id: String,
+    /// Records waiting to be sent at most; past it the oldest is dropped.
+    #[serde(default = "default_decision_log_queue")]
+    pub queue: usize,
+}
+
+fn default_decision_log_queue() -> usize {
+    DEFAULT_DECISION_LOG_QUEUE
+}
+
+/// `decision_log` as stored: null or absent is off; an empty function id or
+/// a zero queue is refused.
+fn decision_log<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DecisionLogConfig>, D::Error> {
+    use serde::de::Error;
+    let Some(log) = Option::<DecisionLogConfig>::deserialize(d)? else {
+        return Ok(None);
+    };
+    if log.function_id.trim().is_empty() {
+        return Err(D::Error::custom(
+            "decision_log.function_id must not be empty",
+        ));
+    }
+    if log.queue == 0 {
+        return Err(D::Error::custom("decision_log.queue must be at least 1"));
+    }
+    Ok(Some(log))
+}
 
 /// The whole configuration. Unknown keys are rejected.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -141,6 +177,14 @@ pub struct ApprovalConfig {
         deserialize_with = "reviewer::deserialize"
     )]
     pub reviewer: Option<ReviewerConfig>,
+    /// One record per gate verdict and per removal, sent to a function
+    /// (absent or null: off). Its function id is a human-only target.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "decision_log"
+    )]
+    pub decision_log: Option<DecisionLogConfig>,
 }
 
 fn default_release_timeout_ms() -> u64 {
@@ -213,6 +257,7 @@ impl Default for ApprovalConfig {
             release_timeout_ms: DEFAULT_RELEASE_TIMEOUT_MS,
             resolve_wait_ms: DEFAULT_RESOLVE_WAIT_MS,
             reviewer: None,
+            decision_log: None,
         }
     }
 }
@@ -230,14 +275,15 @@ impl ApprovalConfig {
     }
 
     /// The function ids the configuration names for the gate's own use (the
-    /// reviewer's): only a human may call them (`architecture/contract.md`
-    /// § The gate guards its own levers), so an agent can neither call its
-    /// own reviewer nor reach what it records. Every such field adds its id
-    /// here, and only here.
+    /// reviewer's, the decision log's): only a human may call them
+    /// (`architecture/contract.md` § The gate guards its own levers), so an
+    /// agent can neither call its own reviewer nor reach what it records.
+    /// Every such field adds its id here, and only here.
     pub fn configured_ids(&self) -> Vec<&str> {
         self.reviewer
             .iter()
             .map(|r| r.function_id.as_str())
+            .chain(self.decision_log.iter().map(|log| log.function_id.as_str()))
             .collect()
     }
 

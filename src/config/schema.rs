@@ -9,8 +9,9 @@ use super::reviewer::{
     MIN_REVIEWER_TIMEOUT_MS, REVIEWER_TIMEOUT_CEILING_MS,
 };
 use super::{
-    BREAKER_WINDOW, DEFAULT_BINDING_CHECK_INTERVAL_MS, DEFAULT_GATE_PRIORITY,
-    DEFAULT_GRANT_REASK_LIMIT, DEFAULT_RELEASE_TIMEOUT_MS, DEFAULT_RESOLVE_WAIT_MS,
+    BREAKER_WINDOW, DEFAULT_BINDING_CHECK_INTERVAL_MS, DEFAULT_DECISION_LOG_QUEUE,
+    DEFAULT_GATE_PRIORITY, DEFAULT_GRANT_REASK_LIMIT, DEFAULT_RELEASE_TIMEOUT_MS,
+    DEFAULT_RESOLVE_WAIT_MS,
 };
 use crate::link_token::token::MIN_SECRET_CHARS;
 use crate::policy::MIN_DEADLINE_MS;
@@ -246,6 +247,32 @@ pub fn schema() -> Value {
                     }
                 },
                 "examples": [{"function_id": "review::call", "modes": ["auto"], "timeout_ms": 2000}]
+            },
+            "decision_log": {
+                "title": "Decision log",
+                "description": "Send one record {decision, rule_id?, decided_by, session_id, function_call_id, function_id, at} per gate verdict (continue, deny, hold) and per held call that leaves the inbox to this function, fire-and-forget, from a queue of its own: the gate never waits for it. Ids only, no arguments, every string redacted. A full queue drops its oldest record (counted in approval::health). The function becomes a human-only target. Null: off.",
+                "type": ["object", "null"],
+                "default": null,
+                "additionalProperties": false,
+                "required": ["function_id"],
+                "properties": {
+                    "function_id": {
+                        "title": "Log function",
+                        "description": "The function that receives each record (void calls).",
+                        "type": "string",
+                        "minLength": 1,
+                        "examples": ["audit::approval-decision"]
+                    },
+                    "queue": {
+                        "title": "Queue size",
+                        "description": "Records waiting to be sent at most; past it the oldest is dropped.",
+                        "type": "integer",
+                        "minimum": 1,
+                        "default": DEFAULT_DECISION_LOG_QUEUE,
+                        "examples": [10000]
+                    }
+                },
+                "examples": [{"function_id": "audit::approval-decision"}]
             },
             "pending_timeout_ms": {
                 "title": "Pending timeout (ms)",

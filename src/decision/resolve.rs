@@ -22,6 +22,7 @@ use crate::error::{validate_id, ApprovalError, StateError};
 use crate::folders::GrantScope;
 use crate::functions::register_typed;
 use crate::pending::{StoreError, Via};
+use crate::provenance::{DecidedBy, DecidedVia};
 use crate::release::{Answer, Decision, Request};
 use crate::worker::Worker;
 
@@ -57,6 +58,11 @@ pub(crate) struct ResolveRequest {
     /// and different is an error.
     #[serde(default)]
     pub access_duration: Option<GrantScope>,
+    /// The engine's stamp of the calling worker (it overwrites any value a
+    /// caller put there); not part of the published request.
+    #[serde(default, rename = "_caller_worker_id")]
+    #[schemars(skip)]
+    pub caller_worker_id: Option<String>,
 }
 
 /// `approval::resolve` response.
@@ -117,12 +123,14 @@ pub(crate) async fn resolve(
             reason: operator_reason(&request.reason),
         },
     };
+    let caller = worker.callers.of(request.caller_worker_id.as_deref()).await;
     let release = Request {
         session_id: request.session_id,
         function_call_id: request.function_call_id,
         expected: None,
         decision,
         via: Via::Resolve,
+        caller,
     };
     let wait = worker.releaser.resolve_wait();
     response(worker.releaser.release(release, Some(wait)).await)
@@ -140,9 +148,11 @@ async fn resolve_unreadable(
             "the stored held call does not parse (kind unreadable): it can only be denied".into(),
         )),
         ResolveDecision::Deny => {
+            let caller = worker.callers.of(request.caller_worker_id.as_deref()).await;
+            let decided_by = DecidedBy::by(DecidedVia::Resolve, caller, crate::time::now_ms());
             let removed = worker
                 .inbox
-                .remove_unreadable(&request.session_id, &request.function_call_id)
+                .remove_unreadable(&request.session_id, &request.function_call_id, decided_by)
                 .await?;
             Ok(ResolveResponse {
                 resolved: removed,

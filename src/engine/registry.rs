@@ -87,6 +87,27 @@ impl Engine {
         Ok(ids_in(&out, "functions", "function_id"))
     }
 
+    /// `engine::workers::list`: `(worker id, worker name)` of every worker
+    /// the engine lists.
+    pub(crate) async fn workers(&self) -> Result<Vec<(String, String)>, CallError> {
+        let out = self
+            .call("engine::workers::list", json!({}), BUILTIN_TIMEOUT)
+            .await?;
+        Ok(out
+            .get("workers")
+            .and_then(Value::as_array)
+            .map(|rows| {
+                rows.iter()
+                    .filter_map(|row| {
+                        let id = row.get("id").and_then(Value::as_str)?;
+                        let name = row.get("name").and_then(Value::as_str)?;
+                        Some((id.to_string(), name.to_string()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
     /// `engine::triggers::list`: the ids of the trigger types that exist now.
     pub(crate) async fn trigger_type_ids(&self) -> Result<Vec<String>, CallError> {
         let out = self

@@ -25,6 +25,7 @@ use crate::hook::budget::Deadline;
 use crate::hook::record;
 use crate::hook::{deny, parse_hook_input, HookCall, HookInput, HookOutput};
 use crate::pending::{HoldLimits, RecordKind, Written};
+use crate::provenance::{DecidedBy, LogRecord};
 use crate::review::Reviewed;
 use crate::settings::Known;
 use crate::terms::Mode;
@@ -63,11 +64,22 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
             Ok(known) => known,
             Err(err) => {
                 tracing::warn!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, error = %err, decision = "deny", rule = GATE_UNAVAILABLE, "session settings unknown; denying");
-                return deny(settings_unknown(
+                let out = deny(settings_unknown(
                     &input.session_id,
                     &call.function_id,
                     err.code(),
                 ));
+                let config = worker.config.load();
+                log_verdict(
+                    worker,
+                    &config.config,
+                    &input,
+                    call,
+                    &out,
+                    Some(GATE_UNAVAILABLE),
+                    false,
+                );
+                return out;
             }
         }
     } else {
@@ -91,11 +103,15 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                     }
                 }
                 tracing::debug!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, decision = "continue", rule, "gate");
-                return HookOutput::Continue;
+                let out = HookOutput::Continue;
+                log_verdict(worker, &snapshot.config, &input, call, &out, rule, false);
+                return out;
             }
             Judgement::Deny { reason, rule } => {
                 tracing::debug!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, decision = "deny", rule, "gate");
-                return deny(reason);
+                let out = deny(reason);
+                log_verdict(worker, &snapshot.config, &input, call, &out, rule, false);
+                return out;
             }
             Judgement::Hold { ask, by_default } => {
                 let fallback = if snapshot.rules.is_lockdown() {
@@ -116,7 +132,7 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                     .reviewer
                     .as_ref()
                     .filter(|r| by_default && r.reviews(settings.mode));
-                return hold(
+                let out = hold(
                     worker,
                     &input,
                     call,
@@ -130,9 +146,66 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                     deadline,
                 )
                 .await;
+                // A continue, or a deny with the reviewer's envelope, is the
+                // reviewer's verdict; any other deny is the gate's budget.
+                let by_reviewer = reviewer.is_some()
+                    && matches!(
+                        out,
+                        HookOutput::Continue
+                            | HookOutput::Deny {
+                                details: Some(_),
+                                ..
+                            }
+                    );
+                let logged = match out {
+                    HookOutput::Hold => rule,
+                    _ if by_reviewer => "reviewer",
+                    _ => GATE_UNAVAILABLE,
+                };
+                log_verdict(
+                    worker,
+                    &snapshot.config,
+                    &input,
+                    call,
+                    &out,
+                    Some(logged),
+                    by_reviewer,
+                );
+                return out;
             }
         }
     }
+}
+
+/// Queues the decision log's record of a verdict when the log is on: an
+/// in-memory push, after the answer is decided; the sending happens on the
+/// log's own task (`architecture/contract.md` § Provenance).
+fn log_verdict(
+    worker: &Worker,
+    config: &ApprovalConfig,
+    input: &HookInput,
+    call: &HookCall,
+    out: &HookOutput,
+    rule: Option<&str>,
+    by_reviewer: bool,
+) {
+    worker.inbox.decision_log().push(config, || {
+        let at = crate::time::now_ms();
+        LogRecord {
+            decision: match out {
+                HookOutput::Continue => "continue",
+                HookOutput::Deny { .. } => "deny",
+                HookOutput::Hold => "hold",
+            }
+            .to_string(),
+            rule_id: rule.map(str::to_string),
+            decided_by: DecidedBy::gate_verdict(by_reviewer, at),
+            session_id: input.session_id.clone(),
+            function_call_id: call.id.clone(),
+            function_id: call.function_id.clone(),
+            at,
+        }
+    });
 }
 
 /// Writes one use of a uses-bounded grant through the settings store before

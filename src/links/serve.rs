@@ -31,6 +31,7 @@ use crate::inbox::{list_pending, ListPendingRequest, Listed};
 use crate::link_token::token::{Kind, Revision, TokenError};
 use crate::link_token::Links;
 use crate::pending::{PendingRecord, RecordKind, Via, WholeArguments};
+use crate::provenance::Caller;
 use crate::release::{Answer, Decision, Request};
 use crate::schema::schema_of;
 use crate::worker::Worker;
@@ -265,6 +266,7 @@ async fn decide_call(worker: &Worker, request: &HttpRequest) -> HttpResponse {
         expected: Some((revision.pending_at(), kind)),
         decision,
         via: Via::Link,
+        caller: Some(Caller::link()),
     };
     let wait = worker.releaser.resolve_wait();
     let answer = worker.releaser.release(release, Some(wait)).await;

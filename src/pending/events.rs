@@ -10,7 +10,7 @@
 //! null or `{}` matches every record; unknown keys are rejected.
 //!
 //! `pending-resolved` payload:
-//! `{ session_id, turn_id, function_call_id, function_id, outcome: "allow"|"deny"|"aborted"|"timeout", reason?, session_metadata?, resolved_at }`
+//! `{ session_id, turn_id, function_call_id, function_id, outcome: "allow"|"deny"|"aborted"|"timeout"|"unknown", reason?, session_metadata?, resolved_at, decided_by: {kind, via, caller?, at} }`
 //! (`reason`: the operator's on deny; `not_held`, `turn_completed`,
 //! `session_deleted` or `replaced` on aborted; `timeout` on timeout).
 //!
@@ -30,6 +30,7 @@ use serde_json::{Map, Value};
 use super::record::{Metadata, PendingRecord};
 use crate::config::ConfigCell;
 use crate::engine::Engine;
+use crate::provenance::DecidedBy;
 use crate::schema::Inlined;
 
 /// `approval::pending-created`.
@@ -102,6 +103,19 @@ pub(crate) enum Outcome {
     Unknown,
 }
 
+impl Outcome {
+    /// The wire spelling.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Allow => "allow",
+            Outcome::Deny => "deny",
+            Outcome::Aborted => "aborted",
+            Outcome::Timeout => "timeout",
+            Outcome::Unknown => "unknown",
+        }
+    }
+}
+
 /// `approval::pending-created` payload: the record, its `approval_url` when
 /// links are on, and `status: "pending"`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -156,6 +170,12 @@ pub(super) struct PendingResolved {
     pub session_metadata: Option<Metadata>,
     /// When it left the inbox (ms since the epoch).
     pub resolved_at: u64,
+    /// Who decided what became of the call: `{kind, via, caller?, at}`
+    /// (human/resolve, human/link, human/batch, timeout/timer,
+    /// lifecycle/turn_completed, lifecycle/session_deleted,
+    /// lifecycle/reconcile, lifecycle/replaced, lifecycle/gate; an unknown
+    /// outcome names the decider whose release it was).
+    pub decided_by: DecidedBy,
 }
 
 impl PendingResolved {
@@ -164,6 +184,7 @@ impl PendingResolved {
         record: &PendingRecord,
         outcome: Outcome,
         reason: Option<String>,
+        decided_by: DecidedBy,
     ) -> PendingResolved {
         PendingResolved {
             session_id: record.session_id.clone(),
@@ -174,6 +195,7 @@ impl PendingResolved {
             reason,
             session_metadata: record.session_metadata.clone(),
             resolved_at: crate::time::now_ms(),
+            decided_by,
         }
     }
 }
@@ -186,6 +208,7 @@ impl PendingResolved {
         entry: &super::unreadable::UnreadableRecord,
         session_id: &str,
         function_call_id: &str,
+        decided_by: crate::provenance::DecidedBy,
     ) -> PendingResolved {
         PendingResolved {
             session_id: session_id.to_string(),
@@ -196,6 +219,7 @@ impl PendingResolved {
             reason: Some(UNREADABLE.to_string()),
             session_metadata: None,
             resolved_at: crate::time::now_ms(),
+            decided_by,
         }
     }
 }
@@ -294,7 +318,7 @@ impl Events {
             iii.register_trigger_type(
                 RegisterTriggerType::new(
                     PENDING_RESOLVED,
-                    "A held call left the inbox (exactly once per record): ids, outcome allow|deny|aborted|timeout, the operator's reason on deny, why on aborted. Config: {session_id?, metadata?}.",
+                    "A held call left the inbox (exactly once per record): ids, outcome allow|deny|aborted|timeout|unknown, the operator's reason on deny, why on aborted, and decided_by {kind, via, caller?, at}. Config: {session_id?, metadata?}.",
                     TypeHandler {
                         trigger_type: PENDING_RESOLVED,
                         subs: self.clone(),

@@ -13,6 +13,7 @@ use crate::engine::{Release, ReleaseAction};
 use crate::link_token::token::Kind;
 use crate::link_token::Links;
 use crate::policy::DenialEnvelope;
+use crate::provenance::{Caller, DecidedBy, DecidedVia};
 use crate::terms::review::Review;
 
 /// Which prompt a console renders for a record.
@@ -209,6 +210,18 @@ impl Via {
     }
 }
 
+impl From<Via> for DecidedVia {
+    /// A release's path in the contract's provenance table.
+    fn from(via: Via) -> DecidedVia {
+        match via {
+            Via::Resolve => DecidedVia::Resolve,
+            Via::Link => DecidedVia::Link,
+            Via::Batch => DecidedVia::Batch,
+            Via::Timer => DecidedVia::Timer,
+        }
+    }
+}
+
 /// What a release under way carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -234,6 +247,17 @@ pub struct ReleaseNote {
     /// the call does not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub granted: Option<String>,
+    /// Who carried the decision (a worker the engine named, or a link),
+    /// kept so a release settled after a restart still says who decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<Caller>,
+}
+
+impl ReleaseNote {
+    /// Who decided: the decider's kind and path, its caller, when.
+    pub(crate) fn decided_by(&self) -> DecidedBy {
+        DecidedBy::by(self.via.into(), self.caller.clone(), self.at)
+    }
 }
 
 /// A record as `list-pending` and `get-pending` show it: the record plus

@@ -41,6 +41,7 @@ use super::removed::{Removal, Removed};
 use super::unreadable::{UnreadableRecord, Unreadables};
 use crate::config::ConfigCell;
 use crate::engine::{CallError, Engine, Scope, PENDING_BUCKETS};
+use crate::provenance::{DecidedBy, DecidedVia, DecisionLog, LogRecord};
 use crate::redact::{Full, FULL_ARGUMENTS_CAP};
 
 /// Why a write or a removal did not happen.
@@ -201,6 +202,8 @@ pub(crate) struct PendingStore {
     /// Stored values that do not parse as records (§21.9); in-memory work
     /// only, like `index`.
     unreadable: Mutex<Unreadables>,
+    /// Where every announced removal is also logged (when configured).
+    log: Arc<DecisionLog>,
 }
 
 impl PendingStore {
@@ -208,6 +211,7 @@ impl PendingStore {
     pub(crate) fn new(engine: Engine, config: Arc<ConfigCell>) -> PendingStore {
         let (orphans, orphaned) = tokio::sync::mpsc::unbounded_channel();
         PendingStore {
+            log: Arc::new(DecisionLog::new(config.clone())),
             events: Arc::new(Events::new(engine.clone(), config)),
             engine,
             index: Mutex::new(PendingIndex::new()),
@@ -240,9 +244,20 @@ impl PendingStore {
             .cloned()
     }
 
-    /// Announces a record that left the inbox (`pending-resolved`) and
-    /// remembers how it left.
-    fn announce_resolved(&self, record: &PendingRecord, outcome: Outcome, reason: Option<String>) {
+    /// The decision log the store and the gate push records into.
+    pub(crate) fn decision_log(&self) -> &Arc<DecisionLog> {
+        &self.log
+    }
+
+    /// Announces a record that left the inbox (`pending-resolved`, and a
+    /// decision log record) and remembers how it left.
+    fn announce_resolved(
+        &self,
+        record: &PendingRecord,
+        outcome: Outcome,
+        reason: Option<String>,
+        decided_by: DecidedBy,
+    ) {
         {
             let mut removed = match self.removed.lock() {
                 Ok(guard) => guard,
@@ -260,8 +275,18 @@ impl PendingStore {
                 },
             );
         }
+        self.log.push_now(|| LogRecord {
+            decision: outcome.as_str().to_string(),
+            // A deny's reason is a human's free text: never logged.
+            rule_id: reason.clone().filter(|_| outcome != Outcome::Deny),
+            decided_by: decided_by.clone(),
+            session_id: record.session_id.clone(),
+            function_call_id: record.function_call_id.clone(),
+            function_id: record.function_id.clone(),
+            at: crate::time::now_ms(),
+        });
         self.events
-            .emit_resolved(PendingResolved::of(record, outcome, reason));
+            .emit_resolved(PendingResolved::of(record, outcome, reason, decided_by));
     }
 
     /// The trigger types the store announces through.
@@ -425,6 +450,7 @@ impl PendingStore {
         &self,
         session_id: &str,
         function_call_id: &str,
+        decided_by: DecidedBy,
     ) -> Result<bool, CallError> {
         let _lock = self.lock(session_id, function_call_id).await;
         let Some(entry) =
@@ -451,11 +477,18 @@ impl PendingStore {
         }
         if removed {
             tracing::info!(key, "an unreadable held call was denied and removed");
-            self.events.emit_resolved(PendingResolved::unreadable(
-                &entry,
-                session_id,
-                function_call_id,
-            ));
+            let event =
+                PendingResolved::unreadable(&entry, session_id, function_call_id, decided_by);
+            self.log.push_now(|| LogRecord {
+                decision: event.outcome.as_str().to_string(),
+                rule_id: event.reason.clone(),
+                decided_by: event.decided_by.clone(),
+                session_id: event.session_id.clone(),
+                function_call_id: event.function_call_id.clone(),
+                function_id: event.function_id.clone(),
+                at: crate::time::now_ms(),
+            });
+            self.events.emit_resolved(event);
         }
         Ok(removed)
     }
@@ -785,6 +818,7 @@ impl KeyLock<'_> {
                             &previous,
                             Outcome::Aborted,
                             Some(REPLACED.to_string()),
+                            DecidedBy::by(DecidedVia::Replaced, None, crate::time::now_ms()),
                         ),
                     }
                 }
@@ -852,8 +886,28 @@ impl KeyLock<'_> {
             self.store.engine.state_delete(&scope, &key),
             self.store.engine.state_delete(&Scope::ARGUMENTS, &key)
         );
-        if let Err(err) = record {
-            tracing::warn!(key, error = %err, "an unannounced record was not removed; it is listed after a restart and resolving it reports not_held");
+        match record {
+            Err(err) => {
+                tracing::warn!(key, error = %err, "an unannounced record was not removed; it is listed after a restart and resolving it reports not_held");
+            }
+            // The write had landed: the decision log hears of its removal
+            // (no `pending-resolved`: no one was told of the record).
+            Ok(old) => {
+                if let Ok(record) = serde_json::from_value::<PendingRecord>(old) {
+                    self.store.log.push_now(|| {
+                        let at = crate::time::now_ms();
+                        LogRecord {
+                            decision: Outcome::Aborted.as_str().to_string(),
+                            rule_id: Some(DecidedVia::Gate.as_str().to_string()),
+                            decided_by: DecidedBy::by(DecidedVia::Gate, None, at),
+                            session_id: record.session_id,
+                            function_call_id: record.function_call_id,
+                            function_id: record.function_id,
+                            at,
+                        }
+                    });
+                }
+            }
         }
         if let Err(err) = arguments {
             tracing::warn!(key, error = %err, "the whole arguments of an unannounced record were not removed");
@@ -861,9 +915,15 @@ impl KeyLock<'_> {
     }
 
     /// A purge: whatever record is under the key leaves through the emit
-    /// gate and is announced with `outcome` — unless a decision on it is
-    /// under way, whose release settles it with what the harness says.
-    pub(crate) async fn purge(&self, outcome: Outcome, reason: &str) -> Result<Purged, CallError> {
+    /// gate and is announced with `outcome`, decided by `via` (a lifecycle
+    /// path) — unless a decision on it is under way, whose release settles
+    /// it with what the harness says.
+    pub(crate) async fn purge(
+        &self,
+        outcome: Outcome,
+        reason: &str,
+        via: DecidedVia,
+    ) -> Result<Purged, CallError> {
         let Some(current) = self.get() else {
             return Ok(Purged::Absent);
         };
@@ -871,8 +931,12 @@ impl KeyLock<'_> {
             return Ok(Purged::Releasing);
         }
         if self.store.settle_locked(&current).await? {
-            self.store
-                .announce_resolved(&current, outcome, Some(reason.to_string()));
+            self.store.announce_resolved(
+                &current,
+                outcome,
+                Some(reason.to_string()),
+                DecidedBy::by(via, None, crate::time::now_ms()),
+            );
             Ok(Purged::Removed(current))
         } else {
             Ok(Purged::Absent)
@@ -964,6 +1028,16 @@ impl Claim {
         }
     }
 
+    /// Who decided this release: the decider the record's note names (an
+    /// unknown outcome too). A record claimed without a note (none is)
+    /// would read as the reconcile's.
+    fn decided_by(&self) -> DecidedBy {
+        self.record.release.as_ref().map_or_else(
+            || DecidedBy::by(DecidedVia::Reconcile, None, crate::time::now_ms()),
+            |note| note.decided_by(),
+        )
+    }
+
     /// The harness is about to be asked: from now on a dropped claim leaves
     /// the record `releasing`.
     pub(crate) fn sent(&mut self) {
@@ -999,7 +1073,7 @@ impl Claim {
                 store.releasing.remove(&key);
                 self.settled = true;
                 if settled {
-                    store.announce_resolved(&self.record, outcome, reason);
+                    store.announce_resolved(&self.record, outcome, reason, self.decided_by());
                 }
                 Ok(settled)
             }

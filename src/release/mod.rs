@@ -45,6 +45,7 @@ use crate::pending::{
     timeout_denial, Claim, NoteDecision, Outcome, PendingRecord, PendingStore, RecordKind,
     ReleaseNote, StoreError, Take, Via,
 };
+use crate::provenance::Caller;
 use crate::review::Reviews;
 use crate::settings::store::SettingsStore;
 use crate::terms::leads::{self, led};
@@ -125,6 +126,8 @@ pub(crate) struct Request {
     pub decision: Decision,
     /// How the decision came.
     pub via: Via,
+    /// Who carried it (`pending-resolved`'s `decided_by.caller`).
+    pub caller: Option<Caller>,
 }
 
 /// What a decider hears.
@@ -207,6 +210,7 @@ impl Releaser {
             via: request.via,
             at: now_ms(),
             granted: None,
+            caller: request.caller.clone(),
         };
         let claim = match self
             .inbox

@@ -149,6 +149,7 @@ fn request(decision: Decision) -> Request {
         expected: None,
         decision,
         via: Via::Resolve,
+        caller: None,
     }
 }
 
@@ -158,6 +159,7 @@ fn claim_note() -> ReleaseNote {
         via: Via::Resolve,
         at: now_ms(),
         granted: None,
+        caller: None,
     }
 }
 

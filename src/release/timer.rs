@@ -226,6 +226,7 @@ async fn expire(releaser: &Arc<Releaser>, record: Arc<PendingRecord>, attempt: u
         expected: Some((record.pending_at, record.kind)),
         decision: Decision::Timeout,
         via: Via::Timer,
+        caller: None,
     };
     match releaser.release(request, None).await {
         Answer::Taken { announced, .. } => {

@@ -430,3 +430,87 @@ async fn rule_22_a_reviewer_adds_nothing_to_continue_and_deny_and_one_call_to_a_
         );
     }
 }
+
+#[tokio::test]
+async fn rule_23_the_decision_log_adds_no_round_trip_to_the_gate_answer() {
+    let scene = scene().await;
+    const LOG: &str = "audit::decision";
+    scene
+        .targets
+        .add(
+            LOG,
+            std::sync::Arc::new(approval_gate_testkit::targets::Echo),
+        )
+        .await;
+    let rules = json!(["!approval::*", "demo::echo", "!demo::other"]);
+    scene
+        .ok(
+            "configuration::set",
+            json!({"id": "approval-gate", "value": {"rules": rules, "decision_log": {"function_id": LOG}}}),
+        )
+        .await;
+    let w = scene.worker.as_ref().unwrap();
+    assert!(
+        eventually(WAIT, || w.config().decision_log.is_some()).await,
+        "the worker never loaded the decision log"
+    );
+    // The first record makes the log's own connection (its handshake is
+    // engine traffic too): make it before counting.
+    let out = call(
+        scene.harness.client(),
+        "approval::gate",
+        hook_input("s_defaults", "warm-log", "demo::echo"),
+    )
+    .await
+    .expect("gate call");
+    assert_eq!(out["decision"], "continue");
+    let engine = engine(&scene);
+    assert!(
+        eventually(WAIT, || engine.invocations(LOG) >= 1).await,
+        "the first record never arrived"
+    );
+    quiet(engine).await;
+    let logged = engine.invocations(LOG);
+    let (extra, per_function) = extra_invocations(
+        &scene,
+        &[
+            ("s_defaults", "demo::echo", "continue"),
+            ("s_stored", "shell::run", "continue"),
+            ("s_defaults", "demo::other", "deny"),
+        ],
+    )
+    .await;
+    // The answers came with no engine call before them (no read, no write);
+    // the only traffic added is one void call per verdict, which the log's
+    // own task sends after the answer.
+    assert!(
+        per_function.iter().all(|(_, n)| *n == 0),
+        "{per_function:?}"
+    );
+    assert_eq!(
+        engine.invocations(LOG) - logged,
+        N,
+        "one record per verdict"
+    );
+    assert_eq!(extra, N, "nothing but the log's records: {per_function:?}");
+    assert_eq!(scene.targets.runs(LOG) as u64, N + 1, "and the warm-up's");
+    // They come on the log's own connection, never the gate's socket.
+    let workers = scene.ok("engine::workers::list", json!({})).await;
+    let id_of = |name: &str| {
+        workers["workers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|w| w["name"] == name)
+            .and_then(|w| w["id"].as_str())
+            .map(str::to_string)
+    };
+    let log_connection = id_of("approval-gate-decision-log");
+    assert!(log_connection.is_some(), "{workers}");
+    assert_ne!(log_connection, id_of("approval-gate"));
+    assert!(scene
+        .targets
+        .calls(LOG)
+        .iter()
+        .all(|c| c.caller_worker_id == log_connection));
+}

@@ -40,6 +40,7 @@ mod operator_logs;
 mod playground;
 mod policy;
 mod properties;
+mod provenance;
 mod redaction;
 mod release;
 mod reviewer;

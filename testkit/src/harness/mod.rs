@@ -624,6 +624,47 @@ impl HarnessDouble {
         self.entries().into_iter().find(|e| e.entry_id == entry_id)
     }
 
+    /// What the model read from the approval gate, oldest first: the
+    /// reason of every `deny` an `approval::` hook answered, and the text of
+    /// every `is_error` result a `deliver` resolve appended.
+    pub fn gate_denials(&self) -> Vec<String> {
+        let journal = lock(&self.core.journal);
+        let hooks = journal
+            .hook_calls
+            .iter()
+            .filter(|h| h.function_id.starts_with("approval::"))
+            .filter_map(|h| h.reply.as_ref().ok())
+            .filter(|reply| reply.get("decision").and_then(Value::as_str) == Some("deny"))
+            .map(|reply| {
+                reply
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            });
+        let delivered = journal
+            .entries
+            .iter()
+            .filter(|e| e.result.get("is_error").and_then(Value::as_bool) == Some(true))
+            .map(|e| {
+                e.result
+                    .pointer("/content/0/text")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            });
+        hooks.chain(delivered).collect()
+    }
+
+    /// The [`gate_denials`](Self::gate_denials) that lead with none of the
+    /// [`model::DENIAL_LEADS`]: the model could not tell who denied.
+    pub fn unled_denials(&self) -> Vec<String> {
+        self.gate_denials()
+            .into_iter()
+            .filter(|text| model::denial_lead(text).is_none())
+            .collect()
+    }
+
     /// Every `harness::function::resolve` payload received, raw, oldest first
     /// (unknown fields are ignored by the harness, so tests look here).
     pub fn resolve_requests(&self) -> Vec<Value> {

@@ -4,6 +4,26 @@ use serde_json::Value;
 
 use super::config::HookPoint;
 
+/// The typed leads every denial text the approval gate writes starts with
+/// (contract § Provenance and typed outcomes): policy, a human, the
+/// reviewer, a timeout, an unavailable gate. Today's harness hands the model
+/// only the text, so the lead is how the model tells who denied.
+pub const DENIAL_LEADS: [&str; 5] = [
+    "Permission denied by policy:",
+    "Denied by a human:",
+    "Denied by the reviewer:",
+    "Approval timed out:",
+    "Approval gate unavailable (retry later):",
+];
+
+/// The typed lead `text` starts with, if any.
+pub fn denial_lead(text: &str) -> Option<&'static str> {
+    DENIAL_LEADS
+        .iter()
+        .copied()
+        .find(|lead| text.starts_with(lead))
+}
+
 /// One function call a turn makes, as the harness would dispatch it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallSpec {
@@ -233,5 +253,24 @@ impl TurnCompletion {
             context: None,
             reactive_depth: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rule_23_a_denial_is_read_by_its_lead() {
+        assert_eq!(
+            denial_lead("Denied by a human: not on prod"),
+            Some("Denied by a human:")
+        );
+        assert_eq!(
+            denial_lead("Approval timed out: no one approved shell::run"),
+            Some("Approval timed out:")
+        );
+        assert_eq!(denial_lead("denied by hook"), None);
+        assert_eq!(denial_lead("Permission denied: x matched rule y"), None);
     }
 }
