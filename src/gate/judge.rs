@@ -7,6 +7,7 @@ use crate::error::is_valid_id;
 use crate::hook::{HookCall, HookInput};
 use crate::policy::{
     decide_with, Basis, Call, CompiledRules, CompiledSettings, DecideOptions, GrantRef, Verdict,
+    WIDENING_ROOT_RULE,
 };
 use crate::settings::Entry;
 
@@ -31,8 +32,9 @@ pub enum Judgement<'r> {
     },
     /// Park the call for a human (the caller records it first).
     Hold {
-        /// The ask rule that holds it, with its own deadlines; `None` when no
-        /// rule decided.
+        /// The ask rule that holds it, with its own deadlines (or
+        /// `widening_root`, held like an ask rule with the configuration's
+        /// deadlines); `None` when no rule decided.
         ask: Option<AskHold<'r>>,
     },
 }
@@ -115,6 +117,7 @@ pub fn judge_passing_over<'r>(
         },
         DecideOptions {
             passed_over,
+            turn: input.metadata.as_ref(),
             ..DecideOptions::default()
         },
     );
@@ -150,6 +153,12 @@ pub fn judge_passing_over<'r>(
                     rule_id,
                     timeout_ms,
                     escalate_after_ms,
+                }),
+                // Held like an ask rule, with the configuration's deadlines.
+                Basis::WideningRoot { .. } => Some(AskHold {
+                    rule_id: WIDENING_ROOT_RULE,
+                    timeout_ms: None,
+                    escalate_after_ms: None,
                 }),
                 _ => None,
             },
