@@ -389,7 +389,9 @@ impl Scene {
         scene
     }
 
-    /// Waits until the harness holds the gate's binding.
+    /// Waits until the harness holds the gate's binding and the watch's
+    /// (today's harness enforces a session root only while the watch's
+    /// binding matches a call).
     pub async fn wait_for_gate_binding(&self) {
         assert!(
             self.harness
@@ -397,6 +399,17 @@ impl Scene {
                 .await
                 .is_some(),
             "the harness never received the gate's binding"
+        );
+        assert!(
+            self.harness
+                .wait_for_binding(
+                    "harness::hook::post-trigger",
+                    "approval::filesystem-access-watch",
+                    WAIT
+                )
+                .await
+                .is_some(),
+            "the harness never received the watch's binding"
         );
     }
 
