@@ -27,7 +27,7 @@ use serde_json::{Map, Value};
 use crate::config::ApprovalConfig;
 use crate::error::{validate_function_id, validate_id, ApprovalError};
 use crate::functions::register_typed;
-use crate::gate::{settings_unknown, GATE_UNAVAILABLE};
+use crate::gate::{settings_unknown, turn_with_durable_grants, GATE_UNAVAILABLE};
 use crate::pending::{timeout_ms, HoldLimits};
 use crate::policy::{
     decide_with, Call, CompiledRules, CompiledSettings, DecideOptions, TraceStep, Verdict,
@@ -145,6 +145,9 @@ pub(crate) fn explain_in_turn(
 /// How long evaluate may wait for a cold session's settings.
 const SETTINGS_BUDGET: Duration = Duration::from_secs(5);
 
+/// How long evaluate may wait for the session's durable grants.
+const GRANTS_BUDGET: Duration = Duration::from_millis(1500);
+
 /// Evaluates a call without side effects.
 pub(crate) async fn evaluate(
     worker: &Worker,
@@ -174,6 +177,17 @@ pub(crate) async fn evaluate(
         Known::Stored(stored) => &stored.compiled,
         Known::Absent => &snapshot.defaults,
     };
+    // As the gate: the session's durable grants count as the turn's granted
+    // roots, read only when a root asked for lies outside the metadata's.
+    let turn = turn_with_durable_grants(
+        worker,
+        &request.session_id,
+        &request.function_id,
+        request.arguments.as_ref(),
+        request.metadata.as_ref(),
+        GRANTS_BUDGET,
+    )
+    .await;
     Ok(EvaluateResponse {
         rule_errors: snapshot.errors(),
         ..explain_in_turn(
@@ -182,7 +196,7 @@ pub(crate) async fn evaluate(
             &snapshot.config,
             &request.function_id,
             request.arguments.as_ref(),
-            request.metadata.as_ref(),
+            turn.as_ref().or(request.metadata.as_ref()),
         )
     })
 }

@@ -3,6 +3,8 @@
 //! of `approval::gate` that property tests and fuzzing exercise without an
 //! engine. See `architecture/contract.md` § The gate.
 
+use serde_json::{Map, Value};
+
 use crate::error::is_valid_id;
 use crate::hook::{HookCall, HookInput};
 use crate::policy::{
@@ -102,6 +104,19 @@ pub fn judge_passing_over<'r>(
     rules: &'r CompiledRules,
     passed_over: &[GrantRef],
 ) -> Judgement<'r> {
+    judge_in_turn(input, settings, rules, passed_over, input.metadata.as_ref())
+}
+
+/// As [`judge_passing_over`], judging a widening root against `turn` (the
+/// input's metadata, or that metadata with the session's durable grants
+/// added to `fs_scope.grants`).
+pub(crate) fn judge_in_turn<'r>(
+    input: &'r HookInput,
+    settings: &'r CompiledSettings,
+    rules: &'r CompiledRules,
+    passed_over: &[GrantRef],
+    turn: Option<&Map<String, Value>>,
+) -> Judgement<'r> {
     let Some(call) = input.call.as_ref() else {
         return Judgement::Deny {
             reason: NO_CALL.to_string(),
@@ -117,7 +132,7 @@ pub fn judge_passing_over<'r>(
         },
         DecideOptions {
             passed_over,
-            turn: input.metadata.as_ref(),
+            turn,
             ..DecideOptions::default()
         },
     );

@@ -4,10 +4,11 @@
 //! `options.filesystem_root`) and a turn its own scope (`harness::send`'s
 //! `options.metadata.fs_scope`, a `root` and `grants`). A root that is not
 //! inside the calling turn's own root (`metadata.fs_scope.root`) or one of
-//! its granted roots (`metadata.fs_scope.grants`) would reach folders no
-//! human granted: such a call is held for a human in every mode, like an ask
-//! rule, with rule id [`WIDENING_ROOT_RULE`]. A root inside them follows the
-//! ladder.
+//! its granted roots (`metadata.fs_scope.grants`, to which the gate adds the
+//! session's durable grants when a root would otherwise widen) would reach
+//! folders no human granted: such a call is held for a human in every mode,
+//! like an ask rule, with rule id [`WIDENING_ROOT_RULE`]. A root inside them
+//! follows the ladder.
 //!
 //! Only those arguments are read. Containment is by path components after
 //! `.` and `..` are folded (`/w/s/../../etc` is `/etc`); a relative root, a

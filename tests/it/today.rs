@@ -392,6 +392,29 @@ each_generation! {
                 .map(|r| r["function_call_id"].clone())
                 .collect();
             assert_eq!(held, vec![json!("c3"), json!("c4"), json!("c5"), json!("c6")]);
+            // The session's durable grants are granted roots too (read only
+            // for a root outside the turn's own).
+            let grant = match generation {
+                Generation::G1 => "harness::workspace::grant",
+                Generation::G2 => "harness::filesystem::grant",
+            };
+            scene
+                .ok(grant, json!({"session_id": "s1", "root": "/opt"}))
+                .await;
+            let out = scene
+                .harness
+                .call(in_turn("s1", "c8", "harness::spawn", spawn_at("/opt/tree")))
+                .await;
+            assert!(!out.is_held(), "inside a durable grant: {out:?}");
+            let out = scene
+                .ok(
+                    "approval::evaluate",
+                    json!({"session_id": "s1", "function_id": "harness::spawn", "arguments": spawn_at("/opt/x"),
+                           "metadata": {"fs_scope": {"root": "/w/s1"}}}),
+                )
+                .await;
+            assert_eq!(out["verdict"], "allow", "{out}");
+            assert_eq!(scene.harness.target_runs("harness::spawn"), 3);
             // A human's allow releases it.
             let out = scene
                 .ok(
@@ -400,7 +423,7 @@ each_generation! {
                 )
                 .await;
             assert_eq!(out["resolved"], true, "{out}");
-            assert_eq!(scene.harness.target_runs("harness::spawn"), 3);
+            assert_eq!(scene.harness.target_runs("harness::spawn"), 4);
         })
         .await;
     }
