@@ -13,10 +13,13 @@
 //! sessions phase, `E2E_BURST` (default 10000) holds expiring within one
 //! second, `E2E_SKIP_LATENCY=1` / `E2E_SKIP_SCALE=1` / `E2E_SKIP_SESSIONS=1` /
 //! `E2E_SKIP_BURST=1` / `E2E_SKIP_CAP=1` / `E2E_SKIP_FAILOVER=1` /
-//! `E2E_SKIP_ENGINE_KILL=1` to leave phases out, or `E2E_ONLY=scale,burst`
-//! (any of latency, scale, sessions, burst, cap, failover, engine_kill) to run
-//! only some; `E2E_CASES=b,c` to measure only some cases. The failover and
-//! engine-crash phases (`e2e/failover.rs`) have knobs of their own.
+//! `E2E_SKIP_ENGINE_KILL=1` / `E2E_SKIP_RECONCILE=1` to leave phases out, or
+//! `E2E_ONLY=scale,burst` (any of latency, scale, sessions, burst, cap,
+//! failover, engine_kill, reconcile) to run only some; `E2E_CASES=b,c` to
+//! measure only some cases. The failover and engine-crash phases
+//! (`e2e/failover.rs`) and the reconcile phase (`e2e/reconcile.rs`: 10k held
+//! calls across 1k sessions, the gate's latency during the pass) have knobs
+//! of their own.
 //!
 //! Everything is loopback, every loop is bounded in count and in time, and
 //! the run stops by itself ([`TOTAL_LIMIT`]). The machine is shared, so the
@@ -27,6 +30,8 @@
 mod common;
 #[path = "e2e/failover.rs"]
 mod failover;
+#[path = "e2e/reconcile.rs"]
+mod reconcile;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
@@ -145,7 +150,7 @@ fn main() {
 
 /// The phases, by the name `E2E_ONLY` takes, with the flag that leaves each
 /// out.
-const PHASES: [(&str, &str); 7] = [
+const PHASES: [(&str, &str); 8] = [
     ("latency", "E2E_SKIP_LATENCY"),
     ("scale", "E2E_SKIP_SCALE"),
     ("sessions", "E2E_SKIP_SESSIONS"),
@@ -153,6 +158,7 @@ const PHASES: [(&str, &str); 7] = [
     ("cap", "E2E_SKIP_CAP"),
     ("failover", "E2E_SKIP_FAILOVER"),
     ("engine_kill", "E2E_SKIP_ENGINE_KILL"),
+    ("reconcile", "E2E_SKIP_RECONCILE"),
 ];
 
 /// Whether a phase runs: `E2E_ONLY=scale,burst` runs only those; otherwise
@@ -200,6 +206,9 @@ async fn run() {
     }
     if phase_on("engine_kill") {
         failover::engine_kill_phase().await;
+    }
+    if phase_on("reconcile") {
+        reconcile::reconcile_phase().await;
     }
 }
 
