@@ -440,11 +440,12 @@ each_generation! {
             scene
                 .ok(
                     "configuration::set",
-                    json!({"id": "approval-gate", "value": {"rules": ["!approval::*", {"function": "harness::spawn", "action": "deny", "rule_id": "no-spawn"}, "demo::*"]}}),
+                    json!({"id": "approval-gate", "value": {"rules": ["!approval::*", {"function": "harness::spawn", "action": "deny", "rule_id": "no-spawn"}, "demo::*", "shell::*"]}}),
                 )
                 .await;
             let w = scene.worker.as_ref().unwrap();
-            assert!(eventually(WAIT, || w.config().rules.len() == 3).await);
+            // Four rules: the scene's own three are not this configuration.
+            assert!(eventually(WAIT, || w.config().rules.len() == 4).await);
             let out = scene
                 .harness
                 .call(in_turn("s2", "c1", "harness::spawn", spawn_at("/w/s2/tree")))
