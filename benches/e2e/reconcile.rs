@@ -25,6 +25,8 @@ use serde_json::{json, Value};
 use crate::common::{self, start_in_process_with};
 use crate::{env_usize, fmt_dur, hook_input, percentile, seed, FILL_CONCURRENCY, PHASE_LIMIT};
 
+/// How long the pass may make no progress before sampling stops.
+const STALL: Duration = Duration::from_secs(30);
 /// Gate samples taken while idle, after the pass.
 const IDLE_SAMPLES: usize = 2000;
 
@@ -142,21 +144,28 @@ pub(crate) async fn reconcile_phase() {
     // During the pass: gate calls back to back until the inbox settles.
     let pass_start = Instant::now();
     let mut during = Vec::new();
+    let mut during_failed = Vec::new();
     let mut n = 0u64;
     let mut settled_at = None;
-    while Instant::now() < deadline {
-        if running.held() <= expected_left {
+    // A pass that stops making progress (a record whose removal was lost)
+    // ends the sampling after STALL.
+    let (mut last_held, mut last_change) = (usize::MAX, Instant::now());
+    while Instant::now() < deadline && last_change.elapsed() < STALL {
+        let held_now = running.held();
+        if held_now <= expected_left {
             settled_at = Some(pass_start.elapsed());
             break;
+        }
+        if held_now != last_held {
+            (last_held, last_change) = (held_now, Instant::now());
         }
         n += 1;
         let input = hook_input((n % 16) as usize, &format!("rec-during-{n}"), "demo::echo");
         let start = Instant::now();
-        let ok = call(&probe, "approval::gate", input)
-            .await
-            .is_ok_and(|v| v["decision"] == "continue");
-        if ok {
-            during.push(start.elapsed());
+        let answer = call(&probe, "approval::gate", input).await;
+        match answer {
+            Ok(v) if v["decision"] == "continue" => during.push(start.elapsed()),
+            other => during_failed.push((start.elapsed(), format!("{other:?}"))),
         }
     }
     let pass = settled_at.unwrap_or_else(|| pass_start.elapsed());
@@ -164,17 +173,16 @@ pub(crate) async fn reconcile_phase() {
 
     // Idle: the same calls with nothing else going on.
     let mut idle = Vec::new();
+    let mut idle_failed = Vec::new();
     for k in 0..IDLE_SAMPLES {
         if Instant::now() > deadline {
             break;
         }
         let input = hook_input(k % 16, &format!("rec-idle-{k}"), "demo::echo");
         let start = Instant::now();
-        if call(&probe, "approval::gate", input)
-            .await
-            .is_ok_and(|v| v["decision"] == "continue")
-        {
-            idle.push(start.elapsed());
+        match call(&probe, "approval::gate", input).await {
+            Ok(v) if v["decision"] == "continue" => idle.push(start.elapsed()),
+            other => idle_failed.push((start.elapsed(), format!("{other:?}"))),
         }
     }
     running.shutdown(Duration::from_secs(2)).await;
@@ -198,16 +206,20 @@ pub(crate) async fn reconcile_phase() {
             "| the pass did not settle within the phase's bound | expected {expected_left} kept |"
         );
     }
-    println!(
-        "| gate latency during the pass, p50 / p99 ({} calls) | {} / {} |",
-        during.len(),
-        fmt_dur(percentile(&during, 0.50)),
-        fmt_dur(percentile(&during, 0.99))
-    );
-    println!(
-        "| gate latency idle, p50 / p99 ({} calls) | {} / {} |",
-        idle.len(),
-        fmt_dur(percentile(&idle, 0.50)),
-        fmt_dur(percentile(&idle, 0.99))
-    );
+    for (name, answered, failed) in [
+        ("during the pass", &during, &during_failed),
+        ("idle", &idle, &idle_failed),
+    ] {
+        println!(
+            "| gate latency {name}, p50 / p99 / max ({} answered, {} unanswered) | {} / {} / {} |",
+            answered.len(),
+            failed.len(),
+            fmt_dur(percentile(answered, 0.50)),
+            fmt_dur(percentile(answered, 0.99)),
+            fmt_dur(answered.last().copied().unwrap_or_default())
+        );
+    }
+    for (elapsed, what) in during_failed.iter().chain(idle_failed.iter()).take(5) {
+        println!("unanswered after {}: {what}", fmt_dur(*elapsed));
+    }
 }
