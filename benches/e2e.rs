@@ -14,13 +14,15 @@
 //! second, `E2E_SKIP_LATENCY=1` / `E2E_SKIP_SCALE=1` / `E2E_SKIP_SESSIONS=1` /
 //! `E2E_SKIP_BURST=1` / `E2E_SKIP_CAP=1` / `E2E_SKIP_FAILOVER=1` /
 //! `E2E_SKIP_ENGINE_KILL=1` / `E2E_SKIP_RECONNECT=1` / `E2E_SKIP_REVIEWER=1` /
-//! `E2E_SKIP_DECISION_LOG=1` to leave phases out, or `E2E_ONLY=scale,burst`
-//! (any of latency, scale, sessions, burst, cap, failover, engine_kill,
-//! reconnect, reviewer, decision_log) to run only some; `E2E_CASES=b,c` to
-//! measure only some cases. The failover and engine-crash phases
-//! (`e2e/failover.rs`), the reconnect phase (`e2e/reconnect.rs`: calls run
-//! with no gate after an engine restart) and the reviewer phase
-//! (`e2e/reviewer.rs`) have knobs of their own.
+//! `E2E_SKIP_DECISION_LOG=1` / `E2E_SKIP_RECONCILE=1` to leave phases out, or
+//! `E2E_ONLY=scale,burst` (any of latency, scale, sessions, burst, cap,
+//! failover, engine_kill, reconnect, reviewer, decision_log, reconcile) to run
+//! only some; `E2E_CASES=b,c` to measure only some cases. The failover and
+//! engine-crash phases (`e2e/failover.rs`), the reconnect phase
+//! (`e2e/reconnect.rs`: calls run with no gate after an engine restart), the
+//! reviewer phase (`e2e/reviewer.rs`) and the reconcile phase
+//! (`e2e/reconcile.rs`: 10k held calls across 1k sessions, the gate's latency
+//! during the pass) have knobs of their own.
 //!
 //! Everything is loopback, every loop is bounded in count and in time, and
 //! the run stops by itself ([`TOTAL_LIMIT`]). The machine is shared, so the
@@ -33,6 +35,8 @@ mod common;
 mod decision_log;
 #[path = "e2e/failover.rs"]
 mod failover;
+#[path = "e2e/reconcile.rs"]
+mod reconcile;
 #[path = "e2e/reconnect.rs"]
 mod reconnect;
 #[path = "e2e/reviewer.rs"]
@@ -166,6 +170,7 @@ const PHASES: &[(&str, &str)] = &[
     ("reconnect", "E2E_SKIP_RECONNECT"),
     ("reviewer", "E2E_SKIP_REVIEWER"),
     ("decision_log", "E2E_SKIP_DECISION_LOG"),
+    ("reconcile", "E2E_SKIP_RECONCILE"),
 ];
 
 /// Whether a phase runs: `E2E_ONLY=scale,burst` runs only those; otherwise
@@ -222,6 +227,9 @@ async fn run() {
     }
     if phase_on("decision_log") {
         decision_log::decision_log_phase().await;
+    }
+    if phase_on("reconcile") {
+        reconcile::reconcile_phase().await;
     }
 }
 

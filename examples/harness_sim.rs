@@ -11,7 +11,9 @@
 
 use std::time::Duration;
 
-use approval_gate_testkit::harness::{CallSpec, CallState, HarnessDouble, HarnessOptions};
+use approval_gate_testkit::harness::{
+    CallSpec, CallState, Generation, HarnessDouble, HarnessOptions,
+};
 use approval_gate_testkit::targets::TargetWorker;
 use clap::Parser;
 use serde_json::{json, Value};
@@ -32,9 +34,13 @@ struct Args {
     turn: String,
     #[arg(long, default_value = "sim-call-1")]
     call: String,
-    /// The session workspace, sent as turn metadata `working_dir`.
+    /// The session workspace, sent as turn metadata `working_dir` (the
+    /// brief's harness) and `fs_scope.root` (today's).
     #[arg(long)]
     working_dir: Option<String>,
+    /// Play the brief's harness (generation 1) instead of today's.
+    #[arg(long)]
+    generation_1: bool,
     /// Also register `--function` as an echo target.
     #[arg(long)]
     serve_target: bool,
@@ -68,7 +74,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let arguments: Value = serde_json::from_str(&args.arguments)?;
 
-    let harness = HarnessDouble::start(&args.url, HarnessOptions::default()).await;
+    let generation = if args.generation_1 {
+        Generation::G1
+    } else {
+        Generation::G2
+    };
+    let harness = HarnessDouble::start(&args.url, HarnessOptions::generation(generation)).await;
     let target = if args.serve_target {
         Some(TargetWorker::start(&args.url, &[&args.function]).await)
     } else {
@@ -94,7 +105,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         arguments,
     );
     if let Some(dir) = &args.working_dir {
-        spec = spec.with_working_dir(dir);
+        spec = spec.with_working_dir(dir).with_fs_root(dir);
     }
     let mut state = harness.call(spec).await;
     let mut seen_hooks = 0;

@@ -2,9 +2,9 @@
 //! through the gate, wait in the inbox, and you decide.
 //!
 //! Everything runs in this process by default — a test engine, the
-//! approval-gate worker, and a harness simulator (the harness double, a
-//! session manager double, and target functions including a shell that
-//! rejects paths outside its jail). With `--url` the same simulator runs
+//! approval-gate worker, and a harness simulator (the harness double playing
+//! today's harness, generation 2, a session manager double, and target
+//! functions including a shell that rejects paths outside its jail). With `--url` the same simulator runs
 //! against a real engine where approval-gate is already running.
 //!
 //! ```text
@@ -156,13 +156,16 @@ fn text_of(result: &Value) -> String {
         .unwrap_or_else(|| compact(result))
 }
 
-/// A target error without its `grant_hint=` tail (the grant watch reads the
-/// tail; a person reads the sentence).
+/// A target error without its tail, `grant_hint=` (the brief's shell) or
+/// `filesystem_access_request=` (today's): the grant watch reads the tail; a
+/// person reads the sentence.
 fn without_hint(text: &str) -> String {
-    match text.rfind(" grant_hint=") {
-        Some(at) => format!("{} (+ grant_hint)", &text[..at]),
-        None => text.to_string(),
+    for tail in ["grant_hint", "filesystem_access_request"] {
+        if let Some(at) = text.rfind(&format!(" {tail}=")) {
+            return format!("{} (+ {tail})", &text[..at]);
+        }
     }
+    text.to_string()
 }
 
 // ── decisions ──────────────────────────────────────────────────────────
@@ -738,8 +741,11 @@ async fn walk(
 
 impl World {
     fn spec(&self, call_id: &str, function_id: &str, arguments: Value) -> CallSpec {
+        // Both generations' spellings of the session workspace: today's
+        // harness reads `fs_scope.root`, the brief's `working_dir`.
         CallSpec::new(&self.session_id, "t1", call_id, function_id, arguments)
             .with_working_dir(&self.workspace)
+            .with_fs_root(&self.workspace)
     }
 
     /// One agent call: what the gate says, the hold, the inbox, the decision,
@@ -1038,7 +1044,8 @@ impl World {
         for r in &pending {
             let what = match r["grant_request"]["dir"].as_str() {
                 Some(dir) => format!(
-                    "folder_access {dir} ({})",
+                    "{} {dir} ({})",
+                    r["kind"].as_str().unwrap_or("folder_access"),
                     r["grant_request"]["error_code"].as_str().unwrap_or("?")
                 ),
                 None => r["kind"].as_str().unwrap_or("function").to_string(),
@@ -1065,7 +1072,7 @@ impl World {
                 let grants = self.harness.grants(sid);
                 screen.say(
                     "harness",
-                    format!("durable workspace grants of {sid}: {}", grants.join(", ")),
+                    format!("durable filesystem grants of {sid}: {}", grants.join(", ")),
                 );
                 if *choice == Choice::Allow(Some("always")) {
                     let shell = self.rpc("configuration::get", json!({"id": "shell"})).await;

@@ -90,6 +90,7 @@ pub use policy::{
     RulePrecedence, RuleSpec, Step, TraceStep, Verdict, HUMAN_ONLY_RULE, LOCKDOWN_RULE,
     MIN_DEADLINE_MS,
 };
+pub use policy::{widening_root, Widening, WIDENING_ROOT_RULE};
 pub use redact::{
     is_secret_key, redact, redact_full, redact_text, Full, FULL_ARGUMENTS_CAP, MAX_CLIPPED_CHARS,
     MAX_DEPTH, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_STRING_CHARS, REDACTED, SECRET_NAMES,

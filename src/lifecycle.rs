@@ -20,8 +20,11 @@ use crate::worker::Worker;
 
 pub(crate) use crate::bindings::{HARNESS_READY_ID, SESSION_DELETED_ID, TURN_COMPLETED_ID};
 
-/// How many sessions a reconcile asks the harness about at once.
-const RECONCILE_CONCURRENCY: usize = 8;
+/// How many sessions a reconcile works on at once. Kept low so the pass
+/// stays off the gate's path: with 10k held calls across 1k sessions on a
+/// real engine, 8 at once slowed the gate's p99 about 13× during the pass
+/// (`architecture/performance.md` § Reconcile with the harness).
+const RECONCILE_CONCURRENCY: usize = 2;
 /// A record younger than this is left alone by a reconcile: the harness
 /// may not have parked its call yet (twice the hooks' 5 s timeout).
 const RECONCILE_MIN_AGE_MS: u64 = 10_000;

@@ -254,7 +254,7 @@ fn agree(
             assert_eq!(policy.rules()[*index].action(), RuleAction::Ask);
             Verdict::Hold
         }
-        Basis::NoMatch | Basis::Lockdown => Verdict::Hold,
+        Basis::NoMatch | Basis::Lockdown | Basis::WideningRoot { .. } => Verdict::Hold,
         Basis::Seed { rule, .. } => {
             assert_eq!(policy.rules()[*rule].action(), RuleAction::Allow);
             Verdict::Allow

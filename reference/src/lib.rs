@@ -15,6 +15,9 @@
 //!   `human_only_extra` globs;
 //! * the lockdown (no configuration has ever compiled): every other call
 //!   holds;
+//! * a widening root (the crate's `widening_root`, taken as given like the
+//!   guard; the reference's calls come from a turn without a root): hold,
+//!   after the deny rules of `deny_ask_allow`, before the ask rules;
 //! * `first_match`: first ask rule that applies → mode `full` →
 //!   `approved_always` → (`auto` only) the seeds of the rules, then
 //!   `always_allow` → first allow or deny rule → hold;
@@ -35,8 +38,8 @@ pub mod args;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use approval_gate::{
-    builtin_guard, ApprovalSettings, ArgConstraint, Basis, ConstraintOp, Decision, Entry,
-    GrantList, GrantRef, GrantedBy, Mode, RuleAction, RulePrecedence, RuleSpec, Verdict,
+    builtin_guard, widening_root, ApprovalSettings, ArgConstraint, Basis, ConstraintOp, Decision,
+    Entry, GrantList, GrantRef, GrantedBy, Mode, RuleAction, RulePrecedence, RuleSpec, Verdict,
 };
 use globset::GlobBuilder;
 use serde_json::Value;
@@ -103,6 +106,10 @@ pub enum Outcome {
     },
     /// Nothing decided.
     NoMatch,
+    /// `harness::spawn` / `harness::send` asked for a root outside the
+    /// calling turn's roots (the reference judges calls made in a turn
+    /// without a root: every root asked for widens).
+    WideningRoot,
 }
 
 impl Outcome {
@@ -110,7 +117,9 @@ impl Outcome {
     pub fn verdict(&self) -> Verdict {
         match self {
             Outcome::HumanOnly => Verdict::Deny,
-            Outcome::Lockdown | Outcome::Ask { .. } | Outcome::NoMatch => Verdict::Hold,
+            Outcome::Lockdown | Outcome::Ask { .. } | Outcome::NoMatch | Outcome::WideningRoot => {
+                Verdict::Hold
+            }
             Outcome::Full
             | Outcome::Approved { .. }
             | Outcome::Always { .. }
@@ -167,6 +176,7 @@ pub fn outcome_of(d: &Decision<'_>) -> Outcome {
             constraint: constraint.map(|c| (c.field.to_owned(), c.operator, c.value.clone())),
         },
         Basis::NoMatch => Outcome::NoMatch,
+        Basis::WideningRoot { .. } => Outcome::WideningRoot,
     }
 }
 
@@ -484,6 +494,9 @@ impl Policy {
             if let Some(i) = self.first(Some(RuleAction::Deny), mode, fid, args) {
                 return self.rule_outcome(i);
             }
+        }
+        if widening_root(fid, args, None).is_some() {
+            return Outcome::WideningRoot;
         }
         if let Some(index) = self.first(Some(RuleAction::Ask), mode, fid, args) {
             let rule = &self.rules[index];

@@ -11,7 +11,9 @@
 //!
 //! # Format
 //!
-//! In: `{ session_id, function_id, arguments? }`
+//! In: `{ session_id, function_id, arguments?, metadata? }` (`metadata`: the
+//! calling turn's, as the hook input carries it; its `fs_scope` is what a
+//! widening root of `harness::spawn` / `harness::send` is judged against)
 //! Out: `{ verdict: "allow"|"deny"|"needs_approval", rule_id?, reason,
 //!         trace: [{step, outcome, detail?}], rule_errors?, deadline_ms?, reviewer? }`
 
@@ -20,12 +22,12 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::config::ApprovalConfig;
 use crate::error::{validate_function_id, validate_id, ApprovalError};
 use crate::functions::register_typed;
-use crate::gate::{settings_unknown, GATE_UNAVAILABLE};
+use crate::gate::{settings_unknown, turn_with_durable_grants, GATE_UNAVAILABLE};
 use crate::pending::{timeout_ms, HoldLimits};
 use crate::policy::{
     decide_with, Call, CompiledRules, CompiledSettings, DecideOptions, TraceStep, Verdict,
@@ -46,6 +48,11 @@ pub(crate) struct EvaluateRequest {
     /// The call's arguments.
     #[serde(default)]
     pub arguments: Option<Value>,
+    /// The calling turn's metadata, as the harness hands it to the gate
+    /// (`fs_scope.root` and `fs_scope.grants`: the roots a
+    /// `harness::spawn` / `harness::send` may ask for without a human).
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
 }
 
 /// The verdict on the wire.
@@ -99,6 +106,18 @@ pub fn explain(
     function_id: &str,
     arguments: Option<&Value>,
 ) -> EvaluateResponse {
+    explain_in_turn(settings, rules, config, function_id, arguments, None)
+}
+
+/// As [`explain`], for a call made in a turn with `turn` as its metadata.
+pub(crate) fn explain_in_turn(
+    settings: &CompiledSettings,
+    rules: &CompiledRules,
+    config: &ApprovalConfig,
+    function_id: &str,
+    arguments: Option<&Value>,
+    turn: Option<&Map<String, Value>>,
+) -> EvaluateResponse {
     let mut trace = Vec::new();
     let decision = decide_with(
         settings,
@@ -109,6 +128,7 @@ pub fn explain(
         },
         DecideOptions {
             trace: Some(&mut trace),
+            turn,
             ..DecideOptions::default()
         },
     );
@@ -135,6 +155,9 @@ pub fn explain(
 
 /// How long evaluate may wait for a cold session's settings.
 const SETTINGS_BUDGET: Duration = Duration::from_secs(5);
+
+/// How long evaluate may wait for the session's durable grants.
+const GRANTS_BUDGET: Duration = Duration::from_millis(1500);
 
 /// Evaluates a call without side effects.
 pub(crate) async fn evaluate(
@@ -166,14 +189,26 @@ pub(crate) async fn evaluate(
         Known::Stored(stored) => &stored.compiled,
         Known::Absent => &snapshot.defaults,
     };
+    // As the gate: the session's durable grants count as the turn's granted
+    // roots, read only when a root asked for lies outside the metadata's.
+    let turn = turn_with_durable_grants(
+        worker,
+        &request.session_id,
+        &request.function_id,
+        request.arguments.as_ref(),
+        request.metadata.as_ref(),
+        GRANTS_BUDGET,
+    )
+    .await;
     Ok(EvaluateResponse {
         rule_errors: snapshot.errors(),
-        ..explain(
+        ..explain_in_turn(
             settings,
             &snapshot.rules,
             &snapshot.config,
             &request.function_id,
             request.arguments.as_ref(),
+            turn.as_ref().or(request.metadata.as_ref()),
         )
     })
 }
@@ -221,5 +256,43 @@ mod tests {
         let out = explain(&settings, &rules, &config, "approval::resolve", None);
         assert_eq!(out.verdict, WireVerdict::Deny);
         assert_eq!(out.rule_id.as_deref(), Some("human_only_function"));
+    }
+
+    #[test]
+    fn rule_19_widening_root_evaluate_names_the_rule_in_full_mode() {
+        let settings = CompiledSettings::new(&ApprovalSettings::new(Mode::Full));
+        let config = ApprovalConfig::default();
+        let rules = CompiledRules::compile(&[]).expect("no rules compile");
+        let turn = json!({"fs_scope": {"root": "/w/s1", "grants": ["/data"]}});
+        let turn = turn.as_object();
+        let spawn = |root: &str| json!({"prompt": "p", "options": {"filesystem_root": root}});
+        let out = explain_in_turn(
+            &settings,
+            &rules,
+            &config,
+            "harness::spawn",
+            Some(&spawn("/etc")),
+            turn,
+        );
+        assert_eq!(out.verdict, WireVerdict::NeedsApproval);
+        assert_eq!(out.rule_id.as_deref(), Some("widening_root"));
+        assert!(out.reason.contains("/etc"), "{}", out.reason);
+        let step = out
+            .trace
+            .iter()
+            .find(|t| t.step == Step::WideningRoot)
+            .expect("a widening step");
+        assert_eq!(step.outcome, Outcome::Hold);
+        // Inside the turn's grants: the ladder (full mode allows).
+        let out = explain_in_turn(
+            &settings,
+            &rules,
+            &config,
+            "harness::spawn",
+            Some(&spawn("/data/tree")),
+            turn,
+        );
+        assert_eq!(out.verdict, WireVerdict::Allow, "{out:?}");
+        assert_eq!(out.rule_id, None);
     }
 }

@@ -3,10 +3,13 @@
 //! of `approval::gate` that property tests and fuzzing exercise without an
 //! engine. See `architecture/contract.md` § The gate.
 
+use serde_json::{Map, Value};
+
 use crate::error::is_valid_id;
 use crate::hook::{HookCall, HookInput};
 use crate::policy::{
     decide_with, Basis, Call, CompiledRules, CompiledSettings, DecideOptions, GrantRef, Verdict,
+    WIDENING_ROOT_RULE,
 };
 use crate::settings::Entry;
 
@@ -31,8 +34,9 @@ pub enum Judgement<'r> {
     },
     /// Park the call for a human (the caller records it first).
     Hold {
-        /// The ask rule that holds it, with its own deadlines; `None` when no
-        /// rule decided.
+        /// The ask rule that holds it, with its own deadlines (or
+        /// `widening_root`, held like an ask rule with the configuration's
+        /// deadlines); `None` when no rule decided.
         ask: Option<AskHold<'r>>,
         /// The ladder's default hold ([`crate::policy::Decision::is_default_hold`]):
         /// no rule decided and it is not the lockdown — the only hold a
@@ -104,6 +108,19 @@ pub fn judge_passing_over<'r>(
     rules: &'r CompiledRules,
     passed_over: &[GrantRef],
 ) -> Judgement<'r> {
+    judge_in_turn(input, settings, rules, passed_over, input.metadata.as_ref())
+}
+
+/// As [`judge_passing_over`], judging a widening root against `turn` (the
+/// input's metadata, or that metadata with the session's durable grants
+/// added to `fs_scope.grants`).
+pub(crate) fn judge_in_turn<'r>(
+    input: &'r HookInput,
+    settings: &'r CompiledSettings,
+    rules: &'r CompiledRules,
+    passed_over: &[GrantRef],
+    turn: Option<&Map<String, Value>>,
+) -> Judgement<'r> {
     let Some(call) = input.call.as_ref() else {
         return Judgement::Deny {
             reason: NO_CALL.to_string(),
@@ -119,6 +136,7 @@ pub fn judge_passing_over<'r>(
         },
         DecideOptions {
             passed_over,
+            turn,
             ..DecideOptions::default()
         },
     );
@@ -155,6 +173,12 @@ pub fn judge_passing_over<'r>(
                     rule_id,
                     timeout_ms,
                     escalate_after_ms,
+                }),
+                // Held like an ask rule, with the configuration's deadlines.
+                Basis::WideningRoot { .. } => Some(AskHold {
+                    rule_id: WIDENING_ROOT_RULE,
+                    timeout_ms: None,
+                    escalate_after_ms: None,
                 }),
                 _ => None,
             },

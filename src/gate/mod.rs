@@ -14,7 +14,7 @@ mod review;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio::sync::watch;
 
 use crate::bindings::durable::{self as binding, DurableBinding, Status};
@@ -31,7 +31,7 @@ use crate::settings::Known;
 use crate::terms::Mode;
 use crate::worker::Worker;
 
-pub(crate) use judge::ids_are_valid;
+pub(crate) use judge::{ids_are_valid, judge_in_turn};
 pub use judge::{judge, judge_passing_over, AskHold, Judgement, Spend};
 pub(crate) use judge::{settings_unknown, GATE_UNAVAILABLE};
 
@@ -40,6 +40,9 @@ pub(crate) const ID: &str = binding::GATE_ID;
 
 /// How long a cold session's settings read may take.
 const SETTINGS_BUDGET: Duration = Duration::from_millis(2000);
+/// How long the session's durable grants may take to read, when a root
+/// asked for lies outside the turn's own.
+const GRANTS_BUDGET: Duration = Duration::from_millis(1500);
 /// Time kept for the durable write of a hold.
 const WRITE_RESERVE: Duration = Duration::from_millis(1500);
 
@@ -91,10 +94,21 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
         Known::Stored(stored) => &stored.compiled,
         Known::Absent => &snapshot.defaults,
     };
+    let budget = deadline.cap(GRANTS_BUDGET, WRITE_RESERVE);
+    let turn = turn_with_durable_grants(
+        worker,
+        &input.session_id,
+        &call.function_id,
+        call.arguments.as_ref(),
+        input.metadata.as_ref(),
+        budget,
+    )
+    .await;
+    let turn = turn.as_ref().or(input.metadata.as_ref());
     // Grants whose use could not be written: judged again without them.
     let mut passed_over = Vec::new();
     loop {
-        match judge_passing_over(&input, settings, &snapshot.rules, &passed_over) {
+        match judge_in_turn(&input, settings, &snapshot.rules, &passed_over, turn) {
             Judgement::Continue { rule, spend } => {
                 if let Some(spend) = spend {
                     if !spend_use(worker, &input, call, spend, deadline).await {
@@ -426,4 +440,42 @@ pub(crate) fn register(worker: &Arc<Worker>) {
         "Pre-trigger hook: decides continue, deny or hold for one function call. Harness only.",
         |worker, input| async move { gate(&worker, input).await },
     );
+}
+
+/// A widening root is judged against the turn's own root and its granted
+/// roots (`architecture/contract.md` § A widening root). The turn's
+/// metadata carries its root and the grants it was sent with; the harness's
+/// durable grants of the session are granted roots too, read only when a
+/// root asked for lies outside the metadata's (so no other call pays for
+/// it). Returns the metadata with those grants added to `fs_scope.grants`;
+/// `None` (judge with the input's metadata) when nothing widens, the turn
+/// has no root of its own, or the grants cannot be read in time — the call
+/// is then held, and a human decides.
+pub(crate) async fn turn_with_durable_grants(
+    worker: &Worker,
+    session_id: &str,
+    function_id: &str,
+    arguments: Option<&Value>,
+    metadata: Option<&Map<String, Value>>,
+    budget: Duration,
+) -> Option<Map<String, Value>> {
+    crate::policy::widening_root(function_id, arguments, metadata)?;
+    let mut metadata = metadata?.clone();
+    let scope = metadata.get_mut("fs_scope")?.as_object_mut()?;
+    scope.get("root")?.as_str()?;
+    let roots = match worker.folders.granted_roots(session_id, budget).await {
+        Ok(Some(roots)) if !roots.is_empty() => roots,
+        Ok(_) => return None,
+        Err(err) => {
+            tracing::warn!(session_id, function_id, error = %err, "durable grants unreadable; a widening root waits for a human");
+            return None;
+        }
+    };
+    let mut grants: Vec<Value> = match scope.remove("grants") {
+        Some(Value::Array(grants)) => grants,
+        _ => Vec::new(),
+    };
+    grants.extend(roots.into_iter().map(Value::String));
+    scope.insert("grants".into(), Value::Array(grants));
+    Some(metadata)
 }

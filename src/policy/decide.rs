@@ -20,6 +20,10 @@
 //! `full` mode and grants); then 2–5; then the first matching allow rule →
 //! allow; then 7.
 //!
+//! Before step 2 (in both precedences): a `harness::spawn` / `harness::send`
+//! that asks for a root outside the calling turn's own roots → hold, rule
+//! `widening_root`, in every mode ([`super::widening`]).
+//!
 //! An entry applies when its pattern matches (its exact id when
 //! `pattern: false`) and it has not expired, has uses left and its `args`
 //! hold (read strictly, as allow rules read them). In step 5 the seeds of
@@ -31,13 +35,14 @@
 //! ladder right after step 1: every other call holds, rule `lockdown`, in
 //! every mode, whatever the grants say.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::args::{args_hold, failing_constraint, MatchedConstraint, Reading};
 use super::grants::{CompiledSettings, GrantArgs, GrantRef};
 use super::guard::{builtin_guard, Guard};
 use super::rules::{CompiledRule, CompiledRules, RuleAction, RulePrecedence};
 use super::trace::{Outcome, Step, TraceStep};
+use super::widening::{widening_root, Widening};
 use crate::terms::Mode;
 use crate::terms::{Entry, GrantList, GrantedBy};
 
@@ -88,6 +93,12 @@ pub enum Basis<'r> {
     },
     /// No configuration has ever compiled: a human decides every call.
     Lockdown,
+    /// The call asks for a root outside the calling turn's roots: a human
+    /// decides, in every mode.
+    WideningRoot {
+        /// What it asked for.
+        widening: Widening<'r>,
+    },
     /// This ask rule applied: a human decides.
     Ask {
         /// Its index in the `rules` array.
@@ -181,6 +192,10 @@ pub struct DecideOptions<'t> {
     pub passed_over: &'t [GrantRef],
     /// Where to record every step considered (`approval::evaluate`).
     pub trace: Option<&'t mut Vec<TraceStep>>,
+    /// The calling turn's metadata (its `fs_scope`: own root and grants),
+    /// against which a widening root is judged; `None`: the turn has no
+    /// root, so every root asked for widens.
+    pub turn: Option<&'t Map<String, Value>>,
 }
 
 /// Runs the ladder for one call, as the gate does.
@@ -208,6 +223,7 @@ pub fn decide_with<'r>(
         now: options.now_ms,
         passed_over: options.passed_over,
         trace: options.trace,
+        turn: options.turn,
         scan: None,
     }
     .run()
@@ -245,6 +261,7 @@ struct Ladder<'r, 't> {
     now: Option<u64>,
     passed_over: &'t [GrantRef],
     trace: Option<&'t mut Vec<TraceStep>>,
+    turn: Option<&'t Map<String, Value>>,
     scan: Option<Scan>,
 }
 
@@ -274,6 +291,9 @@ impl<'r> Ladder<'r, '_> {
             if let Some(decision) = self.deny_rules() {
                 return decision;
             }
+        }
+        if let Some(decision) = self.widening_root() {
+            return decision;
         }
         if let Some(decision) = self.ask_rules() {
             return decision;
@@ -384,6 +404,31 @@ impl<'r> Ladder<'r, '_> {
         }
         let slot = first?;
         self.rule_decision(slot)
+    }
+
+    /// A root outside the calling turn's roots holds the call for a human
+    /// (traced only for the functions that can ask for one).
+    fn widening_root(&mut self) -> Option<Decision<'r>> {
+        let call = self.call;
+        match widening_root(call.function_id, call.arguments, self.turn) {
+            Some(widening) => {
+                self.note(Step::WideningRoot, Outcome::Hold, || {
+                    Some(widening.describe())
+                });
+                Some(Decision {
+                    verdict: Verdict::Hold,
+                    basis: Basis::WideningRoot { widening },
+                })
+            }
+            None => {
+                if super::widening::asks_for_roots(call.function_id) {
+                    self.note(Step::WideningRoot, Outcome::Pass, || {
+                        Some("no root outside the calling turn's roots".into())
+                    });
+                }
+                None
+            }
+        }
     }
 
     /// Ask rules: the first that applies holds the call for a human.
@@ -933,6 +978,7 @@ mod tests {
                             Basis::Ask { .. } => "ask",
                             Basis::Seed { .. } => "seed",
                             Basis::Lockdown => "lockdown",
+                            Basis::WideningRoot { .. } => "widening",
                         };
                         assert_eq!(
                             (d.verdict, basis),

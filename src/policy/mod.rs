@@ -3,8 +3,8 @@
 //!
 //! The modules depend on each other in one direction only:
 //! `glob`, `command` ← `args`, `guard` ← `rules` ← `grants` ← `decide` ←
-//! `reasons`; `trace` (the explained decision's steps) and `envelope` stand
-//! alone. The wire words they share with the settings (`Mode`,
+//! `reasons`; `trace` (the explained decision's steps), `envelope` and
+//! `widening` (a root asked for outside the turn's roots) stand alone. The wire words they share with the settings (`Mode`,
 //! `ArgConstraint`) live in the leaf `crate::terms`.
 //!
 //! Three stages, kept apart: the wire types ([`RuleSpec`]) are parsed by
@@ -28,6 +28,7 @@ mod guard;
 mod reasons;
 mod rules;
 mod trace;
+mod widening;
 
 pub(crate) use args::check_args;
 pub use decide::{
@@ -42,3 +43,4 @@ pub use rules::{
     RulePrecedence, RuleSpec, MIN_DEADLINE_MS,
 };
 pub use trace::{Outcome, Step, TraceStep};
+pub use widening::{widening_root, Widening, WIDENING_ROOT_RULE};

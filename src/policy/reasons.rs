@@ -10,6 +10,7 @@
 
 use super::args::MatchedConstraint;
 use super::decide::{Basis, Decision, Verdict, HUMAN_ONLY_RULE, LOCKDOWN_RULE};
+use super::widening::WIDENING_ROOT_RULE;
 
 impl<'r> Decision<'r> {
     /// The rule behind the decision: `human_only_function` for a human-only
@@ -19,6 +20,7 @@ impl<'r> Decision<'r> {
         match self.basis {
             Basis::HumanOnly { .. } => Some(HUMAN_ONLY_RULE),
             Basis::Lockdown => Some(LOCKDOWN_RULE),
+            Basis::WideningRoot { .. } => Some(WIDENING_ROOT_RULE),
             Basis::Rule { rule_id, .. } | Basis::Ask { rule_id, .. } => Some(rule_id),
             _ => None,
         }
@@ -80,6 +82,10 @@ impl<'r> Decision<'r> {
                 "held: lockdown (no configuration has compiled yet); a human decides".to_owned()
             }
             (_, Basis::NoMatch) => "held: no rule matched".to_owned(),
+            (_, Basis::WideningRoot { widening }) => format!(
+                "held: {function_id} asks for a root outside the calling turn's roots ({}); a human decides",
+                widening.describe()
+            ),
         }
     }
 }

@@ -28,6 +28,9 @@ pub enum Step {
     Lockdown,
     /// `deny_ask_allow` only: one deny rule whose function glob matched.
     DenyRule,
+    /// `harness::spawn` / `harness::send` only: whether a root it asks for
+    /// lies outside the calling turn's roots (a human decides).
+    WideningRoot,
     /// One ask rule whose function glob matched (or none).
     Ask,
     /// The session's mode (`full` allows).

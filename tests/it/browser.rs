@@ -416,7 +416,7 @@ async fn browser_allow_deny_and_a_folder_session_grant_by_clicking() {
             l.scene.ok("approval::approve-always", json!({"session_id": "s_b", "function_id": "shell::read"})).await;
             assert!(l.scene.harness.call(spec("s_b", "c3", "shell::read", json!({"path": "/data/reports/q1.csv"}))).await.is_held());
             let folder = link_of(&created, 2).await;
-            assert_eq!(created.events()[2]["kind"], "folder_access");
+            assert_eq!(created.events()[2]["kind"], "filesystem_access");
             browser.goto(&folder).await;
             let shown_dir = browser.script("return document.body.textContent.includes('/data/reports');").await;
             assert_eq!(shown_dir, true);

@@ -12,7 +12,7 @@ use approval_gate::{boot, BootOptions, Running};
 use approval_gate_testkit::fixture::{
     call, wait_for_functions, EngineFixture, RealEngineOptions, StateBackend,
 };
-use approval_gate_testkit::harness::{HarnessDouble, HarnessOptions};
+use approval_gate_testkit::harness::{Generation, HarnessDouble, HarnessOptions};
 use approval_gate_testkit::session::SessionDouble;
 use approval_gate_testkit::targets::TargetWorker;
 use futures_util::FutureExt;
@@ -101,6 +101,45 @@ impl Drop for InProcess {
 pub const SCENARIO_LIMIT: Duration = Duration::from_secs(90);
 /// A short wait for asynchronous effects.
 pub const WAIT: Duration = Duration::from_secs(5);
+
+/// Writes a scenario once and runs it on both harness generations: the
+/// scenario is an `async fn <name>(generation)` taking the
+/// [`Generation`]; the macro makes a module `<name>` with the tests `g1`
+/// and `g2` (`cargo test --test it <suite>::<name>` runs both). Inside, the
+/// scenario usually starts its scene with [`Scene::start_with`] and
+/// `HarnessOptions::generation(generation)` and runs on each engine with
+/// [`on_each_engine`] under [`label`]`(name, generation)`.
+macro_rules! each_generation {
+    ($(#[$meta:meta])* async fn $name:ident($generation:ident) $body:block) => {
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            async fn $name($generation: approval_gate_testkit::harness::Generation) $body
+
+            #[tokio::test]
+            async fn g1() {
+                $name(approval_gate_testkit::harness::Generation::G1).await
+            }
+
+            #[tokio::test]
+            async fn g2() {
+                $name(approval_gate_testkit::harness::Generation::G2).await
+            }
+        }
+    };
+}
+pub(crate) use each_generation;
+
+/// A scenario's label on one generation (`<name>_g1` / `<name>_g2`): what
+/// [`on_each_engine`] prints and names the real engine's files after.
+pub fn label(name: &str, generation: Generation) -> String {
+    match generation {
+        Generation::G1 => format!("{name}_g1"),
+        Generation::G2 => format!("{name}_g2"),
+    }
+}
 
 /// Runs `scenario` on the test engine, then on a real engine when present.
 pub async fn on_each_engine<F, Fut>(test: &str, scenario: F)
@@ -350,7 +389,9 @@ impl Scene {
         scene
     }
 
-    /// Waits until the harness holds the gate's binding.
+    /// Waits until the harness holds the gate's binding and the watch's
+    /// (today's harness enforces a session root only while the watch's
+    /// binding matches a call).
     pub async fn wait_for_gate_binding(&self) {
         assert!(
             self.harness
@@ -358,6 +399,17 @@ impl Scene {
                 .await
                 .is_some(),
             "the harness never received the gate's binding"
+        );
+        assert!(
+            self.harness
+                .wait_for_binding(
+                    "harness::hook::post-trigger",
+                    "approval::filesystem-access-watch",
+                    WAIT
+                )
+                .await
+                .is_some(),
+            "the harness never received the watch's binding"
         );
     }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use approval_gate_testkit::harness::{CallSpec, CallState};
+use approval_gate_testkit::harness::{CallSpec, CallState, HarnessOptions};
 use serde_json::{json, Value};
 
 use approval_gate::Mode;
@@ -189,7 +189,14 @@ async fn gate_bad_inputs_and_state_failures_deny_never_hold() {
 #[tokio::test]
 async fn gate_unknown_settings_deny_never_default() {
     on_test_engine("gate_unknown_settings", |engine| async move {
-        let mut scene = Scene::start(engine).await;
+        // The brief's harness: the one-shot `state::get` faults below cannot
+        // be aimed at one scope, and today's harness announces
+        // `harness::ready` to the restarted worker, whose reconcile and
+        // binding check read state in the background and could take a fault
+        // meant for the settings read. Settings are judged before anything
+        // generation-specific.
+        let options = HarnessOptions::generation(approval_gate_testkit::harness::Generation::G1);
+        let mut scene = Scene::start_with(engine, options).await;
         scene
             .ok(
                 "configuration::set",
@@ -250,239 +257,244 @@ async fn gate_unknown_settings_deny_never_default() {
     .await;
 }
 
-#[tokio::test]
-async fn gate_hold_list_resolve_allow_runs_once_and_announces_once() {
-    on_each_engine("gate_hold_resolve_allow", |engine| async move {
-        let scene = Scene::start(engine).await;
-        scene.sessions.put(
-            "s_1",
-            json!({"title": "Release prep", "description": "", "metadata": {"owner": "u_1"}}),
-        );
-        let created = scene
-            .sink("created-all", "approval::pending-created", json!({}))
-            .await;
-        let resolved = scene
-            .sink("resolved-all", "approval::pending-resolved", json!({}))
-            .await;
-
-        let out = scene
-            .harness
-            .call(spec(
+each_generation! {
+    async fn gate_hold_list_resolve_allow_runs_once_and_announces_once(generation) {
+        on_each_engine(&label("gate_hold_resolve_allow", generation), |engine| async move {
+            let scene = Scene::start_with(engine, HarnessOptions::generation(generation)).await;
+            scene.sessions.put(
                 "s_1",
-                "c_1",
-                "demo::echo",
-                json!({"msg": "hi", "api_key": "sk-123"}),
-            ))
-            .await;
-        assert!(out.is_held());
-        let inbox = scene.inbox().await;
-        assert_eq!(inbox.len(), 1);
-        let r = &inbox[0];
-        assert_eq!(r["session_id"], "s_1");
-        assert_eq!(r["turn_id"], "t_s_1");
-        assert_eq!(r["function_call_id"], "c_1");
-        assert_eq!(r["function_id"], "demo::echo");
-        assert_eq!(r["kind"], "function");
-        assert_eq!(
-            r["arguments_excerpt"],
-            json!({"msg": "hi", "api_key": "<redacted>"})
-        );
-        assert_eq!(r["session_title"], "Release prep");
-        assert!(
-            r.get("session_description").is_none(),
-            "empty strings are dropped"
-        );
-        assert_eq!(r["session_metadata"], json!({"owner": "u_1"}));
-        let got = scene
-            .ok(
-                "approval::get-pending",
-                json!({"session_id": "s_1", "function_call_id": "c_1"}),
-            )
-            .await;
-        assert_eq!(&got["pending"], r);
+                json!({"title": "Release prep", "description": "", "metadata": {"owner": "u_1"}}),
+            );
+            let created = scene
+                .sink("created-all", "approval::pending-created", json!({}))
+                .await;
+            let resolved = scene
+                .sink("resolved-all", "approval::pending-resolved", json!({}))
+                .await;
 
-        let ev = created.wait_for(1, WAIT).await;
-        assert_eq!(ev.len(), 1);
-        assert_eq!(ev[0]["status"], "pending");
-        assert_eq!(ev[0]["function_call_id"], "c_1");
+            let out = scene
+                .harness
+                .call(spec(
+                    "s_1",
+                    "c_1",
+                    "demo::echo",
+                    json!({"msg": "hi", "api_key": "sk-123"}),
+                ))
+                .await;
+            assert!(out.is_held());
+            let inbox = scene.inbox().await;
+            assert_eq!(inbox.len(), 1);
+            let r = &inbox[0];
+            assert_eq!(r["session_id"], "s_1");
+            assert_eq!(r["turn_id"], "t_s_1");
+            assert_eq!(r["function_call_id"], "c_1");
+            assert_eq!(r["function_id"], "demo::echo");
+            assert_eq!(r["kind"], "function");
+            assert_eq!(
+                r["arguments_excerpt"],
+                json!({"msg": "hi", "api_key": "<redacted>"})
+            );
+            assert_eq!(r["session_title"], "Release prep");
+            assert!(
+                r.get("session_description").is_none(),
+                "empty strings are dropped"
+            );
+            assert_eq!(r["session_metadata"], json!({"owner": "u_1"}));
+            let got = scene
+                .ok(
+                    "approval::get-pending",
+                    json!({"session_id": "s_1", "function_call_id": "c_1"}),
+                )
+                .await;
+            assert_eq!(&got["pending"], r);
 
-        let out = scene
-            .ok(
-                "approval::resolve",
-                json!({"session_id": "s_1", "function_call_id": "c_1", "decision": "allow"}),
-            )
-            .await;
-        assert_eq!(out["resolved"], true);
-        assert_eq!(scene.harness.target_runs("demo::echo"), 1);
-        assert!(scene.inbox().await.is_empty());
-        assert_eq!(record_count(&scene).await, 0);
-        let ev = resolved.wait_for(1, WAIT).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let ev2 = resolved.events();
-        assert_eq!(ev2.len(), 1, "{ev:?}");
-        assert_eq!(ev2[0]["outcome"], "allow");
-        assert_eq!(ev2[0]["session_metadata"], json!({"owner": "u_1"}));
-        assert!(ev2[0]["resolved_at"].as_u64().unwrap() > 0);
+            let ev = created.wait_for(1, WAIT).await;
+            assert_eq!(ev.len(), 1);
+            assert_eq!(ev[0]["status"], "pending");
+            assert_eq!(ev[0]["function_call_id"], "c_1");
 
-        // A second resolve: resolved false, no event.
-        let again = scene
-            .ok(
-                "approval::resolve",
-                json!({"session_id": "s_1", "function_call_id": "c_1", "decision": "allow"}),
-            )
-            .await;
-        assert_eq!(again["resolved"], false);
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert_eq!(resolved.events().len(), 1);
-        assert_eq!(scene.harness.target_runs("demo::echo"), 1);
-        let none = scene
-            .ok(
-                "approval::get-pending",
-                json!({"session_id": "s_1", "function_call_id": "c_1"}),
-            )
-            .await;
-        assert!(none.is_null());
-    })
-    .await;
+            let out = scene
+                .ok(
+                    "approval::resolve",
+                    json!({"session_id": "s_1", "function_call_id": "c_1", "decision": "allow"}),
+                )
+                .await;
+            assert_eq!(out["resolved"], true);
+            assert_eq!(scene.harness.target_runs("demo::echo"), 1);
+            assert!(scene.inbox().await.is_empty());
+            assert_eq!(record_count(&scene).await, 0);
+            let ev = resolved.wait_for(1, WAIT).await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let ev2 = resolved.events();
+            assert_eq!(ev2.len(), 1, "{ev:?}");
+            assert_eq!(ev2[0]["outcome"], "allow");
+            assert_eq!(ev2[0]["session_metadata"], json!({"owner": "u_1"}));
+            assert!(ev2[0]["resolved_at"].as_u64().unwrap() > 0);
+
+            // A second resolve: resolved false, no event.
+            let again = scene
+                .ok(
+                    "approval::resolve",
+                    json!({"session_id": "s_1", "function_call_id": "c_1", "decision": "allow"}),
+                )
+                .await;
+            assert_eq!(again["resolved"], false);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert_eq!(resolved.events().len(), 1);
+            assert_eq!(scene.harness.target_runs("demo::echo"), 1);
+            let none = scene
+                .ok(
+                    "approval::get-pending",
+                    json!({"session_id": "s_1", "function_call_id": "c_1"}),
+                )
+                .await;
+            assert!(none.is_null());
+        })
+        .await;
+    }
 }
 
-#[tokio::test]
-async fn gate_resolve_deny_delivers_the_operator_reason_and_envelope() {
-    on_each_engine("gate_resolve_deny", |engine| async move {
-        let scene = Scene::start(engine).await;
-        let resolved = scene.sink("resolved-deny", "approval::pending-resolved", json!({})).await;
-        assert!(scene.harness.call(spec("s_d", "c_d", "shell::run", json!({"cmd": "deploy", "password": "hunter2"}))).await.is_held());
-        let out = scene
-            .ok(
-                "approval::resolve",
-                json!({"session_id": "s_d", "function_call_id": "c_d", "decision": "deny", "reason": "not on prod"}),
-            )
-            .await;
-        assert_eq!(out["resolved"], true);
-        assert_eq!(scene.harness.target_runs("shell::run"), 0);
-        let state = scene.harness.state("s_d", "c_d").unwrap();
-        let result = state.result().unwrap_or_else(|| panic!("{state:?}")).clone();
-        let text = result.to_string();
-        assert!(text.contains("not on prod"), "{text}");
-        assert!(!text.contains("hunter2"), "{text}");
-        let entry = scene.harness.entries().into_iter().find(|e| e.entry_id == "e_t_s_d_c_d").expect("delivered entry");
-        let _ = entry;
-        let req = scene.harness.resolve_requests().into_iter().find(|r| r["function_call_id"] == "c_d").unwrap();
-        assert_eq!(req["action"], "deliver");
-        assert_eq!(req["is_error"], true);
-        assert_eq!(req["content"], json!([{"type": "text", "text": "Denied by a human: not on prod"}]));
-        let env = &req["details"];
-        assert_eq!(env["schema_version"], 1);
-        assert_eq!(env["status"], "denied");
-        assert_eq!(env["denied_by"], "user");
-        assert_eq!(env["function_id"], "shell::run");
-        assert_eq!(env["reason"], "Denied by a human: not on prod");
-        assert_eq!(env["args_excerpt"]["password"], "<redacted>");
-        let ev = resolved.wait_for(1, WAIT).await;
-        assert_eq!(ev[0]["outcome"], "deny");
-        assert_eq!(ev[0]["reason"], "not on prod");
+each_generation! {
+    async fn gate_resolve_deny_delivers_the_operator_reason_and_envelope(generation) {
+        on_each_engine(&label("gate_resolve_deny", generation), |engine| async move {
+            let scene = Scene::start_with(engine, HarnessOptions::generation(generation)).await;
+            let resolved = scene.sink("resolved-deny", "approval::pending-resolved", json!({})).await;
+            assert!(scene.harness.call(spec("s_d", "c_d", "shell::run", json!({"cmd": "deploy", "password": "hunter2"}))).await.is_held());
+            let out = scene
+                .ok(
+                    "approval::resolve",
+                    json!({"session_id": "s_d", "function_call_id": "c_d", "decision": "deny", "reason": "not on prod"}),
+                )
+                .await;
+            assert_eq!(out["resolved"], true);
+            assert_eq!(scene.harness.target_runs("shell::run"), 0);
+            let state = scene.harness.state("s_d", "c_d").unwrap();
+            let result = state.result().unwrap_or_else(|| panic!("{state:?}")).clone();
+            let text = result.to_string();
+            assert!(text.contains("not on prod"), "{text}");
+            assert!(!text.contains("hunter2"), "{text}");
+            let entry = scene.harness.entries().into_iter().find(|e| e.entry_id == "e_t_s_d_c_d").expect("delivered entry");
+            let _ = entry;
+            let req = scene.harness.resolve_requests().into_iter().find(|r| r["function_call_id"] == "c_d").unwrap();
+            assert_eq!(req["action"], "deliver");
+            assert_eq!(req["is_error"], true);
+            assert_eq!(req["content"], json!([{"type": "text", "text": "Denied by a human: not on prod"}]));
+            let env = &req["details"];
+            assert_eq!(env["schema_version"], 1);
+            assert_eq!(env["status"], "denied");
+            assert_eq!(env["denied_by"], "user");
+            assert_eq!(env["function_id"], "shell::run");
+            assert_eq!(env["reason"], "Denied by a human: not on prod");
+            assert_eq!(env["args_excerpt"]["password"], "<redacted>");
+            let ev = resolved.wait_for(1, WAIT).await;
+            assert_eq!(ev[0]["outcome"], "deny");
+            assert_eq!(ev[0]["reason"], "not on prod");
 
-        // No reason → "Rejected by operator."
-        assert!(scene.harness.call(spec("s_d", "c_e", "shell::run", json!({}))).await.is_held());
-        scene
-            .ok("approval::resolve", json!({"session_id": "s_d", "function_call_id": "c_e", "decision": "deny", "reason": null}))
-            .await;
-        let req = scene.harness.resolve_requests().into_iter().find(|r| r["function_call_id"] == "c_e").unwrap();
-        assert_eq!(req["content"][0]["text"], "Denied by a human: Rejected by operator.");
-        let ev = resolved.wait_for(2, WAIT).await;
-        assert!(ev[1].get("reason").is_none(), "the operator gave no reason: {}", ev[1]);
-    })
-    .await;
+            // No reason → "Rejected by operator."
+            assert!(scene.harness.call(spec("s_d", "c_e", "shell::run", json!({}))).await.is_held());
+            scene
+                .ok("approval::resolve", json!({"session_id": "s_d", "function_call_id": "c_e", "decision": "deny", "reason": null}))
+                .await;
+            let req = scene.harness.resolve_requests().into_iter().find(|r| r["function_call_id"] == "c_e").unwrap();
+            assert_eq!(req["content"][0]["text"], "Denied by a human: Rejected by operator.");
+            let ev = resolved.wait_for(2, WAIT).await;
+            assert!(ev[1].get("reason").is_none(), "the operator gave no reason: {}", ev[1]);
+        })
+        .await;
+    }
 }
 
-#[tokio::test]
-async fn gate_redelivered_hook_holds_once_and_announces_once() {
-    on_each_engine("gate_redelivery", |engine| async move {
-        let scene = Scene::start(engine).await;
-        let created = scene
-            .sink("created-redeliver", "approval::pending-created", json!({}))
-            .await;
-        for _ in 0..3 {
+each_generation! {
+    async fn gate_redelivered_hook_holds_once_and_announces_once(generation) {
+        on_each_engine(&label("gate_redelivery", generation), |engine| async move {
+            let scene = Scene::start_with(engine, HarnessOptions::generation(generation)).await;
+            let created = scene
+                .sink("created-redeliver", "approval::pending-created", json!({}))
+                .await;
+            for _ in 0..3 {
+                assert!(scene
+                    .harness
+                    .call(spec("s_r", "c_r", "demo::echo", json!({})))
+                    .await
+                    .is_held());
+            }
+            assert_eq!(record_count(&scene).await, 1);
+            assert_eq!(scene.inbox().await.len(), 1);
+            created.wait_for(1, WAIT).await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert_eq!(created.events().len(), 1);
+        })
+        .await;
+    }
+}
+
+each_generation! {
+    async fn gate_unknown_resolve_is_not_an_error(generation) {
+        on_each_engine(&label("gate_unknown_resolve", generation), |engine| async move {
+            let scene = Scene::start_with(engine, HarnessOptions::generation(generation)).await;
+            let out = scene
+                .ok(
+                    "approval::resolve",
+                    json!({"session_id": "s", "function_call_id": "nope", "decision": "allow"}),
+                )
+                .await;
+            assert_eq!(out, json!({"resolved": false}));
+            assert!(scene.harness.resolve_requests().is_empty());
+            let err = scene
+                .call(
+                    "approval::resolve",
+                    json!({"session_id": "s", "function_call_id": "x", "decision": "maybe"}),
+                )
+                .await
+                .unwrap_err();
+            assert_eq!(code_of(&err), "approval/invalid_payload");
+        })
+        .await;
+    }
+}
+
+each_generation! {
+    async fn gate_harness_failure_keeps_the_record_and_a_retry_succeeds(generation) {
+        on_test_engine(&label("gate_harness_failure", generation), |engine| async move {
+            let scene = Scene::start_with(engine, HarnessOptions::generation(generation)).await;
+            let resolved = scene
+                .sink("resolved-retry", "approval::pending-resolved", json!({}))
+                .await;
             assert!(scene
                 .harness
-                .call(spec("s_r", "c_r", "demo::echo", json!({})))
+                .call(spec("s_h", "c_h", "demo::echo", json!({})))
                 .await
                 .is_held());
-        }
-        assert_eq!(record_count(&scene).await, 1);
-        assert_eq!(scene.inbox().await.len(), 1);
-        created.wait_for(1, WAIT).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert_eq!(created.events().len(), 1);
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn gate_unknown_resolve_is_not_an_error() {
-    on_each_engine("gate_unknown_resolve", |engine| async move {
-        let scene = Scene::start(engine).await;
-        let out = scene
-            .ok(
-                "approval::resolve",
-                json!({"session_id": "s", "function_call_id": "nope", "decision": "allow"}),
-            )
-            .await;
-        assert_eq!(out, json!({"resolved": false}));
-        assert!(scene.harness.resolve_requests().is_empty());
-        let err = scene
-            .call(
-                "approval::resolve",
-                json!({"session_id": "s", "function_call_id": "x", "decision": "maybe"}),
-            )
-            .await
-            .unwrap_err();
-        assert_eq!(code_of(&err), "approval/invalid_payload");
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn gate_harness_failure_keeps_the_record_and_a_retry_succeeds() {
-    on_test_engine("gate_harness_failure", |engine| async move {
-        let scene = Scene::start(engine).await;
-        let resolved = scene
-            .sink("resolved-retry", "approval::pending-resolved", json!({}))
-            .await;
-        assert!(scene
-            .harness
-            .call(spec("s_h", "c_h", "demo::echo", json!({})))
-            .await
-            .is_held());
-        scene.engine.test_engine().unwrap().faults().fail(
-            "harness::function::resolve",
-            "DOWN",
-            "harness down",
-            Some(1),
-        );
-        let err = scene
-            .call(
-                "approval::resolve",
-                json!({"session_id": "s_h", "function_call_id": "c_h", "decision": "allow"}),
-            )
-            .await
-            .unwrap_err();
-        assert_eq!(code_of(&err), "approval/harness_unavailable");
-        assert!(message_of(&err).starts_with("approval/harness_unavailable: "));
-        assert_eq!(scene.inbox().await.len(), 1, "the record stays for a retry");
-        let out = scene
-            .ok(
-                "approval::resolve",
-                json!({"session_id": "s_h", "function_call_id": "c_h", "decision": "allow"}),
-            )
-            .await;
-        assert_eq!(out["resolved"], true);
-        assert_eq!(scene.harness.target_runs("demo::echo"), 1);
-        resolved.wait_for(1, WAIT).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert_eq!(resolved.events().len(), 1);
-    })
-    .await;
+            scene.engine.test_engine().unwrap().faults().fail(
+                "harness::function::resolve",
+                "DOWN",
+                "harness down",
+                Some(1),
+            );
+            let err = scene
+                .call(
+                    "approval::resolve",
+                    json!({"session_id": "s_h", "function_call_id": "c_h", "decision": "allow"}),
+                )
+                .await
+                .unwrap_err();
+            assert_eq!(code_of(&err), "approval/harness_unavailable");
+            assert!(message_of(&err).starts_with("approval/harness_unavailable: "));
+            assert_eq!(scene.inbox().await.len(), 1, "the record stays for a retry");
+            let out = scene
+                .ok(
+                    "approval::resolve",
+                    json!({"session_id": "s_h", "function_call_id": "c_h", "decision": "allow"}),
+                )
+                .await;
+            assert_eq!(out["resolved"], true);
+            assert_eq!(scene.harness.target_runs("demo::echo"), 1);
+            resolved.wait_for(1, WAIT).await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert_eq!(resolved.events().len(), 1);
+        })
+        .await;
+    }
 }
 
 #[tokio::test]
@@ -576,50 +588,51 @@ async fn gate_evaluate_reports_without_writing() {
     .await;
 }
 
-#[tokio::test]
-async fn gate_turn_and_session_purges_abort_records() {
-    on_each_engine("gate_purges", |engine| async move {
-        let scene = Scene::start(engine).await;
-        let resolved = scene
-            .sink("purge-events", "approval::pending-resolved", json!({}))
-            .await;
-        assert!(scene
-            .harness
-            .call(CallSpec::new("s_p", "t_1", "c1", "demo::echo", json!({})))
-            .await
-            .is_held());
-        assert!(scene
-            .harness
-            .call(CallSpec::new("s_p", "t_2", "c2", "demo::echo", json!({})))
-            .await
-            .is_held());
-        assert!(scene
-            .harness
-            .call(CallSpec::new("s_q", "t_3", "c3", "demo::echo", json!({})))
-            .await
-            .is_held());
-        scene
-            .ok(
-                "approval::set-mode",
-                json!({"session_id": "s_q", "mode": "auto"}),
-            )
-            .await;
-        scene.harness.complete_turn("s_p", "t_1", "cancelled").await;
-        assert!(eventually(WAIT, || resolved.events().len() == 1).await);
-        assert_eq!(resolved.events()[0]["function_call_id"], "c1");
-        assert_eq!(resolved.events()[0]["outcome"], "aborted");
-        scene.sessions.delete("s_q").await;
-        assert!(eventually(WAIT, || resolved.events().len() == 2).await);
-        assert_eq!(resolved.events()[1]["function_call_id"], "c3");
-        let inbox = scene.inbox().await;
-        assert_eq!(inbox.len(), 1);
-        assert_eq!(inbox[0]["function_call_id"], "c2");
-        let g = scene
-            .ok("approval::get-settings", json!({"session_id": "s_q"}))
-            .await;
-        assert_eq!(g["source"], "defaults", "session deletion purges settings");
-    })
-    .await;
+each_generation! {
+    async fn gate_turn_and_session_purges_abort_records(generation) {
+        on_each_engine(&label("gate_purges", generation), |engine| async move {
+            let scene = Scene::start_with(engine, HarnessOptions::generation(generation)).await;
+            let resolved = scene
+                .sink("purge-events", "approval::pending-resolved", json!({}))
+                .await;
+            assert!(scene
+                .harness
+                .call(CallSpec::new("s_p", "t_1", "c1", "demo::echo", json!({})))
+                .await
+                .is_held());
+            assert!(scene
+                .harness
+                .call(CallSpec::new("s_p", "t_2", "c2", "demo::echo", json!({})))
+                .await
+                .is_held());
+            assert!(scene
+                .harness
+                .call(CallSpec::new("s_q", "t_3", "c3", "demo::echo", json!({})))
+                .await
+                .is_held());
+            scene
+                .ok(
+                    "approval::set-mode",
+                    json!({"session_id": "s_q", "mode": "auto"}),
+                )
+                .await;
+            scene.harness.complete_turn("s_p", "t_1", "cancelled").await;
+            assert!(eventually(WAIT, || resolved.events().len() == 1).await);
+            assert_eq!(resolved.events()[0]["function_call_id"], "c1");
+            assert_eq!(resolved.events()[0]["outcome"], "aborted");
+            scene.sessions.delete("s_q").await;
+            assert!(eventually(WAIT, || resolved.events().len() == 2).await);
+            assert_eq!(resolved.events()[1]["function_call_id"], "c3");
+            let inbox = scene.inbox().await;
+            assert_eq!(inbox.len(), 1);
+            assert_eq!(inbox[0]["function_call_id"], "c2");
+            let g = scene
+                .ok("approval::get-settings", json!({"session_id": "s_q"}))
+                .await;
+            assert_eq!(g["source"], "defaults", "session deletion purges settings");
+        })
+        .await;
+    }
 }
 
 #[tokio::test]

@@ -303,7 +303,10 @@ async fn levers_the_gate_judges_the_arguments_that_will_run() {
                     let rewritten = cmd.replace("SAFE", "rm -rf /tmp/x");
                     args["cmd"] = json!(rewritten);
                 }
-                Ok::<Value, iii_sdk::Error>(json!({"decision": "continue", "arguments": args}))
+                // The rewrite in both generations' spellings.
+                Ok::<Value, iii_sdk::Error>(
+                    json!({"decision": "continue", "arguments": args, "mutations": {"arguments": args}}),
+                )
             }),
         );
         approval_gate_testkit::fixture::wait_for_functions(&rewriter, &["rewriter::hook"]).await;

@@ -77,7 +77,7 @@ async fn holds_resolves_purges_and_stand_downs_are_logged_once_with_their_ids() 
             assert!(harness.wait_for_binding(point, function_id, WAIT).await.is_some());
         }
         let resolve = |cid: &str, decision: &str| json!({"session_id": "s_ops", "function_call_id": cid, "decision": decision});
-        let call = |cid: &str, fid: &str, arguments: Value| CallSpec::new("s_ops", "t_ops", cid, fid, arguments).with_working_dir("/w/s_ops");
+        let call = |cid: &str, fid: &str, arguments: Value| CallSpec::new("s_ops", "t_ops", cid, fid, arguments).with_working_dir("/w/s_ops").with_fs_root("/w/s_ops");
         let ok = |f: &'static str, p: Value| {
             let probe = probe.clone();
             async move { approval_gate_testkit::fixture::call(&probe, f, p.clone()).await.unwrap_or_else(|e| panic!("{f} {p}: {e}")) }
@@ -130,7 +130,8 @@ async fn holds_resolves_purges_and_stand_downs_are_logged_once_with_their_ids() 
         assert_eq!(c1["fields"]["settled"], true);
         one(&resolved, "c2", "deny", "user", "demo::echo");
         let f1 = one(&resolved, "f1", "deny", "user", "shell::run");
-        assert_eq!(f1["fields"]["kind"], "folder_access");
+        // Today's harness (the default): the record kind its console expects.
+        assert_eq!(f1["fields"]["kind"], "filesystem_access");
 
         let purged = lines_with(&logs, "held call purged");
         one(&purged, "c3", "aborted", "turn_completed", "demo::echo");

@@ -464,7 +464,7 @@ proptest! {
                     prop_assert!(index < specs.len());
                     Verdict::Hold
                 }
-                Basis::NoMatch | Basis::Lockdown => Verdict::Hold,
+                Basis::NoMatch | Basis::Lockdown | Basis::WideningRoot { .. } => Verdict::Hold,
                 _ => Verdict::Allow,
             };
             prop_assert_eq!(d.verdict, expected);
@@ -1088,6 +1088,7 @@ mod ladder {
                 now_ms: Some(NOW),
                 passed_over,
                 trace: None,
+                turn: None,
             };
             let d = decide_with(&compiled, rules, &call, options);
             let expected = policy.decide(
@@ -1106,6 +1107,7 @@ mod ladder {
                 now_ms: Some(NOW),
                 passed_over,
                 trace: Some(&mut trace),
+                turn: None,
             };
             let traced = decide_with(&compiled, rules, &call, options);
             prop_assert_eq!(traced, d);

@@ -305,3 +305,198 @@ async fn rule_19_harness_ready_reconciles_records_of_calls_it_no_longer_holds() 
     })
     .await;
 }
+
+/// A scene on `generation` serving `harness::spawn` and `harness::send`
+/// (echoes), whose policy allows `harness::*` and `demo::*`.
+async fn spawning(engine: EngineFixture, generation: Generation) -> Scene {
+    let scene = Scene::start_with(engine, HarnessOptions::generation(generation)).await;
+    for target in ["harness::spawn", "harness::send"] {
+        scene
+            .targets
+            .add(target, Arc::new(approval_gate_testkit::targets::Echo))
+            .await;
+    }
+    scene
+        .ok(
+            "configuration::set",
+            json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "harness::*", "demo::*"]}}),
+        )
+        .await;
+    let w = scene.worker.as_ref().unwrap();
+    assert!(eventually(WAIT, || w.config().rules.len() == 3).await);
+    scene
+}
+
+/// A call in a turn of `sid` scoped to `/w/<sid>` with the grant `/srv`.
+fn in_turn(sid: &str, cid: &str, function_id: &str, arguments: Value) -> CallSpec {
+    CallSpec::new(sid, format!("t_{sid}"), cid, function_id, arguments)
+        .with_metadata(json!({"fs_scope": {"root": format!("/w/{sid}"), "grants": ["/srv"]}}))
+}
+
+fn spawn_at(root: &str) -> Value {
+    json!({"prompt": "fix the tests", "options": {"filesystem_root": root}})
+}
+
+fn send_with(scope: Value) -> Value {
+    json!({"session_id": "child", "message": "go on", "options": {"metadata": {"fs_scope": scope}}})
+}
+
+each_generation! {
+    /// Full mode allows everything but the human floors: a spawn or send
+    /// whose root lies outside the turn's root and grants is held by the
+    /// gate; one inside runs; the human's allow releases the held one.
+    async fn rule_19_widening_root_is_held_for_a_human_even_in_full_mode(generation) {
+        on_each_engine(&label("widening_full", generation), |engine| async move {
+            let scene = spawning(engine, generation).await;
+            scene
+                .ok("approval::set-mode", json!({"session_id": "s1", "mode": "full"}))
+                .await;
+            let inside = scene
+                .harness
+                .call(in_turn("s1", "c1", "harness::spawn", spawn_at("/w/s1/worktree")))
+                .await;
+            assert!(!inside.is_held(), "{inside:?}");
+            let granted = scene
+                .harness
+                .call(in_turn("s1", "c2", "harness::spawn", spawn_at("/srv/repo")))
+                .await;
+            assert!(!granted.is_held(), "{granted:?}");
+            assert_eq!(scene.harness.target_runs("harness::spawn"), 2);
+            for (cid, args) in [
+                ("c3", spawn_at("/etc")),
+                ("c4", spawn_at("/w/s1/../s2")),
+                ("c5", spawn_at("/w/s10")),
+            ] {
+                let out = scene
+                    .harness
+                    .call(in_turn("s1", cid, "harness::spawn", args))
+                    .await;
+                assert_eq!(out.held_by(), Some("approval::gate"), "{cid}: {out:?}");
+            }
+            let out = scene
+                .harness
+                .call(in_turn("s1", "c6", "harness::send", send_with(json!({"root": "/w/s1/sub", "grants": ["/home"]}))))
+                .await;
+            assert_eq!(out.held_by(), Some("approval::gate"), "{out:?}");
+            let out = scene
+                .harness
+                .call(in_turn("s1", "c7", "harness::send", send_with(json!({"root": "/w/s1/sub", "grants": ["/srv/a"]}))))
+                .await;
+            assert!(!out.is_held(), "{out:?}");
+            assert_eq!(scene.harness.target_runs("harness::spawn"), 2, "nothing outside ran");
+            assert_eq!(scene.harness.target_runs("harness::send"), 1);
+            let held: Vec<Value> = scene
+                .inbox()
+                .await
+                .iter()
+                .map(|r| r["function_call_id"].clone())
+                .collect();
+            assert_eq!(held, vec![json!("c3"), json!("c4"), json!("c5"), json!("c6")]);
+            // The session's durable grants are granted roots too (read only
+            // for a root outside the turn's own).
+            let grant = match generation {
+                Generation::G1 => "harness::workspace::grant",
+                Generation::G2 => "harness::filesystem::grant",
+            };
+            scene
+                .ok(grant, json!({"session_id": "s1", "root": "/opt"}))
+                .await;
+            let out = scene
+                .harness
+                .call(in_turn("s1", "c8", "harness::spawn", spawn_at("/opt/tree")))
+                .await;
+            assert!(!out.is_held(), "inside a durable grant: {out:?}");
+            let out = scene
+                .ok(
+                    "approval::evaluate",
+                    json!({"session_id": "s1", "function_id": "harness::spawn", "arguments": spawn_at("/opt/x"),
+                           "metadata": {"fs_scope": {"root": "/w/s1"}}}),
+                )
+                .await;
+            assert_eq!(out["verdict"], "allow", "{out}");
+            assert_eq!(scene.harness.target_runs("harness::spawn"), 3);
+            // A human's allow releases it.
+            let out = scene
+                .ok(
+                    "approval::resolve",
+                    json!({"session_id": "s1", "function_call_id": "c3", "decision": "allow"}),
+                )
+                .await;
+            assert_eq!(out["resolved"], true, "{out}");
+            assert_eq!(scene.harness.target_runs("harness::spawn"), 4);
+        })
+        .await;
+    }
+}
+
+each_generation! {
+    /// Inside the turn's roots, a spawn follows the ladder (a deny rule
+    /// denies it, manual mode holds what no rule allows); `evaluate` names
+    /// `widening_root` for one outside, given the turn's metadata, and the
+    /// grant functions stay human-only while `harness::status` does not.
+    async fn rule_19_widening_root_inside_follows_the_ladder_and_evaluate_names_it(generation) {
+        on_each_engine(&label("widening_ladder", generation), |engine| async move {
+            let scene = spawning(engine, generation).await;
+            scene
+                .ok(
+                    "configuration::set",
+                    json!({"id": "approval-gate", "value": {"rules": ["!approval::*", {"function": "harness::spawn", "action": "deny", "rule_id": "no-spawn"}, "demo::*", "shell::*"]}}),
+                )
+                .await;
+            let w = scene.worker.as_ref().unwrap();
+            // Four rules: the scene's own three are not this configuration.
+            assert!(eventually(WAIT, || w.config().rules.len() == 4).await);
+            let out = scene
+                .harness
+                .call(in_turn("s2", "c1", "harness::spawn", spawn_at("/w/s2/tree")))
+                .await;
+            assert!(out.deny_reason().is_some(), "{out:?}");
+            // Outside: a human's call, before the rules (like an ask rule).
+            let out = scene
+                .harness
+                .call(in_turn("s2", "c2", "harness::spawn", spawn_at("/opt")))
+                .await;
+            assert_eq!(out.held_by(), Some("approval::gate"), "{out:?}");
+            let metadata = json!({"fs_scope": {"root": "/w/s2", "grants": ["/srv"]}});
+            let eval = |args: Value| {
+                json!({"session_id": "s2", "function_id": "harness::spawn", "arguments": args, "metadata": metadata})
+            };
+            let out = scene.ok("approval::evaluate", eval(spawn_at("/opt"))).await;
+            assert_eq!(out["verdict"], "needs_approval", "{out}");
+            assert_eq!(out["rule_id"], "widening_root", "{out}");
+            assert!(out["reason"].as_str().unwrap().contains("/opt"), "{out}");
+            let out = scene.ok("approval::evaluate", eval(spawn_at("/srv/x"))).await;
+            assert_eq!(out["verdict"], "deny", "{out}");
+            assert_eq!(out["rule_id"], "no-spawn", "{out}");
+            // Without the turn's metadata no root is known: a human decides.
+            let out = scene
+                .ok(
+                    "approval::evaluate",
+                    json!({"session_id": "s2", "function_id": "harness::spawn", "arguments": spawn_at("/w/s2/tree")}),
+                )
+                .await;
+            assert_eq!(out["rule_id"], "widening_root", "{out}");
+            // The grant plane: human-only in full mode; status is not.
+            scene
+                .ok("approval::set-mode", json!({"session_id": "s2", "mode": "full"}))
+                .await;
+            for function in ["harness::filesystem::grant", "harness::filesystem::revoke"] {
+                let out = scene
+                    .ok(
+                        "approval::evaluate",
+                        json!({"session_id": "s2", "function_id": function, "arguments": {"session_id": "s2", "root": "/"}}),
+                    )
+                    .await;
+                assert_eq!(out["rule_id"], "human_only_function", "{function}: {out}");
+            }
+            let out = scene
+                .ok(
+                    "approval::evaluate",
+                    json!({"session_id": "s2", "function_id": "harness::status", "arguments": {"session_id": "s2"}}),
+                )
+                .await;
+            assert_eq!(out["verdict"], "allow", "{out}");
+        })
+        .await;
+    }
+}
