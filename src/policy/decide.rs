@@ -173,6 +173,9 @@ pub struct DecideOptions<'t> {
     pub passed_over: &'t [GrantRef],
     /// Where to record every step considered (`approval::evaluate`).
     pub trace: Option<&'t mut Vec<TraceStep>>,
+    /// The mode to judge in instead of the session's (`approval::simulate`
+    /// with a call that names its mode); `None`: the session's.
+    pub mode: Option<Mode>,
 }
 
 /// Runs the ladder for one call, as the gate does.
@@ -196,7 +199,7 @@ pub fn decide_with<'r>(
         settings,
         rules,
         call: *call,
-        mode: settings.mode,
+        mode: options.mode.unwrap_or(settings.mode),
         now: options.now_ms,
         passed_over: options.passed_over,
         trace: options.trace,

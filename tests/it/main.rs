@@ -42,5 +42,6 @@ mod properties;
 mod redaction;
 mod release;
 mod security;
+mod simulate;
 mod standby;
 mod today;

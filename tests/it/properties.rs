@@ -1083,6 +1083,7 @@ mod ladder {
                 now_ms: Some(NOW),
                 passed_over,
                 trace: None,
+                mode: None,
             };
             let d = decide_with(&compiled, rules, &call, options);
             let expected = policy.decide(
@@ -1101,6 +1102,7 @@ mod ladder {
                 now_ms: Some(NOW),
                 passed_over,
                 trace: Some(&mut trace),
+                mode: None,
             };
             let traced = decide_with(&compiled, rules, &call, options);
             prop_assert_eq!(traced, d);
