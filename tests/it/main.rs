@@ -18,6 +18,7 @@
 
 mod common;
 
+mod batch;
 mod browser;
 mod deadlines;
 mod fail_closed;
