@@ -435,3 +435,111 @@ async fn run_batch_races(engine: EngineFixture, rounds: usize, calls: usize) {
     assert!(tally.get("allow").is_some_and(|n| *n > 0), "{tally:?}");
     assert!(scene.inbox().await.is_empty());
 }
+
+/// The `data-batch` token of a call page's "Allow all" button, if offered.
+fn batch_token_of(page: &str) -> Option<String> {
+    let start = page.find("data-batch=\"")? + "data-batch=\"".len();
+    let end = page[start..].find('"')? + start;
+    Some(page[start..end].to_string())
+}
+
+#[tokio::test]
+async fn rule_24_allow_all_on_a_link_page_names_exactly_the_calls_it_showed() {
+    on_each_engine("batch_link", |engine| async move {
+        let l = crate::links::Links::start(engine, json!(["!approval::*"]), None).await;
+        let created = l
+            .scene
+            .sink("bl-created", "approval::pending-created", json!({}))
+            .await;
+        let spec = crate::links::spec;
+        let held = |cid: &'static str| {
+            let l = &l;
+            async move {
+                let out = l
+                    .scene
+                    .harness
+                    .call(spec("s_l", cid, "demo::echo", json!({})))
+                    .await;
+                assert!(out.is_held(), "{cid}: {out:?}");
+            }
+        };
+        // One held call: no offer.
+        held("a1").await;
+        let a1 = crate::links::link_of(&created, 0).await;
+        let page = l.http.get(&a1).send().await.unwrap().text().await.unwrap();
+        assert!(batch_token_of(&page).is_none(), "one call, no offer");
+        // Two: the offer names both, with its own token.
+        held("a2").await;
+        let page = l.http.get(&a1).send().await.unwrap().text().await.unwrap();
+        assert!(
+            page.contains("Allow all 2 held calls of this turn"),
+            "{page}"
+        );
+        let token = batch_token_of(&page).expect("an Allow all token");
+        assert!(token.starts_with("b."), "{token}");
+        let batch_url = format!("{}/approvals/{token}", l.base);
+        // Held after the page was shown: not in it.
+        held("a3").await;
+
+        // The batch token has no page, allows only, and cannot be altered.
+        assert_eq!(l.http.get(&batch_url).send().await.unwrap().status(), 403);
+        let r = l.decide(&batch_url, json!({"decision": "deny"})).await;
+        assert_eq!(r.status(), 400);
+        let mut bad = token.clone();
+        let flip = bad.pop().map(|c| if c == 'A' { 'B' } else { 'A' }).unwrap();
+        bad.push(flip);
+        let r = l
+            .decide(
+                &format!("{}/approvals/{bad}", l.base),
+                json!({"decision": "allow"}),
+            )
+            .await;
+        assert_eq!(r.status(), 403);
+        assert!(l
+            .scene
+            .harness
+            .state("s_l", "a1")
+            .is_some_and(|s| s.is_held()));
+
+        let r = l.decide(&batch_url, json!({"decision": "allow"})).await;
+        assert_eq!(r.status(), 200);
+        let answer: Value = r.json().await.unwrap();
+        assert_eq!(answer, json!({"resolved": true, "count": 2, "skipped": 0}));
+        for cid in ["a1", "a2"] {
+            assert!(
+                matches!(
+                    l.scene.harness.state("s_l", cid),
+                    Some(CallState::Completed { .. })
+                ),
+                "{cid}"
+            );
+        }
+        assert!(
+            l.scene
+                .harness
+                .state("s_l", "a3")
+                .is_some_and(|s| s.is_held()),
+            "a call the page did not show is left alone"
+        );
+        // Used: gone.
+        let r = l.decide(&batch_url, json!({"decision": "allow"})).await;
+        assert_eq!(r.status(), 410);
+
+        // A one-call link, on a page that offered Allow all, allows only its call.
+        held("a4").await;
+        let a4 = crate::links::link_of(&created, 3).await;
+        let page = l.http.get(&a4).send().await.unwrap().text().await.unwrap();
+        assert!(
+            page.contains("Allow all 2 held calls of this turn"),
+            "a3 and a4"
+        );
+        let r = l.decide(&a4, json!({"decision": "allow"})).await;
+        assert_eq!(r.status(), 200);
+        assert!(l
+            .scene
+            .harness
+            .state("s_l", "a3")
+            .is_some_and(|s| s.is_held()));
+    })
+    .await;
+}
