@@ -13,9 +13,10 @@
 //! sessions phase, `E2E_BURST` (default 10000) holds expiring within one
 //! second, `E2E_SKIP_LATENCY=1` / `E2E_SKIP_SCALE=1` / `E2E_SKIP_SESSIONS=1` /
 //! `E2E_SKIP_BURST=1` / `E2E_SKIP_CAP=1` / `E2E_SKIP_FAILOVER=1` /
-//! `E2E_SKIP_ENGINE_KILL=1` to leave phases out, or `E2E_ONLY=scale,burst`
-//! (any of latency, scale, sessions, burst, cap, failover, engine_kill) to run
-//! only some; `E2E_CASES=b,c` to measure only some cases. The failover and
+//! `E2E_SKIP_ENGINE_KILL=1` / `E2E_SKIP_SIMULATE=1` / `E2E_SKIP_BATCH=1` to
+//! leave phases out, or `E2E_ONLY=scale,burst` (any of latency, scale,
+//! sessions, burst, cap, failover, engine_kill, simulate, batch) to run only
+//! some; `E2E_CASES=b,c` to measure only some cases. The failover and
 //! engine-crash phases (`e2e/failover.rs`) have knobs of their own.
 //!
 //! Everything is loopback, every loop is bounded in count and in time, and
@@ -24,9 +25,13 @@
 //! the no-op (a) and the echo (a') measured in the same rounds; absolute
 //! figures are for context.
 
+#[path = "e2e/batch.rs"]
+mod batch;
 mod common;
 #[path = "e2e/failover.rs"]
 mod failover;
+#[path = "e2e/simulate.rs"]
+mod simulate;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
@@ -145,7 +150,7 @@ fn main() {
 
 /// The phases, by the name `E2E_ONLY` takes, with the flag that leaves each
 /// out.
-const PHASES: [(&str, &str); 7] = [
+const PHASES: [(&str, &str); 9] = [
     ("latency", "E2E_SKIP_LATENCY"),
     ("scale", "E2E_SKIP_SCALE"),
     ("sessions", "E2E_SKIP_SESSIONS"),
@@ -153,6 +158,8 @@ const PHASES: [(&str, &str); 7] = [
     ("cap", "E2E_SKIP_CAP"),
     ("failover", "E2E_SKIP_FAILOVER"),
     ("engine_kill", "E2E_SKIP_ENGINE_KILL"),
+    ("simulate", "E2E_SKIP_SIMULATE"),
+    ("batch", "E2E_SKIP_BATCH"),
 ];
 
 /// Whether a phase runs: `E2E_ONLY=scale,burst` runs only those; otherwise
@@ -200,6 +207,12 @@ async fn run() {
     }
     if phase_on("engine_kill") {
         failover::engine_kill_phase().await;
+    }
+    if phase_on("simulate") {
+        simulate::simulate_phase().await;
+    }
+    if phase_on("batch") {
+        batch::batch_phase().await;
     }
 }
 
