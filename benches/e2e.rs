@@ -14,15 +14,16 @@
 //! second, `E2E_SKIP_LATENCY=1` / `E2E_SKIP_SCALE=1` / `E2E_SKIP_SESSIONS=1` /
 //! `E2E_SKIP_BURST=1` / `E2E_SKIP_CAP=1` / `E2E_SKIP_FAILOVER=1` /
 //! `E2E_SKIP_ENGINE_KILL=1` / `E2E_SKIP_RECONNECT=1` / `E2E_SKIP_REVIEWER=1` /
-//! `E2E_SKIP_DECISION_LOG=1` / `E2E_SKIP_RECONCILE=1` to leave phases out, or
-//! `E2E_ONLY=scale,burst` (any of latency, scale, sessions, burst, cap,
-//! failover, engine_kill, reconnect, reviewer, decision_log, reconcile) to run
-//! only some; `E2E_CASES=b,c` to measure only some cases. The failover and
-//! engine-crash phases (`e2e/failover.rs`), the reconnect phase
-//! (`e2e/reconnect.rs`: calls run with no gate after an engine restart), the
-//! reviewer phase (`e2e/reviewer.rs`) and the reconcile phase
-//! (`e2e/reconcile.rs`: 10k held calls across 1k sessions, the gate's latency
-//! during the pass) have knobs of their own.
+//! `E2E_SKIP_DECISION_LOG=1` / `E2E_SKIP_RECONCILE=1` / `E2E_SKIP_SIMULATE=1` /
+//! `E2E_SKIP_BATCH=1` to leave phases out, or `E2E_ONLY=scale,burst` (any of
+//! latency, scale, sessions, burst, cap, failover, engine_kill, reconnect,
+//! reviewer, decision_log, reconcile, simulate, batch) to run only some;
+//! `E2E_CASES=b,c` to measure only some cases. The failover and engine-crash
+//! phases (`e2e/failover.rs`), the reconnect phase (`e2e/reconnect.rs`: calls
+//! run with no gate after an engine restart), the reviewer phase
+//! (`e2e/reviewer.rs`) and the reconcile phase (`e2e/reconcile.rs`: 10k held
+//! calls across 1k sessions, the gate's latency during the pass) have knobs of
+//! their own.
 //!
 //! Everything is loopback, every loop is bounded in count and in time, and
 //! the run stops by itself ([`TOTAL_LIMIT`]). The machine is shared, so the
@@ -30,6 +31,8 @@
 //! the no-op (a) and the echo (a') measured in the same rounds; absolute
 //! figures are for context.
 
+#[path = "e2e/batch.rs"]
+mod batch;
 mod common;
 #[path = "e2e/decision_log.rs"]
 mod decision_log;
@@ -41,6 +44,8 @@ mod reconcile;
 mod reconnect;
 #[path = "e2e/reviewer.rs"]
 mod reviewer;
+#[path = "e2e/simulate.rs"]
+mod simulate;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
@@ -171,6 +176,8 @@ const PHASES: &[(&str, &str)] = &[
     ("reviewer", "E2E_SKIP_REVIEWER"),
     ("decision_log", "E2E_SKIP_DECISION_LOG"),
     ("reconcile", "E2E_SKIP_RECONCILE"),
+    ("simulate", "E2E_SKIP_SIMULATE"),
+    ("batch", "E2E_SKIP_BATCH"),
 ];
 
 /// Whether a phase runs: `E2E_ONLY=scale,burst` runs only those; otherwise
@@ -230,6 +237,12 @@ async fn run() {
     }
     if phase_on("reconcile") {
         reconcile::reconcile_phase().await;
+    }
+    if phase_on("simulate") {
+        simulate::simulate_phase().await;
+    }
+    if phase_on("batch") {
+        batch::batch_phase().await;
     }
 }
 

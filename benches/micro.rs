@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use approval_gate::{decide, Call, CompiledRules, CompiledSettings, RulePrecedence, RuleSpec};
 use approval_gate::{redact, redact_text};
+use approval_gate::{simulate_offline, ApprovalConfig, SimCall, Snapshot, WhatIf};
 use approval_gate::{ApprovalSettings, Entry, GrantedBy, Mode};
 use approval_gate::{ListQuery, PendingIndex};
 use approval_gate::{PendingRecord, SortKey};
@@ -482,6 +483,78 @@ fn bench_rebuild(c: &mut Criterion) {
     group.finish();
 }
 
+/// `approval::simulate`'s core: 10,000 calls judged under 1,000 rules now
+/// and under a draft of 1,000 rules (contract §24: ≤ 50 ms in process).
+/// `compare`: the two snapshots compiled beforehand; `whole`: the offline
+/// command's work, both rule sets compiled within the iteration.
+fn bench_simulate(c: &mut Criterion) {
+    const CALLS: usize = 10_000;
+    const RULES: usize = 1_000;
+    let now = ApprovalConfig {
+        rules: common::rule_specs(RULES),
+        ..ApprovalConfig::default()
+    };
+    // The draft: every tenth rule's target moved, so some verdicts change.
+    let mut draft_specs = common::rule_specs(RULES);
+    draft_specs.rotate_left(RULES / 2);
+    let draft = ApprovalConfig {
+        rules: draft_specs,
+        ..ApprovalConfig::default()
+    };
+    let cases = common::call_cases(RULES);
+    let modes = [None, Some(Mode::Auto), Some(Mode::Full)];
+    let calls: Vec<SimCall> = (0..CALLS)
+        .map(|i| {
+            let (function_id, arguments) = match i % 4 {
+                0 => {
+                    let case = &cases[i % cases.len()];
+                    (case.function_id.clone(), case.arguments.clone())
+                }
+                1 => (format!("svc{}::op", (i * 7_919) % RULES), None),
+                2 => (
+                    format!("ns{}::x", (i * 104_729) % RULES),
+                    Some(json!({"k": i})),
+                ),
+                _ => (format!("other{i}::op"), None),
+            };
+            SimCall {
+                id: Some(i.to_string()),
+                session_id: None,
+                function_id,
+                arguments,
+                mode: modes[i % modes.len()],
+            }
+        })
+        .collect();
+    let snapshot = Snapshot::compile(now.clone());
+    let whatif = WhatIf::new(&snapshot, Some(draft.clone()));
+    let changed = calls
+        .iter()
+        .filter(|c| whatif.supplied(None, c).changed)
+        .count();
+    eprintln!("simulate: {changed} of {CALLS} calls change under the draft");
+    let mut group = c.benchmark_group("simulate");
+    group.sample_size(10);
+    group.bench_function(format!("{CALLS}_calls_x_{RULES}_rules/compare"), |b| {
+        b.iter(|| {
+            let results: Vec<_> = calls.iter().map(|c| whatif.supplied(None, c)).collect();
+            black_box(results)
+        })
+    });
+    group.bench_function(format!("{CALLS}_calls_x_{RULES}_rules/whole"), |b| {
+        b.iter(|| black_box(simulate_offline(now.clone(), draft.clone(), &calls)))
+    });
+    // One 50 ms check outside criterion's statistics, printed for the record.
+    let started = Instant::now();
+    let out = simulate_offline(now.clone(), draft.clone(), &calls);
+    eprintln!(
+        "simulate: one whole run, {} results, {:?}",
+        out.results.len(),
+        started.elapsed()
+    );
+    group.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_secs(1))
@@ -491,6 +564,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = micro;
     config = config();
-    targets = bench_decide, bench_decide_v2, bench_decide_parts, bench_compile, bench_redact, bench_redact_text, bench_index, bench_rebuild
+    targets = bench_simulate, bench_decide, bench_decide_v2, bench_decide_parts, bench_compile, bench_redact, bench_redact_text, bench_index, bench_rebuild
 }
 criterion_main!(micro);

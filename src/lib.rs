@@ -69,6 +69,10 @@ pub use shutdown::signal;
 // The pure core.
 pub use config::{default_settings, schema as config_schema, Snapshot};
 pub use decision::evaluate::{explain, EvaluateResponse, WireVerdict};
+pub use decision::whatif::{
+    render_table, simulate_offline, verdict_of, SimCall, SimResult, SimulateResponse, Verdicts,
+    WhatIf,
+};
 pub use engine::SessionContext;
 pub use error::is_valid_id;
 pub use folders::contains;

@@ -7,8 +7,9 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use approval_gate::{
-    boot, load_seed, log_allowed, log_filter, manifest_json, signal, standing_by, unbind,
-    BootOptions, RedactingStderr, DEFAULT_STANDBY_RETRY,
+    boot, load_seed, log_allowed, log_filter, manifest_json, render_table, signal,
+    simulate_offline, standing_by, unbind, ApprovalConfig, BootOptions, RedactingStderr, SimCall,
+    DEFAULT_STANDBY_RETRY,
 };
 
 /// Exit status when the engine refused this instance after boot: a
@@ -17,6 +18,18 @@ use approval_gate::{
 /// reconnects after that; a supervisor restarts the process, which then
 /// stands by behind the new active instance.
 const EXIT_NAME_LOST: u8 = 3;
+
+/// `simulate`: nothing changed.
+const EXIT_UNCHANGED: u8 = 0;
+/// `simulate`: at least one verdict changed.
+const EXIT_CHANGED: u8 = 1;
+/// `simulate`: the draft (or the current file) has rule errors; it would be
+/// refused whole, and the gate would keep the configuration in force.
+const EXIT_RULE_ERRORS: u8 = 2;
+/// `simulate`: an input could not be read or used (a missing file, YAML or
+/// JSON that does not parse, a configuration of the wrong shape, a call
+/// without `function_id`), or the command line is wrong.
+const EXIT_UNREADABLE: u8 = 4;
 
 /// Human-in-the-loop approval gate for iii function calls.
 #[derive(Debug, Parser)]
@@ -63,6 +76,81 @@ enum Command {
     /// Remove the gate's durable hook bindings from the engine (the only way
     /// to uninstall the gate without denying every call), then exit.
     Unbind,
+    /// Compare the gate's verdicts on CALLS under the current configuration
+    /// and a draft, offline (no engine; each call judged with each side's
+    /// defaults, in its own `mode` when it names one). Exit status: 0 nothing
+    /// changed, 1 something changed, 2 rule errors, 4 unreadable input.
+    Simulate(SimulateArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct SimulateArgs {
+    /// The configuration in force (YAML, as a `--config` seed).
+    #[arg(long, value_name = "NOW.yaml")]
+    current: PathBuf,
+    /// The draft configuration (YAML).
+    #[arg(long = "config", value_name = "DRAFT.yaml")]
+    draft: PathBuf,
+    /// The calls: a JSON array of `{id?, session_id?, function_id,
+    /// arguments?, mode?}` (or an object with such an array under `calls`).
+    #[arg(long, value_name = "CALLS.json")]
+    calls: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = SimFormat::Table)]
+    format: SimFormat,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum SimFormat {
+    Table,
+    Json,
+}
+
+/// `approval-gate simulate`: reads the three files, compares, prints.
+fn simulate(args: &SimulateArgs) -> ExitCode {
+    let read_config = |path: &std::path::Path| -> Result<ApprovalConfig, String> {
+        let value = load_seed(path).map_err(|e| e.to_string())?;
+        ApprovalConfig::from_value(&value).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let inputs = (|| {
+        let current = read_config(&args.current)?;
+        let draft = read_config(&args.draft)?;
+        let text = std::fs::read_to_string(&args.calls)
+            .map_err(|e| format!("cannot read {}: {e}", args.calls.display()))?;
+        let mut value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not JSON: {e}", args.calls.display()))?;
+        if let Some(calls) = value.get_mut("calls") {
+            value = calls.take();
+        }
+        let calls: Vec<SimCall> = serde_json::from_value(value)
+            .map_err(|e| format!("{}: not a list of calls: {e}", args.calls.display()))?;
+        Ok::<_, String>((current, draft, calls))
+    })();
+    let (current, draft, calls) = match inputs {
+        Ok(inputs) => inputs,
+        Err(err) => {
+            eprintln!("approval-gate simulate: {err}");
+            return ExitCode::from(EXIT_UNREADABLE);
+        }
+    };
+    let out = simulate_offline(current, draft, &calls);
+    match args.format {
+        SimFormat::Table => print!("{}", render_table(&out)),
+        SimFormat::Json => match serde_json::to_string_pretty(&out) {
+            Ok(json) => println!("{json}"),
+            Err(err) => {
+                eprintln!("approval-gate simulate: {err}");
+                return ExitCode::from(EXIT_UNREADABLE);
+            }
+        },
+    }
+    ExitCode::from(if !out.rule_errors.is_empty() {
+        EXIT_RULE_ERRORS
+    } else if out.changed() > 0 {
+        EXIT_CHANGED
+    } else {
+        EXIT_UNCHANGED
+    })
 }
 
 fn init_logs(format: LogFormat) {
@@ -104,7 +192,19 @@ fn otel_enabled() -> bool {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `simulate` keeps exit status 2 for rule errors: a wrong command
+        // line there is an unreadable input.
+        Err(err) if err.use_stderr() && std::env::args().any(|a| a == "simulate") => {
+            let _ = err.print();
+            return ExitCode::from(EXIT_UNREADABLE);
+        }
+        Err(err) => err.exit(),
+    };
+    if let Some(Command::Simulate(args)) = &cli.command {
+        return simulate(args);
+    }
     if cli.manifest {
         println!("{}", manifest_json());
         return ExitCode::SUCCESS;

@@ -56,7 +56,7 @@ pub(crate) struct EvaluateRequest {
 }
 
 /// The verdict on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WireVerdict {
     /// The gate would continue.
@@ -65,6 +65,26 @@ pub enum WireVerdict {
     Deny,
     /// The gate would hold for a human.
     NeedsApproval,
+}
+
+impl WireVerdict {
+    /// A ladder's verdict as the wire says it.
+    pub fn of(verdict: Verdict) -> WireVerdict {
+        match verdict {
+            Verdict::Allow => WireVerdict::Allow,
+            Verdict::Deny => WireVerdict::Deny,
+            Verdict::Hold => WireVerdict::NeedsApproval,
+        }
+    }
+
+    /// `"allow"`, `"deny"` or `"needs_approval"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WireVerdict::Allow => "allow",
+            WireVerdict::Deny => "deny",
+            WireVerdict::NeedsApproval => "needs_approval",
+        }
+    }
 }
 
 /// `approval::evaluate` response.
@@ -133,11 +153,7 @@ pub(crate) fn explain_in_turn(
         },
     );
     EvaluateResponse {
-        verdict: match decision.verdict {
-            Verdict::Allow => WireVerdict::Allow,
-            Verdict::Deny => WireVerdict::Deny,
-            Verdict::Hold => WireVerdict::NeedsApproval,
-        },
+        verdict: WireVerdict::of(decision.verdict),
         rule_id: decision.rule_id().map(str::to_string),
         reason: decision.reason(function_id),
         trace,

@@ -6,6 +6,7 @@
 //! that cannot be used (shorter than [`MIN_SECRET_CHARS`], like the secret)
 //! turns only the inbox page off. Either is reported, never with the value.
 
+use super::batch::{self, BatchRevisions};
 use super::bearer::{InboxToken, InboxTokenError};
 use super::token::{self, Kind, LinkSecret, Revision, SecretError, TokenError, MIN_SECRET_CHARS};
 
@@ -96,6 +97,17 @@ impl Links {
     /// The revision a token names, if this secret signed it.
     pub(crate) fn verify(&self, token: &str) -> Result<Revision, TokenError> {
         token::verify(&self.secret, token)
+    }
+
+    /// The "Allow all" token for `batch` (the last path segment it POSTs
+    /// to); `None` when no batch link can name it.
+    pub(crate) fn batch_token(&self, batch: &BatchRevisions) -> Option<String> {
+        batch::sign(&self.secret, batch)
+    }
+
+    /// The revisions a batch token names, if this secret signed it.
+    pub(crate) fn verify_batch(&self, token: &str) -> Result<BatchRevisions, TokenError> {
+        batch::verify(&self.secret, token)
     }
 
     /// The origin decisions must come from.

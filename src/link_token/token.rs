@@ -39,7 +39,7 @@ const VERSION: u8 = 1;
 /// Prefixed (with a 0 byte) to every payload before it is signed.
 const DOMAIN: &[u8] = b"approval-gate/link/v1";
 /// HMAC-SHA256 output.
-const TAG_LEN: usize = 32;
+pub(super) const TAG_LEN: usize = 32;
 /// version, kind, pending_at, and the two length prefixes.
 const FIXED_LEN: usize = 1 + 1 + 8 + 2 + 2;
 
@@ -103,8 +103,14 @@ impl LinkSecret {
 
     /// The tag of `payload` under this secret, domain-separated.
     fn mac(&self, payload: &[u8]) -> HmacSha256 {
+        self.mac_in(DOMAIN, payload)
+    }
+
+    /// The tag of `payload` in another token family's `domain` (a batch
+    /// link's), so no tag of one family is ever valid in the other.
+    pub(super) fn mac_in(&self, domain: &[u8], payload: &[u8]) -> HmacSha256 {
         let mut mac = self.keyed.clone();
-        mac.update(DOMAIN);
+        mac.update(domain);
         mac.update(&[0]);
         mac.update(payload);
         mac
@@ -261,7 +267,7 @@ impl Revision {
 }
 
 /// A `u16` length prefix and that many UTF-8 bytes.
-fn take_id(bytes: &[u8]) -> Option<(&str, &[u8])> {
+pub(super) fn take_id(bytes: &[u8]) -> Option<(&str, &[u8])> {
     let (len, rest) = bytes.split_first_chunk::<2>()?;
     let len = usize::from(u16::from_be_bytes(*len));
     if rest.len() < len {

@@ -48,7 +48,9 @@
 //! ask again in this session" (an `approve-always` grant of that function in
 //! that session) on a function hold, `session` / `always` on a folder
 //! prompt (the latter adds the folder to the shell's allowed roots for
-//! every session). Nothing else: no other call, no later hold of the same
+//! every session) — and, when 2 to 32 function calls of the same turn are
+//! held, "Allow all" of exactly the calls the page lists (a separate batch
+//! token, `crate::link_token::batch`). Nothing else: no other call, no later hold of the same
 //! ids, no listing (the inbox needs `inbox_token`), no settings or mode
 //! change beyond those choices. After the decision, the expiry, or a purge
 //! the link answers 410. Rotating `links.secret` voids every outstanding

@@ -171,8 +171,29 @@ impl GoneReason {
     }
 }
 
-/// The page for `GET /approvals/<token>` while its revision is held.
+/// The "Allow all" offer of a call page: the other held function calls of
+/// its turn, listed, and the batch token that names exactly them.
+#[derive(Debug, Clone)]
+pub(crate) struct BatchOffer {
+    /// The batch token (`b.…`, base64url: never agent text), the last path
+    /// segment the offer POSTs to.
+    pub token: String,
+    /// `(function_id, function_call_id)` of every call offered, this one
+    /// included, in `pending_at` order. Agent text.
+    pub calls: Vec<(String, String)>,
+}
+
+/// The page for `GET /approvals/<token>` while its revision is held, with
+/// no "Allow all" offer.
+#[cfg(test)]
 pub(crate) fn call_page(view: &CallView<'_>) -> String {
+    call_page_offering(view, None)
+}
+
+/// The page for `GET /approvals/<token>` while its revision is held,
+/// offering "Allow all N held calls of this turn" when more than one
+/// function call of the turn is held.
+pub(crate) fn call_page_offering(view: &CallView<'_>, offer: Option<&BatchOffer>) -> String {
     if view.releasing {
         return running_page(view);
     }
@@ -199,6 +220,17 @@ pub(crate) fn call_page(view: &CallView<'_>) -> String {
                     button type="button" data-decision="allow" data-remember="true" {
                         "Allow and don't ask again in this session"
                         small { "Later calls of this function in this session run without asking." }
+                    }
+                    @if let Some(offer) = offer {
+                        button type="button" .allow-all data-decision="allow" data-batch=(offer.token) {
+                            "Allow all " (offer.calls.len()) " held calls of this turn"
+                            small { "Runs each call listed below; one decided or changed meanwhile is left alone." }
+                        }
+                        ul.batch aria-label="The held calls of this turn" {
+                            @for (function_id, call_id) in &offer.calls {
+                                li { code { (visible(function_id)) } " " small { (visible(call_id)) } }
+                            }
+                        }
                     }
                 }
                 Kind::FolderAccess => {
@@ -306,6 +338,12 @@ fn result_panels() -> Markup {
             "allowed-remember",
             "ok",
             "Allowed. The call goes ahead now, and this function will not ask again in this session.",
+        ),
+        (
+            "allowed-all",
+            "ok",
+            "Allowed. The held calls of this turn go ahead now; any that was decided or changed \
+             meanwhile was left alone.",
         ),
         ("denied", "ok", "Denied. The agent has been told."),
         (

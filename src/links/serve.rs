@@ -23,11 +23,13 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::http::{gone_reason, same_origin_json, HttpRequest, HttpResponse};
-use super::page::{self, CallView, GoneReason, InboxRow};
+use super::page::{self, BatchOffer, CallView, GoneReason, InboxRow};
 use crate::config::Snapshot;
+use crate::decision::batch;
 use crate::decision::resolve::{operator_reason, response, ResolveDecision};
 use crate::folders::GrantScope;
 use crate::inbox::{list_pending, ListPendingRequest, Listed};
+use crate::link_token::batch::{BatchRevisions, MAX_BATCH_ITEMS, PREFIX as BATCH_PREFIX};
 use crate::link_token::token::{Kind, Revision, TokenError};
 use crate::link_token::Links;
 use crate::pending::{PendingRecord, RecordKind, Via, WholeArguments};
@@ -138,20 +140,62 @@ fn links_or_404(worker: &Worker, json: bool) -> Result<Arc<Links>, HttpResponse>
 }
 
 /// The page for one held call, from its record and its whole redacted
-/// arguments (§21.6).
-fn view(record: &PendingRecord, whole: &WholeArguments) -> String {
-    page::call_page(&CallView {
-        session_id: &record.session_id,
-        function_call_id: &record.function_call_id,
-        function_id: &record.function_id,
-        kind: record.kind.into(),
-        arguments: &whole.arguments,
-        arguments_clipped: whole.arguments_clipped,
-        session_title: record.session_title.as_deref(),
-        pending_at: record.pending_at,
-        expires_at: record.expires_at,
-        dir: record.grant_request.as_ref().map(|g| g.dir.as_str()),
-        releasing: record.releasing,
+/// arguments (§21.6), with its turn's "Allow all" offer when there is one.
+fn view(record: &PendingRecord, whole: &WholeArguments, offer: Option<&BatchOffer>) -> String {
+    page::call_page_offering(
+        &CallView {
+            session_id: &record.session_id,
+            function_call_id: &record.function_call_id,
+            function_id: &record.function_id,
+            kind: record.kind.into(),
+            arguments: &whole.arguments,
+            arguments_clipped: whole.arguments_clipped,
+            session_title: record.session_title.as_deref(),
+            pending_at: record.pending_at,
+            expires_at: record.expires_at,
+            dir: record.grant_request.as_ref().map(|g| g.dir.as_str()),
+            releasing: record.releasing,
+        },
+        offer,
+    )
+}
+
+/// "Allow all N held calls of this turn" for a held function call whose
+/// turn holds other function calls (not releasing) — at most
+/// [`MAX_BATCH_ITEMS`]: the calls, in `pending_at` order, and the token over
+/// exactly their revisions.
+fn batch_offer(worker: &Worker, links: &Links, record: &PendingRecord) -> Option<BatchOffer> {
+    if record.kind != RecordKind::Function || record.releasing {
+        return None;
+    }
+    let mut held: Vec<Arc<PendingRecord>> = worker
+        .inbox
+        .keys_of_turn(&record.turn_id)
+        .into_iter()
+        .filter(|(sid, _)| *sid == record.session_id)
+        .filter_map(|(sid, cid)| worker.inbox.get(&sid, &cid))
+        .filter(|r| r.kind == RecordKind::Function && !r.releasing && r.turn_id == record.turn_id)
+        .collect();
+    if !(2..=MAX_BATCH_ITEMS).contains(&held.len()) {
+        return None;
+    }
+    held.sort_by(|a, b| {
+        (a.pending_at, &a.function_call_id).cmp(&(b.pending_at, &b.function_call_id))
+    });
+    let token = links.batch_token(&BatchRevisions {
+        session_id: record.session_id.clone(),
+        turn_id: record.turn_id.clone(),
+        items: held
+            .iter()
+            .map(|r| (r.function_call_id.clone(), r.pending_at))
+            .collect(),
+    })?;
+    Some(BatchOffer {
+        token,
+        calls: held
+            .iter()
+            .map(|r| (r.function_id.clone(), r.function_call_id.clone()))
+            .collect(),
     })
 }
 
@@ -194,7 +238,8 @@ async fn call_page(worker: &Worker, request: &HttpRequest) -> HttpResponse {
     match find(worker, &revision) {
         Found::Held(record) => {
             let whole = worker.inbox.arguments(&record).await;
-            HttpResponse::html(200, view(&record, &whole))
+            let offer = batch_offer(worker, &links, &record);
+            HttpResponse::html(200, view(&record, &whole, offer.as_ref()))
         }
         Found::Gone(reason) => HttpResponse::html(410, page::gone_page(reason)),
     }
@@ -217,6 +262,10 @@ async fn decide_call(worker: &Worker, request: &HttpRequest) -> HttpResponse {
             return HttpResponse::error(403, refusal.code(), refusal.message(), Value::Null);
         }
     };
+    let token = request.path_param("token").unwrap_or_default();
+    if token.starts_with(BATCH_PREFIX) {
+        return decide_batch(worker, &links, token, body.clone()).await;
+    }
     let choice = match LinkDecision::deserialize(Value::Object(body.clone())) {
         Ok(choice) => choice,
         Err(err) => {
@@ -324,6 +373,81 @@ async fn decide_call(worker: &Worker, request: &HttpRequest) -> HttpResponse {
             ),
         },
     }
+}
+
+/// The body of `POST /approvals/b.<token>` ("Allow all").
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkBatchDecision {
+    /// Only `allow`: the page offers nothing else for a batch.
+    decision: ResolveDecision,
+}
+
+/// `POST /approvals/b.<token>`: "Allow all" — exactly the revisions the
+/// page listed, each through the release path as `approval::resolve-batch`
+/// does. Answers `{resolved, count, skipped, releasing?}`; 410 when none of
+/// them is held any more.
+async fn decide_batch(
+    worker: &Worker,
+    links: &Links,
+    token: &str,
+    body: serde_json::Map<String, Value>,
+) -> HttpResponse {
+    match LinkBatchDecision::deserialize(Value::Object(body)) {
+        Ok(LinkBatchDecision {
+            decision: ResolveDecision::Allow,
+        }) => {}
+        Ok(_) => {
+            return HttpResponse::error(
+                400,
+                "invalid_payload",
+                "an \"Allow all\" link only allows",
+                Value::Null,
+            )
+        }
+        Err(err) => {
+            return HttpResponse::error(400, "invalid_payload", &err.to_string(), Value::Null)
+        }
+    }
+    let revisions = match links.verify_batch(token) {
+        Ok(revisions) => revisions,
+        Err(err) => {
+            log_refused("POST /approvals/:token (batch)", err);
+            return HttpResponse::error(
+                403,
+                "forbidden",
+                "This link is not valid. Nothing changed.",
+                Value::Null,
+            );
+        }
+    };
+    let out = batch::decide(
+        worker,
+        &revisions.session_id,
+        &revisions.turn_id,
+        Decision::Allow {
+            grant_scope: None,
+            remember: false,
+        },
+        Some(revisions.items),
+        (Via::Link, Some(Caller::link())),
+    )
+    .await;
+    let count = out.results.iter().filter(|r| r.resolved).count();
+    let releasing = out.results.iter().any(|r| r.releasing == Some(true));
+    if out.results.is_empty() {
+        return HttpResponse::error(
+            410,
+            "gone",
+            "None of these calls is waiting any more. Nothing changed.",
+            json!({"skipped": out.skipped.len()}),
+        );
+    }
+    let mut answer = json!({"resolved": count > 0, "count": count, "skipped": out.skipped.len()});
+    if releasing {
+        answer["releasing"] = json!(true);
+    }
+    HttpResponse::json(200, answer)
 }
 
 /// `GET /approvals`.

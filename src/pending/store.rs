@@ -512,6 +512,12 @@ impl PendingStore {
         self.with_index(|index| index.len())
     }
 
+    /// Every live record, in no particular order (`approval::simulate`
+    /// with `from_pending`): the index's shared records, nothing read.
+    pub(crate) fn records(&self) -> Vec<Arc<PendingRecord>> {
+        self.with_index(|index| index.iter().cloned().collect())
+    }
+
     /// The keys of a turn's records.
     pub(crate) fn keys_of_turn(&self, turn_id: &str) -> Vec<RecordKey> {
         self.with_index(|index| index.keys_of_turn(turn_id))

@@ -196,6 +196,9 @@ pub struct DecideOptions<'t> {
     /// against which a widening root is judged; `None`: the turn has no
     /// root, so every root asked for widens.
     pub turn: Option<&'t Map<String, Value>>,
+    /// The mode to judge in instead of the session's (`approval::simulate`
+    /// with a call that names its mode); `None`: the session's.
+    pub mode: Option<Mode>,
 }
 
 /// Runs the ladder for one call, as the gate does.
@@ -219,7 +222,7 @@ pub fn decide_with<'r>(
         settings,
         rules,
         call: *call,
-        mode: settings.mode,
+        mode: options.mode.unwrap_or(settings.mode),
         now: options.now_ms,
         passed_over: options.passed_over,
         trace: options.trace,

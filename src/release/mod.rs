@@ -205,28 +205,9 @@ impl Releaser {
         request: Request,
         wait: Option<Duration>,
     ) -> Answer {
-        let note = ReleaseNote {
-            decision: request.decision.note(),
-            via: request.via,
-            at: now_ms(),
-            granted: None,
-            caller: request.caller.clone(),
-        };
-        let claim = match self
-            .inbox
-            .claim(
-                &request.session_id,
-                &request.function_call_id,
-                request.expected,
-                note,
-            )
-            .await
-        {
-            Ok(Take::Claimed(claim)) => claim,
-            Ok(Take::Absent) => return Answer::Absent,
-            Ok(Take::Stale) => return Answer::Stale,
-            Ok(Take::Releasing) => return Answer::Releasing,
-            Err(err) => return Answer::State(err),
+        let claim = match self.claim(&request).await {
+            Ok(claim) => claim,
+            Err(answer) => return answer,
         };
         if request.via.is_human() {
             self.reviews.human_decided(&request.session_id);
@@ -243,6 +224,35 @@ impl Releaser {
         // A release task that did not return (a panic; the runtime going
         // down) left its claim to the recovery.
         done.unwrap_or(Answer::Releasing)
+    }
+
+    /// Step 1 alone: claims the record for `request` (marked `releasing`
+    /// durably); a record that cannot be claimed answers why. A batch claims
+    /// every record first, then carries them ([`Releaser::carry`]).
+    pub(crate) async fn claim(&self, request: &Request) -> Result<Claim, Answer> {
+        let note = ReleaseNote {
+            decision: request.decision.note(),
+            via: request.via,
+            at: now_ms(),
+            granted: None,
+            caller: request.caller.clone(),
+        };
+        match self
+            .inbox
+            .claim(
+                &request.session_id,
+                &request.function_call_id,
+                request.expected,
+                note,
+            )
+            .await
+        {
+            Ok(Take::Claimed(claim)) => Ok(claim),
+            Ok(Take::Absent) => Err(Answer::Absent),
+            Ok(Take::Stale) => Err(Answer::Stale),
+            Ok(Take::Releasing) => Err(Answer::Releasing),
+            Err(err) => Err(Answer::State(err)),
+        }
     }
 
     /// Carries a claimed decision to the harness and settles the record.

@@ -434,3 +434,45 @@ async fn browser_allow_deny_and_a_folder_session_grant_by_clicking() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn rule_24_browser_allow_all_held_calls_of_a_turn_by_clicking() {
+    let Some((chromium, driver)) = browser_binaries() else {
+        eprintln!("SKIP browser tests: no /usr/bin/chromium or /usr/bin/chromedriver");
+        return;
+    };
+    on_each_engine("browser_allow_all", |engine| {
+        let (chromium, driver) = (chromium.clone(), driver.clone());
+        async move {
+            let l = Links::start(engine, json!(["!approval::*"]), None).await;
+            let created = l.scene.sink("ba-created", "approval::pending-created", json!({})).await;
+            for cid in ["m1", "m2", "m3"] {
+                let out = l.scene.harness.call(spec("s_m", cid, "demo::echo", json!({"n": cid}))).await;
+                assert!(out.is_held(), "{cid}: {out:?}");
+            }
+            let link = link_of(&created, 1).await;
+            let browser = Browser::start(&chromium, &driver).await;
+            browser.resize(375, 900).await;
+            browser.goto(&link).await;
+            let offer = browser
+                .script("const b = document.querySelector('button.allow-all'); return b ? b.firstChild.textContent : null;")
+                .await;
+            assert_eq!(offer, "Allow all 3 held calls of this turn");
+            let listed = browser.script("return document.querySelectorAll('ul.batch li').length;").await;
+            assert_eq!(listed, 3);
+            browser.click("button.allow-all").await;
+            assert_eq!(browser.wait_for_outcome("allowed-all").await, vec!["allowed-all".to_string()]);
+            for cid in ["m1", "m2", "m3"] {
+                assert!(
+                    matches!(l.scene.harness.state("s_m", cid), Some(CallState::Completed { .. })),
+                    "{cid} ran"
+                );
+            }
+            assert!(l.scene.inbox().await.is_empty());
+            let profile = browser.profile.path().to_path_buf();
+            browser.quit().await;
+            assert!(processes_using(&profile).is_empty(), "a Chromium process outlived its test");
+        }
+    })
+    .await;
+}

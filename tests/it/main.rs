@@ -18,6 +18,7 @@
 
 mod common;
 
+mod batch;
 mod browser;
 mod deadlines;
 mod fail_closed;
@@ -45,5 +46,6 @@ mod redaction;
 mod release;
 mod reviewer;
 mod security;
+mod simulate;
 mod standby;
 mod today;

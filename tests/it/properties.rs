@@ -1089,6 +1089,7 @@ mod ladder {
                 passed_over,
                 trace: None,
                 turn: None,
+                mode: None,
             };
             let d = decide_with(&compiled, rules, &call, options);
             let expected = policy.decide(
@@ -1108,6 +1109,7 @@ mod ladder {
                 passed_over,
                 trace: Some(&mut trace),
                 turn: None,
+                mode: None,
             };
             let traced = decide_with(&compiled, rules, &call, options);
             prop_assert_eq!(traced, d);

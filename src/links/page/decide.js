@@ -19,11 +19,12 @@
 
   // The answer is {resolved, not_held?, releasing?, unknown?}; 410 and 403
   // come from the link itself.
-  function outcomeOf(status, answer, body) {
+  function outcomeOf(status, answer, body, batch) {
     if (status === 410) return "gone";
     if (status === 403) return "forbidden";
     if (status !== 200 || answer === null || typeof answer !== "object") return "error";
     if (answer.resolved === true) {
+      if (batch) return "allowed-all";
       if (body.decision === "deny") return "denied";
       if (body.remember === true) return "allowed-remember";
       return "allowed";
@@ -43,6 +44,8 @@
   buttons.forEach(function (button) {
     button.addEventListener("click", function () {
       var body = { decision: button.getAttribute("data-decision") };
+      // "Allow all": its own token, which names exactly the calls listed.
+      var batch = button.getAttribute("data-batch");
       var scope = button.getAttribute("data-scope");
       if (scope) body.grant_scope = scope;
       if (button.getAttribute("data-remember") === "true") body.remember = true;
@@ -51,8 +54,9 @@
       }
       enable(false);
       show("sending");
-      // The page's own path: the token is never repeated in the document.
-      fetch(location.pathname, {
+      // The page's own path: its token is never repeated in the document.
+      var path = batch ? location.pathname.replace(/[^\/]*$/, batch) : location.pathname;
+      fetch(path, {
         method: "POST",
         headers: { "Content-Type": "application/json" },
         body: JSON.stringify(body),
@@ -63,7 +67,7 @@
         return response.json().then(null, function () {
           return null;
         }).then(function (answer) {
-          settle(outcomeOf(response.status, answer, body));
+          settle(outcomeOf(response.status, answer, body, batch));
         });
       }, function () {
         settle("error");

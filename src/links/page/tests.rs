@@ -476,7 +476,11 @@ fn no_page_carries_the_token_or_the_secret() {
         assert!(!page.contains(secret_text));
         // The script posts to the page's own path; the document names no URL.
         assert!(!page.contains("/approvals"));
-        assert!(SCRIPT.contains("fetch(location.pathname,"));
+        assert!(SCRIPT.contains("fetch(path, {"));
+        assert!(SCRIPT.contains(
+            "var path = batch ? location.pathname.replace(/[^\\/]*$/, batch) : location.pathname;"
+        ));
+        assert!(!page.contains("data-batch=\""), "no offer unless asked for");
     }
     for page in [
         forbidden_page(),
@@ -947,4 +951,30 @@ fn a_record_whose_decision_is_under_way_shows_running_and_no_choices() {
     );
     v.releasing = false;
     assert!(call_page(&v).contains("data-decision"));
+}
+
+#[test]
+fn rule_24_the_allow_all_offer_counts_and_lists_the_calls_as_text() {
+    let args = args();
+    let v = view(&args, Kind::Function);
+    let offer = BatchOffer {
+        token: "b.AAAA".into(),
+        calls: vec![
+            ("demo::echo".into(), "c1".into()),
+            ("<script>x</script>".into(), "c2".into()),
+            ("shell::run".into(), "c3".into()),
+        ],
+    };
+    let page = call_page_offering(&v, Some(&offer));
+    assert!(
+        page.contains("Allow all 3 held calls of this turn"),
+        "{page}"
+    );
+    assert!(page.contains("data-batch=\"b.AAAA\""));
+    assert!(!page.contains("<script>x"), "agent text is escaped");
+    assert!(page.contains("&lt;script&gt;x"));
+    assert!(page.contains("data-outcome=\"allowed-all\""));
+    // A folder prompt never offers it.
+    let folder = call_page_offering(&view(&args, Kind::FolderAccess), Some(&offer));
+    assert!(!folder.contains("data-batch=\""));
 }
