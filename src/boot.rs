@@ -693,7 +693,7 @@ async fn rebind_on_reconnect(worker: Arc<Worker>, url: String) {
 /// The work [`rebind_on_reconnect`] does once the link is back.
 async fn after_reconnect(worker: &Worker) {
     for durable in [&worker.gate_binding, &worker.watch_binding] {
-        durable.forget_parked();
+        durable.new_connection();
         let config = worker.config.load();
         match durable.ensure(&worker.engine, &config.config).await {
             Ok(status) => tracing::info!(

@@ -140,8 +140,8 @@ async fn rebind(worker: &Worker, url: &str, name: &str, greeting: Duration) -> b
         let engine = Engine::new(iii.clone());
         let config = worker.config.load();
         // The restarted engine lost whatever this connection parked before.
-        worker.gate_binding.forget_parked();
-        worker.watch_binding.forget_parked();
+        worker.gate_binding.new_connection();
+        worker.watch_binding.new_connection();
         match worker.gate_binding.ensure(&engine, &config.config).await {
             Ok(status) => {
                 gated = true;

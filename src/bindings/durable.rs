@@ -119,6 +119,10 @@ pub(crate) struct DurableBinding {
     parked: Mutex<Option<(String, Value)>>,
     /// Wakes the guard early (a configuration change, a reconnect).
     wake: tokio::sync::Notify,
+    /// Bumped by [`DurableBinding::new_connection`]: a check still waiting
+    /// on the lost connection gives up, so the next one is not held behind
+    /// it.
+    abandon: tokio::sync::watch::Sender<u64>,
 }
 
 /// The binding as remembered in state.
@@ -135,6 +139,7 @@ impl DurableBinding {
             status: Mutex::default(),
             parked: Mutex::default(),
             wake: tokio::sync::Notify::new(),
+            abandon: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -163,10 +168,16 @@ impl DurableBinding {
         self.wake.notify_one();
     }
 
-    /// After a reconnect: the engine may have restarted and lost a parked
-    /// binding, so the next check makes one again rather than trust it.
-    pub(crate) fn forget_parked(&self) {
+    /// The engine is reachable again (a reconnect, or the early rebind's
+    /// auxiliary connection): the engine may have restarted and lost a
+    /// parked binding, so the next check makes one again rather than trust
+    /// it; and a check begun before the outage gives up now. Its calls went
+    /// to a connection that is gone, and the SDK answers them only when they
+    /// time out (10 s): meanwhile it would hold the one-check-at-a-time lock
+    /// and keep the binding from being made again (calls ran ungated).
+    pub(crate) fn new_connection(&self) {
         *lock(&self.parked) = None;
+        self.abandon.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Waits until [`GateBinding::check_soon`] is called.
@@ -176,19 +187,26 @@ impl DurableBinding {
 
     /// Makes sure exactly one durable binding exists with the config the
     /// configuration asks for, the new one before any old one is removed,
-    /// and records the result.
+    /// and records the result. Gives up (`connection_lost`) when
+    /// [`DurableBinding::new_connection`] is called meanwhile.
     pub(crate) async fn ensure(
         &self,
         engine: &Engine,
         config: &ApprovalConfig,
     ) -> Result<Status, CallError> {
         let _one = self.ensuring.lock().await;
+        // Subscribed once the lock is held: a `new_connection` that came
+        // before this check does not end it.
+        let mut abandoned = self.abandon.subscribe();
         let desired = self.spec.desired(config);
         let trusted = lock(&self.parked)
             .clone()
             .filter(|(_, config)| *config == desired)
             .map(|(id, _)| id);
-        let status = ensure(engine, &self.spec, &desired, trusted).await?;
+        let status = tokio::select! {
+            status = ensure(engine, &self.spec, &desired, trusted) => status?,
+            _ = abandoned.changed() => return Err(CallError::abandoned(self.spec.function_id)),
+        };
         *lock(&self.parked) = match (&status.id, status.parked) {
             (Some(id), true) => Some((id.clone(), desired)),
             _ => None,

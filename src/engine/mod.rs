@@ -132,6 +132,16 @@ impl CallError {
         }
     }
 
+    /// A call given up because the connection it went out on is gone (its
+    /// answer, if any, is no longer awaited).
+    pub(crate) fn abandoned(function_id: &str) -> CallError {
+        CallError {
+            function_id: function_id.to_string(),
+            code: ErrorCode::Other("connection_lost".into()),
+            message: "begun on a connection that is gone; given up".to_string(),
+        }
+    }
+
     /// Whether the configuration entry (or other keyed item) does not exist.
     pub fn is_not_found(&self) -> bool {
         self.code == ErrorCode::NotFound

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use approval_gate::bucket_scope;
 use approval_gate_testkit::fixture::call;
-use approval_gate_testkit::harness::{CallSpec, Generation};
+use approval_gate_testkit::harness::CallSpec;
 use approval_gate_testkit::worker::WorkerProcess;
 use serde_json::{json, Value};
 
@@ -413,8 +413,11 @@ async fn rule_21_9_an_unreadable_record_is_logged_at_error_with_its_key() {
     .await;
 }
 
-#[tokio::test]
-async fn rule_21_8_after_an_engine_restart_no_call_runs_ungated_while_the_worker_reconnects() {
+/// What a durable binding check asks the engine first.
+const TRIGGER_TYPES_LIST: &str = "engine::triggers::list";
+
+each_generation! {
+async fn rule_21_8_after_an_engine_restart_no_call_runs_ungated_while_the_worker_reconnects(generation) {
     // The engine restarts and forgets every binding; a harness that comes
     // back before the worker (a quarter of a second after the engine, as a
     // harness started after its engine does) sends calls until one is held.
@@ -425,24 +428,45 @@ async fn rule_21_8_after_an_engine_restart_no_call_runs_ungated_while_the_worker
     // denied (`fail_closed`) until the worker is back — never run. (A
     // harness back within a few tens of ms of the engine can still win the
     // race on a real engine: the bench counts those calls.)
-    // The brief's harness (generation 1). Today's harness double does not
-    // see the gate's binding made again through the auxiliary connection
-    // (calls run ungated until the worker's own reconnect, and after): under
-    // investigation, see architecture/integration.md § The reconnect.
-    on_each_engine("rule_21_8_reconnect", |engine| async move {
+    // On today's harness, its `harness::ready` wakes a binding check just
+    // before the restart: that check, left waiting on the lost connection
+    // until its call timed out (10 s), held the binding's one-check lock and
+    // kept both the early rebind and the reconnect from making the binding
+    // (over a thousand calls ran ungated). A new connection now ends it.
+    on_each_engine(&label("rule_21_8_reconnect", generation), |engine| async move {
         let _targets =
             approval_gate_testkit::targets::TargetWorker::start(&engine.url(), TARGETS).await;
         let _sessions = approval_gate_testkit::session::SessionDouble::start(&engine.url()).await;
         let worker = start_in_process(&engine.url()).await;
         let harness = approval_gate_testkit::harness::HarnessDouble::start(
             &engine.url(),
-            approval_gate_testkit::harness::HarnessOptions::generation(Generation::G1),
+            approval_gate_testkit::harness::HarnessOptions::generation(generation),
         )
         .await;
         assert!(harness
             .wait_for_binding("harness::hook::pre-trigger", "approval::gate", WAIT)
             .await
             .is_some());
+        if let Some(test) = engine.test_engine() {
+            // Made certain on either generation: a check of each durable
+            // binding under way when the engine goes, its first call
+            // unanswered (woken by a configuration change).
+            let listed = test.invocations(TRIGGER_TYPES_LIST);
+            test.faults()
+                .stall(TRIGGER_TYPES_LIST, Duration::from_secs(60), Some(2));
+            let value = json!({"rules": ["!approval::*"], "binding_check_interval_ms": 1000});
+            call(
+                harness.client(),
+                "configuration::set",
+                json!({"id": "approval-gate", "value": value}),
+            )
+            .await
+            .unwrap();
+            assert!(
+                eventually(WAIT, || test.invocations(TRIGGER_TYPES_LIST) >= listed + 2).await,
+                "no binding check under way"
+            );
+        }
         harness.shutdown().await;
         match engine.test_engine() {
             Some(test) => test.restart_forgetting_durable_bindings().await.unwrap(),
@@ -451,7 +475,7 @@ async fn rule_21_8_after_an_engine_restart_no_call_runs_ungated_while_the_worker
         tokio::time::sleep(Duration::from_millis(250)).await;
         let harness = approval_gate_testkit::harness::HarnessDouble::start(
             &engine.url(),
-            approval_gate_testkit::harness::HarnessOptions::generation(Generation::G1),
+            approval_gate_testkit::harness::HarnessOptions::generation(generation),
         )
         .await;
         let (mut ungated, mut denied, mut held) = (0, 0, false);
@@ -485,6 +509,7 @@ async fn rule_21_8_after_an_engine_restart_no_call_runs_ungated_while_the_worker
         worker.shutdown(Duration::from_secs(2)).await;
     })
     .await;
+}
 }
 
 #[tokio::test]
