@@ -372,6 +372,7 @@ impl Scene {
         options: HarnessOptions,
         seed: Option<Value>,
     ) -> Scene {
+        trace_in_process_worker();
         let harness = HarnessDouble::start(&engine.url(), options).await;
         let sessions = SessionDouble::start(&engine.url()).await;
         let targets = TargetWorker::start(&engine.url(), TARGETS).await;
@@ -532,5 +533,18 @@ impl Scene {
             .as_ref()
             .map(|w| w.event_bindings())
             .unwrap_or(0)
+    }
+}
+
+/// With `AG_IT_TRACE` set (an `EnvFilter` such as `info` or
+/// `approval_gate=debug`), the in-process workers' logs are printed through
+/// the test harness's capture, so a failing scenario shows them next to its
+/// panic. Installed once per test binary; without the variable, nothing.
+fn trace_in_process_worker() {
+    if let Ok(filter) = std::env::var("AG_IT_TRACE") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
     }
 }
