@@ -97,7 +97,8 @@ async fn on_turn_completed(worker: &Worker, event: TurnCompleted) -> usize {
     purged
 }
 
-/// Purges a session: settings, denied dirs, attempt counters, held calls.
+/// Purges a session: settings, denied dirs, attempt counters, held calls,
+/// the reviewer's memory of it (its recent verdicts and breaker).
 async fn on_session_deleted(worker: &Worker, event: SessionDeleted) -> usize {
     if !is_valid_id(&event.session_id) {
         return 0;
@@ -113,6 +114,7 @@ async fn on_session_deleted(worker: &Worker, event: SessionDeleted) -> usize {
         tracing::warn!(session_id = sid, error = %err, "settings not cleared");
     }
     worker.folders.memory.forget_session(sid).await;
+    worker.reviews.forget_session(sid);
     purged
 }
 
@@ -252,7 +254,7 @@ pub(crate) fn register(worker: &Arc<Worker>) {
     register_typed(
         worker,
         SESSION_DELETED_ID,
-        "Internal (session::deleted): purges the session's settings, denied dirs, attempt counters and held calls.",
+        "Internal (session::deleted): purges the session's settings, denied dirs, attempt counters, held calls and the reviewer's memory of it.",
         |w, e: SessionDeleted| async move {
             on_session_deleted(&w, e).await;
             Ok(Ack { ok: true })

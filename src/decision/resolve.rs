@@ -154,6 +154,11 @@ async fn resolve_unreadable(
                 .inbox
                 .remove_unreadable(&request.session_id, &request.function_call_id, decided_by)
                 .await?;
+            if removed {
+                // A human decided a call of the session: as on the release
+                // path, the reviewer's breaker for it closes.
+                worker.reviews.human_decided(&request.session_id);
+            }
             Ok(ResolveResponse {
                 resolved: removed,
                 ..ResolveResponse::default()

@@ -89,13 +89,24 @@ pub(super) struct GetPendingRequest {
 
 /// `approval::get-pending` response (the whole reply is `null` when the call is not held).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub(super) struct GetPendingResponse {
-    /// The held call.
-    pub pending: ShownRecord,
-    /// The call's whole redacted arguments (`pending.arguments_excerpt` is
-    /// the bounded excerpt every record carries).
-    #[serde(flatten)]
-    pub whole: WholeArguments,
+#[serde(untagged)]
+pub(super) enum GetPendingResponse {
+    /// A held call.
+    Held {
+        /// The held call.
+        pending: ShownRecord,
+        /// The call's whole redacted arguments (`pending.arguments_excerpt`
+        /// is the bounded excerpt every record carries).
+        #[serde(flatten)]
+        whole: WholeArguments,
+    },
+    /// The stored value under the key does not parse as a record (§21.9):
+    /// the entry `list-pending` shows, `kind: "unreadable"` (only a deny
+    /// removes it). Never `null`: the key is not free.
+    Unreadable {
+        /// The unreadable value's entry.
+        pending: UnreadableRecord,
+    },
 }
 
 /// Clamps a requested page size.
@@ -168,16 +179,19 @@ pub(crate) fn register(worker: &Arc<Worker>) {
     register_typed(
         worker,
         GET_ID,
-        "One held call by session and call id, or null.",
+        "One held call by session and call id (or, for a stored value that does not parse, its kind unreadable entry), or null.",
         |w, r: GetPendingRequest| async move {
             validate_id("session_id", &r.session_id)?;
             validate_id("function_call_id", &r.function_call_id)?;
             let links = w.config.load().links.clone();
             let Some(record) = w.inbox.get(&r.session_id, &r.function_call_id) else {
-                return Ok(None);
+                return Ok(w
+                    .inbox
+                    .unreadable_entry(&r.session_id, &r.function_call_id)
+                    .map(|pending| GetPendingResponse::Unreadable { pending }));
             };
             let whole = w.inbox.arguments(&record).await;
-            Ok(Some(GetPendingResponse {
+            Ok(Some(GetPendingResponse::Held {
                 pending: shown(links.as_deref(), record),
                 whole,
             }))

@@ -29,6 +29,7 @@ use sha2::{Digest, Sha256};
 
 use crate::link_token::token::Kind;
 use crate::redact::FULL_ARGUMENTS_CAP;
+use crate::terms::review::{HeldBecause, Review, ReviewVerdict, Risk};
 
 #[cfg(test)]
 mod tests;
@@ -112,6 +113,9 @@ pub(crate) struct CallView<'a> {
     /// A decision on the call is on its way to the agent (the call may be
     /// running): the page shows that, and no choices.
     pub releasing: bool,
+    /// What the reviewer said of the call (§22), when it was asked: the
+    /// approver sees it, next to the call, before deciding.
+    pub review: Option<&'a Review>,
 }
 
 /// One line of the inbox page.
@@ -324,7 +328,39 @@ fn details(view: &CallView<'_>) -> Markup {
                 dt { "Deadline" }
                 dd { (time(expires_at)) " — if no one decides by then, the call is denied." }
             }
+            @if let Some(review) = view.review {
+                dt { "Reviewer" }
+                dd { (review_summary(review)) }
+                @if !review.rationale.is_empty() {
+                    dt { "Reviewer's reason" }
+                    dd { (visible(&review.rationale)) }
+                }
+            }
         }
+    }
+}
+
+/// One line on what the reviewer said and why a human decides anyway.
+fn review_summary(review: &Review) -> String {
+    let said = match (review.verdict, review.held_because) {
+        (ReviewVerdict::Allow, Some(HeldBecause::Clipped)) => {
+            "allowed, but saw the arguments clipped: a human decides"
+        }
+        (ReviewVerdict::Deny, Some(HeldBecause::Breaker)) => {
+            "denied, but it has denied too often in a row: a human decides"
+        }
+        (ReviewVerdict::Allow, _) => "allowed",
+        (ReviewVerdict::Deny, _) => "denied",
+        (ReviewVerdict::Escalate, _) => "asked for a human",
+        (ReviewVerdict::Error, _) => "could not be asked (error): a human decides",
+        (ReviewVerdict::Timeout, _) => "did not answer in time: a human decides",
+        (ReviewVerdict::Malformed, _) => "gave an answer it could not read: a human decides",
+    };
+    match review.risk {
+        Some(Risk::Low) => format!("{said} — risk low"),
+        Some(Risk::Medium) => format!("{said} — risk medium"),
+        Some(Risk::High) => format!("{said} — risk high"),
+        None => said.to_owned(),
     }
 }
 

@@ -155,6 +155,7 @@ fn view(record: &PendingRecord, whole: &WholeArguments, offer: Option<&BatchOffe
             expires_at: record.expires_at,
             dir: record.grant_request.as_ref().map(|g| g.dir.as_str()),
             releasing: record.releasing,
+            review: record.review.as_deref(),
         },
         offer,
     )
@@ -501,6 +502,7 @@ fn inbox(worker: &Worker, request: &HttpRequest) -> HttpResponse {
                 expires_at: record.expires_at,
                 dir: record.grant_request.as_ref().map(|g| g.dir.as_str()),
                 releasing: record.releasing,
+                review: record.review.as_deref(),
             },
             approval_url: url,
         })

@@ -438,7 +438,17 @@ impl PendingStore {
 
     /// Whether the value under a key does not parse as a record.
     pub(crate) fn is_unreadable(&self, session_id: &str, function_call_id: &str) -> bool {
-        self.with_unreadable(|kept| kept.get(session_id, function_call_id).is_some())
+        self.unreadable_entry(session_id, function_call_id)
+            .is_some()
+    }
+
+    /// The unreadable value under a key, as `list-pending` shows it.
+    pub(crate) fn unreadable_entry(
+        &self,
+        session_id: &str,
+        function_call_id: &str,
+    ) -> Option<UnreadableRecord> {
+        self.with_unreadable(|kept| kept.get(session_id, function_call_id).cloned())
     }
 
     /// A human's deny of an unreadable value (§21.9): under the key's lock

@@ -175,6 +175,15 @@ impl Reviews {
         }
     }
 
+    /// The session was deleted: its recent verdicts, its breaker and its
+    /// calls' review slots go.
+    pub(crate) fn forget_session(&self, session_id: &str) {
+        lock(&self.sessions).remove(session_id);
+        let mut calls = lock(&self.calls);
+        calls.slots.retain(|(sid, _), _| sid != session_id);
+        calls.order.retain(|(sid, _)| sid != session_id);
+    }
+
     /// Whether the session's breaker is open.
     #[cfg(test)]
     pub(crate) fn is_open(&self, session_id: &str) -> bool {
@@ -277,5 +286,30 @@ mod tests {
         assert!(!reviews.is_open("a"));
         assert!(reviews.is_open("b"));
         assert_eq!(reviews.stats().counts().held_by_breaker, 2);
+    }
+
+    #[test]
+    fn rule_22_a_deleted_session_leaves_no_memory_and_others_keep_theirs() {
+        let reviews = Reviews::default();
+        let limits = Limits {
+            consecutive: 1,
+            per_50: 10,
+        };
+        for s in ["gone", "kept"] {
+            reviews.remember(s, recent(1));
+            reviews.breaker(s, ReviewVerdict::Deny, limits);
+            reviews.breaker(s, ReviewVerdict::Deny, limits);
+        }
+        let gone = reviews.slot("gone", "c");
+        let kept = reviews.slot("kept", "c");
+        reviews.forget_session("gone");
+        assert!(reviews.recent("gone").is_empty());
+        assert!(!reviews.is_open("gone"));
+        assert!(!Arc::ptr_eq(&gone, &reviews.slot("gone", "c")));
+        assert_eq!(reviews.recent("kept").len(), 1);
+        assert!(reviews.is_open("kept"));
+        assert!(Arc::ptr_eq(&kept, &reviews.slot("kept", "c")));
+        let calls = lock(&reviews.calls);
+        assert_eq!(calls.slots.len(), calls.order.len());
     }
 }

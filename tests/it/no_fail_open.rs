@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use approval_gate::bucket_scope;
 use approval_gate_testkit::fixture::call;
-use approval_gate_testkit::harness::CallSpec;
+use approval_gate_testkit::harness::{CallSpec, CallState};
 use approval_gate_testkit::worker::WorkerProcess;
 use serde_json::{json, Value};
 
@@ -249,6 +249,11 @@ async fn rule_21_9_an_unreadable_record_is_kept_counted_and_listed() {
             .ok("approval::list-pending", json!({"metadata": {"team": "x"}}))
             .await;
         assert_eq!(meta["pending"], json!([]), "{meta}");
+        // get-pending of its key answers the same entry, never null.
+        let got = get_pending(&scene, "s_bad", "c_bad").await;
+        assert_eq!(&got["pending"], *named, "{got}");
+        assert!(got.get("arguments").is_none(), "{got}");
+        assert!(get_pending(&scene, "s_bad", "c_free").await.is_null());
         // Still in state, untouched.
         let stored = scene
             .ok(
@@ -257,6 +262,52 @@ async fn rule_21_9_an_unreadable_record_is_kept_counted_and_listed() {
             )
             .await;
         assert_eq!(stored["kind"], 42);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_21_9_denying_an_unreadable_record_is_a_human_decision_that_closes_the_breaker() {
+    use approval_gate_testkit::reviewer::Answer;
+    on_each_engine("rule_21_9_unreadable_breaker", |engine| async move {
+        let mut scene = Scene::start(engine).await;
+        write_unreadable(&scene).await;
+        scene.restart_worker().await;
+        scene.wait_for_gate_binding().await;
+        let _reviewer = crate::reviewer::configure_reviewer(
+            &scene,
+            Answer::Deny,
+            json!(["!approval::*"]),
+            json!({"max_consecutive_denials": 1}),
+        )
+        .await;
+        let call_in_s_bad = |cid: &str| {
+            scene.harness.call(CallSpec::new(
+                "s_bad",
+                "t_bad2",
+                cid,
+                "demo::echo",
+                json!({}),
+            ))
+        };
+        assert!(matches!(
+            call_in_s_bad("b1").await,
+            CallState::Denied { .. }
+        ));
+        let out = call_in_s_bad("b2").await;
+        assert!(out.is_held(), "the breaker is open: {out:?}");
+        let out = scene
+            .ok(
+                "approval::resolve",
+                json!({"session_id": "s_bad", "function_call_id": "c_bad", "decision": "deny"}),
+            )
+            .await;
+        assert_eq!(out["resolved"], true, "{out}");
+        let out = call_in_s_bad("b3").await;
+        assert!(
+            matches!(out, CallState::Denied { .. }),
+            "a human decided a call of the session: the reviewer may deny again, {out:?}"
+        );
     })
     .await;
 }

@@ -24,6 +24,19 @@ async fn reviewed_scene(
     extra: Value,
 ) -> (Scene, ReviewerDouble) {
     let scene = Scene::start(engine).await;
+    let reviewer = configure_reviewer(&scene, answer, rules, extra).await;
+    (scene, reviewer)
+}
+
+/// Starts a reviewer double answering `answer` and configures the scene's
+/// worker to ask it (with `extra` merged into its settings) over `rules`,
+/// sessions defaulting to `auto`; returns once the worker has loaded it.
+pub(crate) async fn configure_reviewer(
+    scene: &Scene,
+    answer: Answer,
+    rules: Value,
+    extra: Value,
+) -> ReviewerDouble {
     let reviewer = ReviewerDouble::start(&scene.engine.url(), answer).await;
     let mut settings = json!({"function_id": REVIEW_CALL, "timeout_ms": 600});
     if let (Some(s), Some(e)) = (settings.as_object_mut(), extra.as_object()) {
@@ -44,7 +57,7 @@ async fn reviewed_scene(
         .await,
         "the worker never loaded the reviewer"
     );
-    (scene, reviewer)
+    reviewer
 }
 
 fn spec(sid: &str, cid: &str, fid: &str, args: Value) -> CallSpec {
@@ -357,6 +370,38 @@ async fn rule_22_the_breaker_trips_after_denials_in_a_row_and_a_human_decision_r
         let health = scene.ok("approval::health", json!({})).await;
         assert_eq!(health["reviewer"]["held_by_breaker"], 2, "{health}");
         assert_eq!(reviewer.count(), 6);
+
+        // Open again, then the session is deleted: the reviewer's memory of
+        // it goes with it, and its denials are denials again.
+        let out = scene
+            .harness
+            .call(spec("s3", "d6", "demo::echo", json!({})))
+            .await;
+        assert!(denial(&out).starts_with("Denied by the reviewer:"));
+        let out = scene
+            .harness
+            .call(spec("s3", "d7", "demo::echo", json!({})))
+            .await;
+        assert!(out.is_held(), "open again: {out:?}");
+        scene.sessions.delete("s3").await;
+        // The purge runs in the background: call until a denial, bounded.
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let mut forgotten = false;
+        for n in 0..200 {
+            let out = scene
+                .harness
+                .call(spec("s3", &format!("after{n}"), "demo::echo", json!({})))
+                .await;
+            if matches!(out, CallState::Denied { .. }) {
+                forgotten = true;
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(forgotten, "the deleted session's breaker was kept");
     })
     .await;
 }
@@ -418,6 +463,52 @@ async fn rule_22_a_redelivered_hook_is_reviewed_once_and_never_holds_or_announce
         assert_eq!(out["details"]["function_id"], "demo::echo");
         assert_eq!(scene.inbox().await.len(), 1);
         assert_eq!(created.events().len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_22_the_link_page_shows_the_approver_what_the_reviewer_said() {
+    on_each_engine("rule_22_link_page", |engine| async move {
+        let rules = json!(["!approval::*"]);
+        let l = crate::links::Links::start(engine, rules.clone(), None).await;
+        let reviewer = ReviewerDouble::start(&l.scene.engine.url(), Answer::Escalate).await;
+        let mut value = crate::links::config(&l.base, rules, None);
+        value["default_mode"] = json!("auto");
+        value["reviewer"] = json!({"function_id": REVIEW_CALL, "timeout_ms": 600});
+        l.scene
+            .ok(
+                "configuration::set",
+                json!({"id": "approval-gate", "value": value}),
+            )
+            .await;
+        let w = l.scene.worker.as_ref().unwrap();
+        assert!(
+            eventually(WAIT, || w.config().to_json()["reviewer"]["function_id"]
+                == REVIEW_CALL)
+            .await,
+            "the worker never loaded the reviewer"
+        );
+        let out = l
+            .scene
+            .harness
+            .call(spec("s_l", "c_l", "demo::echo", json!({"msg": "hi"})))
+            .await;
+        assert!(out.is_held(), "{out:?}");
+        assert_eq!(reviewer.reviews_of("c_l").len(), 1);
+        let url = l.pending("s_l", "c_l").await["pending"]["approval_url"]
+            .as_str()
+            .expect("a link")
+            .to_string();
+        let page = l.http.get(&url).send().await.unwrap().text().await.unwrap();
+        assert!(
+            page.contains("<dd>asked for a human — risk medium</dd>"),
+            "{page}"
+        );
+        assert!(
+            page.contains("<dd>the double says escalate for demo::echo</dd>"),
+            "{page}"
+        );
     })
     .await;
 }

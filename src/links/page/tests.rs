@@ -57,6 +57,7 @@ fn view<'a>(args: &'a Value, kind: Kind) -> CallView<'a> {
             Kind::FolderAccess => Some("/srv/data"),
         },
         releasing: false,
+        review: None,
     }
 }
 
@@ -372,6 +373,12 @@ fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 fn hostile_text_renders_as_inert_text_everywhere() {
     for payload in HOSTILE {
         let args = json!({ "command": payload, *payload: [payload] });
+        let review = Review {
+            verdict: ReviewVerdict::Escalate,
+            rationale: (*payload).to_owned(),
+            risk: Some(Risk::High),
+            held_because: None,
+        };
         let v = CallView {
             session_id: payload,
             function_call_id: payload,
@@ -384,6 +391,7 @@ fn hostile_text_renders_as_inert_text_everywhere() {
             expires_at: Some(u64::MAX),
             dir: Some(payload),
             releasing: false,
+            review: Some(&review),
         };
         let inbox_row = InboxRow {
             call: v,
@@ -977,4 +985,78 @@ fn rule_24_the_allow_all_offer_counts_and_lists_the_calls_as_text() {
     // A folder prompt never offers it.
     let folder = call_page_offering(&view(&args, Kind::FolderAccess), Some(&offer));
     assert!(!folder.contains("data-batch=\""));
+}
+
+#[test]
+fn the_page_shows_what_the_reviewer_said_and_why_a_human_decides() {
+    let args = args();
+    let without = call_page(&view(&args, Kind::Function));
+    assert!(!without.contains("Reviewer"), "no review, no row");
+    let cases = [
+        (
+            ReviewVerdict::Escalate,
+            None,
+            Some(Risk::High),
+            "asked for a human — risk high",
+        ),
+        (
+            ReviewVerdict::Allow,
+            Some(HeldBecause::Clipped),
+            None,
+            "allowed, but saw the arguments clipped: a human decides",
+        ),
+        (
+            ReviewVerdict::Deny,
+            Some(HeldBecause::Breaker),
+            Some(Risk::Low),
+            "denied, but it has denied too often in a row: a human decides — risk low",
+        ),
+        (
+            ReviewVerdict::Error,
+            None,
+            None,
+            "could not be asked (error): a human decides",
+        ),
+        (
+            ReviewVerdict::Timeout,
+            None,
+            None,
+            "did not answer in time: a human decides",
+        ),
+        (
+            ReviewVerdict::Malformed,
+            None,
+            Some(Risk::Medium),
+            "gave an answer it could not read: a human decides — risk medium",
+        ),
+    ];
+    for (verdict, held_because, risk, line) in cases {
+        let review = Review {
+            verdict,
+            rationale: format!("because {}", verdict.as_str()),
+            risk,
+            held_because,
+        };
+        let v = CallView {
+            review: Some(&review),
+            ..view(&args, Kind::Function)
+        };
+        for page in [
+            call_page(&v),
+            inbox_page(
+                &[InboxRow {
+                    call: v,
+                    approval_url: "https://gate.example/approvals/AAA",
+                }],
+                0,
+            ),
+        ] {
+            assert_only_our_markup(&page);
+            assert!(page.contains(&format!("<dd>{line}</dd>")), "{line}: {page}");
+            assert!(
+                page.contains(&format!("<dd>because {}</dd>", verdict.as_str())),
+                "{page}"
+            );
+        }
+    }
 }
