@@ -4,22 +4,18 @@
 //! one outcome per record whatever races it — single resolves, expiries.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 use std::time::Duration;
 
 use approval_gate_testkit::fixture::EngineFixture;
 use approval_gate_testkit::harness::{CallSpec, CallState};
-use approval_gate_testkit::shell::{Dialect, JailShell};
 use serde_json::{json, Value};
 
 use crate::common::*;
 
 async fn hold(scene: &Scene, sid: &str, turn: &str, cid: &str, fid: &str) {
-    let out = scene
-        .harness
-        .call(CallSpec::new(sid, turn, cid, fid, json!({"n": cid})))
+    scene
+        .hold(CallSpec::new(sid, turn, cid, fid, json!({"n": cid})))
         .await;
-    assert!(out.is_held(), "{cid}: {out:?}");
 }
 
 fn ids(list: &Value) -> Vec<String> {
@@ -159,12 +155,7 @@ async fn rule_24_items_decide_exactly_the_revisions_the_human_saw() {
         let at = |cid: &str| {
             let cid = cid.to_string();
             async move {
-                scene
-                    .ok(
-                        "approval::get-pending",
-                        json!({"session_id": "s", "function_call_id": cid}),
-                    )
-                    .await["pending"]["pending_at"]
+                scene.get_pending("s", &cid).await["pending"]["pending_at"]
                     .as_u64()
                     .expect("pending_at")
             }
@@ -217,21 +208,7 @@ async fn rule_24_items_decide_exactly_the_revisions_the_human_saw() {
 async fn rule_24_folder_prompts_are_skipped_on_allow_and_denied_on_deny() {
     on_each_engine("batch_folders", |engine| async move {
         let scene = Scene::start(engine).await;
-        scene
-            .targets
-            .add(
-                "shell::read",
-                Arc::new(JailShell::new(Dialect::Shell, &["/srv"])),
-            )
-            .await;
-        scene
-            .ok(
-                "configuration::set",
-                json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "shell::*"]}}),
-            )
-            .await;
-        let w = scene.worker.as_ref().unwrap();
-        assert!(eventually(WAIT, || w.config().rules.len() == 2).await);
+        scene.jail_shell_to_srv().await;
         let folder = scene
             .harness
             .call(
@@ -241,13 +218,7 @@ async fn rule_24_folder_prompts_are_skipped_on_allow_and_denied_on_deny() {
             .await;
         assert!(folder.is_held(), "{folder:?}");
         hold(&scene, "s", "t", "e1", "demo::echo").await;
-        let kind = scene
-            .ok(
-                "approval::get-pending",
-                json!({"session_id": "s", "function_call_id": "f1"}),
-            )
-            .await["pending"]["kind"]
-            .clone();
+        let kind = scene.get_pending("s", "f1").await["pending"]["kind"].clone();
         assert!(
             kind == "folder_access" || kind == "filesystem_access",
             "{kind}"
@@ -306,9 +277,7 @@ async fn rule_24_a_record_being_released_is_skipped_and_listed() {
         let batch = async {
             let releasing = async {
                 loop {
-                    let shown = scene
-                        .ok("approval::get-pending", json!({"session_id": "s", "function_call_id": "slow"}))
-                        .await;
+                    let shown = scene.get_pending("s", "slow").await;
                     if shown["pending"]["releasing"] == true {
                         break;
                     }

@@ -12,8 +12,9 @@ use approval_gate::{boot, BootOptions, Running};
 use approval_gate_testkit::fixture::{
     call, wait_for_functions, EngineFixture, RealEngineOptions, StateBackend,
 };
-use approval_gate_testkit::harness::{Generation, HarnessDouble, HarnessOptions};
+use approval_gate_testkit::harness::{CallSpec, Generation, HarnessDouble, HarnessOptions};
 use approval_gate_testkit::session::SessionDouble;
+use approval_gate_testkit::shell::{Dialect, JailShell};
 use approval_gate_testkit::targets::TargetWorker;
 use futures_util::FutureExt;
 use iii_sdk::protocol::RegisterTriggerInput;
@@ -533,6 +534,53 @@ impl Scene {
             .as_ref()
             .map(|w| w.event_bindings())
             .unwrap_or(0)
+    }
+
+    /// `approval::get-pending` of one call: the whole reply (`null` when
+    /// nothing is held under the key).
+    pub async fn get_pending(&self, sid: &str, cid: &str) -> Value {
+        self.ok(
+            "approval::get-pending",
+            json!({"session_id": sid, "function_call_id": cid}),
+        )
+        .await
+    }
+
+    /// Makes the call through the harness and fails unless it is held.
+    pub async fn hold(&self, spec: CallSpec) {
+        let (sid, cid) = (spec.session_id.clone(), spec.call_id.clone());
+        let out = self.harness.call(spec).await;
+        assert!(out.is_held(), "{sid}/{cid}: {out:?}");
+    }
+
+    /// Serves `shell::read` with a shell jailed to `/srv` (so a read under
+    /// `/data` asks for a folder) and has the worker allow `shell::*`
+    /// (everything else but the gate's own functions holds).
+    pub async fn jail_shell_to_srv(&self) {
+        self.targets
+            .add(
+                "shell::read",
+                Arc::new(JailShell::new(Dialect::Shell, &["/srv"])),
+            )
+            .await;
+        self.ok(
+            "configuration::set",
+            json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "shell::*"]}}),
+        )
+        .await;
+        let w = self.worker.as_ref().unwrap();
+        assert!(eventually(WAIT, || w.config().rules.len() == 2).await);
+    }
+
+    /// Registers the shell's configuration entry (where an `always` folder
+    /// grant is persisted) with `initial` as its value.
+    pub async fn register_shell_config(&self, initial: Value) {
+        self.ok(
+            "configuration::register",
+            json!({"id": "shell", "name": "shell", "description": "shell",
+                   "schema": {"type": "object"}, "initial_value": initial}),
+        )
+        .await;
     }
 }
 

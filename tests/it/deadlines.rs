@@ -58,13 +58,7 @@ async fn set_deadlines(scene: &mut Scene, timeout: Option<u64>, escalate: Option
 
 /// The held record, as `get-pending` shows it.
 async fn held(scene: &Scene, sid: &str, cid: &str) -> Value {
-    scene
-        .ok(
-            "approval::get-pending",
-            json!({"session_id": sid, "function_call_id": cid}),
-        )
-        .await["pending"]
-        .clone()
+    scene.get_pending(sid, cid).await["pending"].clone()
 }
 
 /// Waits until the harness no longer holds the call; its last state.

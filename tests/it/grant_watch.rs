@@ -30,24 +30,9 @@ fn folder_kind(generation: Generation) -> &'static str {
 }
 
 async fn scene_with(engine: EngineFixture, options: HarnessOptions, reask: u32) -> Scene {
-    let today = options.generation == Generation::G2 && options.workspace_grants;
+    // `Scene::start_with` waits for the watch's durable binding too: today's
+    // harness enforces the session root only while it matches the call.
     let scene = Scene::start_with(engine, options).await;
-    if today {
-        // Today's harness enforces the session root only while the watch's
-        // durable binding matches the call.
-        assert!(
-            scene
-                .harness
-                .wait_for_binding(
-                    "harness::hook::post-trigger",
-                    "approval::filesystem-access-watch",
-                    WAIT
-                )
-                .await
-                .is_some(),
-            "the watch's durable binding"
-        );
-    }
     scene
         .targets
         .add(

@@ -106,12 +106,27 @@ impl Links {
 
     /// The record of a held call, as `get-pending` shows it.
     pub async fn pending(&self, sid: &str, cid: &str) -> Value {
-        self.scene
-            .ok(
-                "approval::get-pending",
-                json!({"session_id": sid, "function_call_id": cid}),
-            )
+        self.scene.get_pending(sid, cid).await
+    }
+
+    /// The `approval_url` of a held call's record.
+    pub async fn approval_url(&self, sid: &str, cid: &str) -> String {
+        self.pending(sid, cid).await["pending"]["approval_url"]
+            .as_str()
+            .expect("a link")
+            .to_string()
+    }
+
+    /// The HTML page `url` answers.
+    pub async fn page(&self, url: &str) -> String {
+        self.http
+            .get(url)
+            .send()
             .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
     }
 }
 
@@ -210,12 +225,7 @@ each_generation! {
                 "note": "\"onload=alert(1) </textarea>",
                 "api_key": "sk-live-should-never-show-0000"
             });
-            assert!(l
-                .scene
-                .harness
-                .call(spec("s_l", "c1", "demo::echo", args))
-                .await
-                .is_held());
+            l.scene.hold(spec("s_l", "c1", "demo::echo", args)).await;
 
             // One link, the same in the event, the list and get-pending.
             let url = link_of(&created, 0).await;
@@ -378,17 +388,12 @@ each_generation! {
                 .scene
                 .sink("fp-created", "approval::pending-created", json!({}))
                 .await;
-            assert!(l
-                .scene
-                .harness
-                .call(spec(
+            l.scene.hold(spec(
                     "s_f",
                     "c1",
                     "shell::read",
                     json!({"path": "/data/a/f"})
-                ))
-                .await
-                .is_held());
+                )).await;
             let first = link_of(&created, 0).await;
             let r = l.decide(&first, json!({"decision": "allow"})).await;
             assert_eq!(r.json::<Value>().await.unwrap(), json!({"resolved": true}));
@@ -459,12 +464,7 @@ each_generation! {
                 .scene
                 .sink("rm-created", "approval::pending-created", json!({}))
                 .await;
-            assert!(l
-                .scene
-                .harness
-                .call(spec("s_m", "c1", "demo::echo", json!({})))
-                .await
-                .is_held());
+            l.scene.hold(spec("s_m", "c1", "demo::echo", json!({}))).await;
             let url = link_of(&created, 0).await;
             let r = l
                 .decide(&url, json!({"decision": "allow", "remember": true}))
@@ -490,12 +490,7 @@ each_generation! {
                     .await,
                 CallState::Completed { .. }
             ));
-            assert!(l
-                .scene
-                .harness
-                .call(spec("s_o", "c3", "demo::echo", json!({})))
-                .await
-                .is_held());
+            l.scene.hold(spec("s_o", "c3", "demo::echo", json!({}))).await;
             assert_eq!(l.scene.harness.target_runs("demo::echo"), 2);
         })
         .await;
@@ -581,7 +576,7 @@ each_generation! {
             l.wait_for_status("/approvals/x", 403).await;
             let old = listed[1]["approval_url"].as_str().unwrap();
             assert_eq!(l.http.get(old).send().await.unwrap().status(), 403);
-            let new = l.pending("s_i", "c2").await["pending"]["approval_url"].as_str().unwrap().to_string();
+            let new = l.approval_url("s_i", "c2").await;
             assert_ne!(new, old);
             assert_eq!(l.http.get(&new).send().await.unwrap().status(), 200);
         })
@@ -597,12 +592,7 @@ each_generation! {
                 .scene
                 .sink("hf-created", "approval::pending-created", json!({}))
                 .await;
-            assert!(l
-                .scene
-                .harness
-                .call(spec("s_h", "c1", "demo::echo", json!({})))
-                .await
-                .is_held());
+            l.scene.hold(spec("s_h", "c1", "demo::echo", json!({}))).await;
             let url = link_of(&created, 0).await;
             let faults = l.scene.engine.test_engine().unwrap().faults();
             faults.fail(
@@ -830,12 +820,7 @@ each_generation! {
                 .scene
                 .sink("lx-resolved", "approval::pending-resolved", json!({}))
                 .await;
-            assert!(l
-                .scene
-                .harness
-                .call(spec("s_x", "c1", "demo::echo", json!({})))
-                .await
-                .is_held());
+            l.scene.hold(spec("s_x", "c1", "demo::echo", json!({}))).await;
             let url = link_of(&created, 0).await;
 
             // The page says when the call will be denied.

@@ -24,16 +24,6 @@ async fn stored_arguments(scene: &Scene, sid: &str, cid: &str) -> Value {
         .await
 }
 
-/// `approval::get-pending` of one call.
-async fn get_pending(scene: &Scene, sid: &str, cid: &str) -> Value {
-    scene
-        .ok(
-            "approval::get-pending",
-            json!({"session_id": sid, "function_call_id": cid}),
-        )
-        .await
-}
-
 /// A long field the excerpt clips (256 code points) and the whole form keeps.
 fn long_text() -> String {
     format!("{}END", "x".repeat(5000))
@@ -51,7 +41,7 @@ async fn rule_21_6_get_pending_shows_the_whole_arguments_and_only_it() {
             .await;
         assert!(out.is_held(), "{out:?}");
 
-        let got = get_pending(&scene, "s_w", "c_w").await;
+        let got = scene.get_pending("s_w", "c_w").await;
         assert_eq!(got["arguments"]["content"], long_text(), "whole: {got}");
         assert_eq!(got["arguments"]["path"], "/w/a.txt");
         assert_ne!(
@@ -93,7 +83,7 @@ async fn rule_21_6_get_pending_shows_the_whole_arguments_and_only_it() {
         // A restarted worker reads them from their key, not from its index.
         scene.restart_worker().await;
         scene.wait_for_gate_binding().await;
-        let got = get_pending(&scene, "s_w", "c_w").await;
+        let got = scene.get_pending("s_w", "c_w").await;
         assert_eq!(got["arguments"]["content"], long_text(), "{got}");
 
         // Larger than the cap: clipped, and said so.
@@ -103,7 +93,7 @@ async fn rule_21_6_get_pending_shows_the_whole_arguments_and_only_it() {
             .call(CallSpec::new("s_w", "t_w", "c_huge", "demo::echo", huge))
             .await;
         assert!(out.is_held(), "{out:?}");
-        let got = get_pending(&scene, "s_w", "c_huge").await;
+        let got = scene.get_pending("s_w", "c_huge").await;
         assert_eq!(got["arguments_clipped"], true, "{got}");
         assert!(got["arguments"].to_string().len() <= 65536);
         assert_eq!(
@@ -170,7 +160,7 @@ async fn rule_21_6_the_whole_arguments_leave_with_their_record() {
         }
         assert!(gone, "a purged record's arguments stayed");
         assert!(scene.inbox().await.is_empty());
-        assert!(get_pending(&scene, "s_l", "c_turn").await.is_null());
+        assert!(scene.get_pending("s_l", "c_turn").await.is_null());
     })
     .await;
 }
@@ -250,10 +240,10 @@ async fn rule_21_9_an_unreadable_record_is_kept_counted_and_listed() {
             .await;
         assert_eq!(meta["pending"], json!([]), "{meta}");
         // get-pending of its key answers the same entry, never null.
-        let got = get_pending(&scene, "s_bad", "c_bad").await;
+        let got = scene.get_pending("s_bad", "c_bad").await;
         assert_eq!(&got["pending"], *named, "{got}");
         assert!(got.get("arguments").is_none(), "{got}");
-        assert!(get_pending(&scene, "s_bad", "c_free").await.is_null());
+        assert!(scene.get_pending("s_bad", "c_free").await.is_null());
         // Still in state, untouched.
         let stored = scene
             .ok(
@@ -380,17 +370,8 @@ async fn rule_21_6_the_link_page_shows_the_whole_arguments() {
     on_each_engine("rule_21_6_link_page", |engine| async move {
         let l = Links::start(engine, json!(["!approval::*"]), None).await;
         let args = json!({"content": long_text(), "api_key": "sk-live-should-never-show-0000"});
-        assert!(l
-            .scene
-            .harness
-            .call(spec("s_p", "c_p", "demo::echo", args))
-            .await
-            .is_held());
-        let url = l.pending("s_p", "c_p").await["pending"]["approval_url"]
-            .as_str()
-            .expect("a link")
-            .to_string();
-        let page = l.http.get(&url).send().await.unwrap().text().await.unwrap();
+        l.scene.hold(spec("s_p", "c_p", "demo::echo", args)).await;
+        let page = l.page(&l.approval_url("s_p", "c_p").await).await;
         assert!(
             page.contains(&long_text()),
             "the page shows the whole field"
@@ -399,17 +380,10 @@ async fn rule_21_6_the_link_page_shows_the_whole_arguments() {
         assert!(!page.contains("sk-live-should-never-show"), "redacted");
 
         let huge = json!({"content": "y".repeat(100_000)});
-        assert!(l
-            .scene
-            .harness
-            .call(spec("s_p", "c_huge", "demo::echo", huge))
-            .await
-            .is_held());
-        let url = l.pending("s_p", "c_huge").await["pending"]["approval_url"]
-            .as_str()
-            .expect("a link")
-            .to_string();
-        let page = l.http.get(&url).send().await.unwrap().text().await.unwrap();
+        l.scene
+            .hold(spec("s_p", "c_huge", "demo::echo", huge))
+            .await;
+        let page = l.page(&l.approval_url("s_p", "c_huge").await).await;
         assert!(
             page.contains("longer than this page keeps (64 KiB)"),
             "the cap is stated"
@@ -579,7 +553,7 @@ async fn rule_21_7_a_held_call_shows_v3_secret_shapes_redacted() {
             .call(CallSpec::new("s_v3", "t_v3", "c_v3", "demo::echo", arguments))
             .await;
         assert!(out.is_held(), "{out:?}");
-        let got = get_pending(&scene, "s_v3", "c_v3").await;
+        let got = scene.get_pending("s_v3", "c_v3").await;
         let listed = scene.inbox().await;
         for shown in [got.to_string(), listed[0].to_string()] {
             for secret in ["pa55-word-env", "pa55-word-argv", "YWRtaW46cGE1NS13b3Jk", "pa55-word-netrc", "pa55-word-mysql"] {
@@ -621,12 +595,9 @@ async fn rule_21_10_a_short_inbox_token_keeps_the_inbox_off_and_is_reported() {
             .await
             .unwrap();
         assert_eq!(r.status(), 404);
-        assert!(l
-            .scene
-            .harness
-            .call(spec("s_t", "c_t", "demo::echo", json!({})))
-            .await
-            .is_held());
+        l.scene
+            .hold(spec("s_t", "c_t", "demo::echo", json!({})))
+            .await;
         let url = l.pending("s_t", "c_t").await["pending"]["approval_url"].clone();
         assert!(url.is_string(), "links stay on: {url}");
     })
@@ -637,30 +608,8 @@ async fn rule_21_10_a_short_inbox_token_keeps_the_inbox_off_and_is_reported() {
 async fn rule_21_10_an_always_grant_never_undoes_a_concurrent_operator_edit() {
     on_each_engine("rule_21_10_host_roots_race", |engine| async move {
         let scene = Scene::start(engine).await;
-        scene
-            .targets
-            .add(
-                "shell::read",
-                std::sync::Arc::new(approval_gate_testkit::shell::JailShell::new(
-                    approval_gate_testkit::shell::Dialect::Shell,
-                    &["/srv"],
-                )),
-            )
-            .await;
-        scene
-            .ok(
-                "configuration::set",
-                json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "shell::*"]}}),
-            )
-            .await;
-        let w = scene.worker.as_ref().unwrap();
-        assert!(eventually(WAIT, || w.config().rules.len() == 2).await);
-        scene
-            .ok(
-                "configuration::register",
-                json!({"id": "shell", "name": "shell", "description": "shell", "schema": {"type": "object"}, "initial_value": {}}),
-            )
-            .await;
+        scene.jail_shell_to_srv().await;
+        scene.register_shell_config(json!({})).await;
         let out = scene
             .harness
             .call(

@@ -20,27 +20,9 @@ use crate::links::{link_of, spec, Links};
 async fn folder_scene(engine: EngineFixture, generation: Generation) -> Scene {
     let scene = Scene::start_with(engine, HarnessOptions::generation(generation)).await;
     scene
-        .targets
-        .add(
-            "shell::read",
-            Arc::new(JailShell::new(Dialect::Shell, &["/srv"])),
-        )
+        .register_shell_config(json!({"fs": {"host_roots": ["/srv"]}}))
         .await;
-    scene
-        .ok(
-            "configuration::register",
-            json!({"id": "shell", "name": "shell", "description": "shell", "schema": {"type": "object"},
-                   "initial_value": {"fs": {"host_roots": ["/srv"]}}}),
-        )
-        .await;
-    scene
-        .ok(
-            "configuration::set",
-            json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "shell::*"]}}),
-        )
-        .await;
-    let w = scene.worker.as_ref().unwrap();
-    assert!(eventually(WAIT, || w.config().rules.len() == 2).await);
+    scene.jail_shell_to_srv().await;
     scene
 }
 
@@ -60,12 +42,7 @@ async fn folder_prompt(scene: &Scene, sid: &str, cid: &str, dir: &str) {
         )
         .await;
     assert!(state.is_held(), "{state:?}");
-    let shown = scene
-        .ok(
-            "approval::get-pending",
-            json!({"session_id": sid, "function_call_id": cid}),
-        )
-        .await;
+    let shown = scene.get_pending(sid, cid).await;
     let kind = match scene.harness.generation() {
         Generation::G1 => "folder_access",
         Generation::G2 => "filesystem_access",
@@ -98,9 +75,7 @@ each_generation! {
             assert_eq!(code_of(&err), "approval/harness_unavailable");
             assert!(scene.harness.grants("s1").is_empty(), "the grant was taken back");
             assert_eq!(host_roots(&scene).await, json!(["/srv"]));
-            let shown = scene
-                .ok("approval::get-pending", json!({"session_id": "s1", "function_call_id": "c1"}))
-                .await;
+            let shown = scene.get_pending("s1", "c1").await;
             assert!(shown["pending"].get("releasing").is_none(), "pending again: {shown}");
 
             // The harness no longer holds the call: resolved: false, the grant
@@ -186,12 +161,7 @@ each_generation! {
                 .scene
                 .sink("rr-created", "approval::pending-created", json!({}))
                 .await;
-            assert!(l
-                .scene
-                .harness
-                .call(spec("s_m", "c1", "demo::echo", json!({})))
-                .await
-                .is_held());
+            l.scene.hold(spec("s_m", "c1", "demo::echo", json!({}))).await;
             let url = link_of(&created, 0).await;
             let approved = || async {
                 l.scene
@@ -216,12 +186,7 @@ each_generation! {
             assert_eq!(r.status(), 200);
             assert_eq!(r.json::<Value>().await.unwrap(), json!({"resolved": true}));
             assert!(approved().await.is_empty());
-            assert!(l
-                .scene
-                .harness
-                .call(spec("s_m", "c2", "demo::echo", json!({})))
-                .await
-                .is_held());
+            l.scene.hold(spec("s_m", "c2", "demo::echo", json!({}))).await;
             assert_eq!(l.scene.harness.target_runs("demo::echo"), 0);
 
             // A release the harness no longer holds remembers nothing either.
@@ -243,12 +208,7 @@ each_generation! {
             assert!(approved().await.is_empty());
 
             // Confirmed: remembered, exactly the function the human saw.
-            assert!(l
-                .scene
-                .harness
-                .call(spec("s_m", "c3", "demo::echo", json!({})))
-                .await
-                .is_held());
+            l.scene.hold(spec("s_m", "c3", "demo::echo", json!({}))).await;
             let url = link_of(&created, 2).await;
             let r = l
                 .decide(&url, json!({"decision": "allow", "remember": true}))

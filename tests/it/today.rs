@@ -38,18 +38,6 @@ async fn today(engine: EngineFixture) -> Scene {
         .await;
     let w = scene.worker.as_ref().unwrap();
     assert!(eventually(WAIT, || w.config().rules.len() == 5).await);
-    assert!(
-        scene
-            .harness
-            .wait_for_binding(
-                "harness::hook::post-trigger",
-                "approval::filesystem-access-watch",
-                WAIT
-            )
-            .await
-            .is_some(),
-        "the watch's durable binding"
-    );
     scene
 }
 
@@ -65,13 +53,7 @@ fn read(sid: &str, cid: &str, path: &str) -> CallSpec {
 }
 
 async fn pending(scene: &Scene, sid: &str, cid: &str) -> Value {
-    scene
-        .ok(
-            "approval::get-pending",
-            json!({"session_id": sid, "function_call_id": cid}),
-        )
-        .await["pending"]
-        .clone()
+    scene.get_pending(sid, cid).await["pending"].clone()
 }
 
 #[tokio::test]
