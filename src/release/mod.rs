@@ -209,9 +209,6 @@ impl Releaser {
             Ok(claim) => claim,
             Err(answer) => return answer,
         };
-        if request.via.is_human() {
-            self.reviews.human_decided(&request.session_id);
-        }
         let this = self.clone();
         let mut task = tokio::spawn(async move { this.carry(claim, request).await });
         let done = match wait {
@@ -247,7 +244,14 @@ impl Releaser {
             )
             .await
         {
-            Ok(Take::Claimed(claim)) => Ok(claim),
+            Ok(Take::Claimed(claim)) => {
+                // A human decided a call of the session (a resolve, a link,
+                // a batch): the reviewer's breaker for it closes.
+                if request.via.is_human() {
+                    self.reviews.human_decided(&request.session_id);
+                }
+                Ok(claim)
+            }
             Ok(Take::Absent) => Err(Answer::Absent),
             Ok(Take::Stale) => Err(Answer::Stale),
             Ok(Take::Releasing) => Err(Answer::Releasing),

@@ -72,13 +72,7 @@ fn denial(state: &CallState) -> String {
 }
 
 async fn record(scene: &Scene, sid: &str, cid: &str) -> Value {
-    scene
-        .ok(
-            "approval::get-pending",
-            json!({"session_id": sid, "function_call_id": cid}),
-        )
-        .await["pending"]
-        .clone()
+    scene.get_pending(sid, cid).await["pending"].clone()
 }
 
 #[tokio::test]
@@ -371,6 +365,38 @@ async fn rule_22_the_breaker_trips_after_denials_in_a_row_and_a_human_decision_r
         assert_eq!(health["reviewer"]["held_by_breaker"], 2, "{health}");
         assert_eq!(reviewer.count(), 6);
 
+        // Open again; a batch decision is a human's too: closed again.
+        let out = scene
+            .harness
+            .call(spec("s3", "b1", "demo::echo", json!({})))
+            .await;
+        assert!(denial(&out).starts_with("Denied by the reviewer:"));
+        let out = scene
+            .harness
+            .call(spec("s3", "b2", "demo::echo", json!({})))
+            .await;
+        assert!(out.is_held(), "open again: {out:?}");
+        let out = scene
+            .ok(
+                "approval::resolve-batch",
+                json!({"session_id": "s3", "turn_id": "t_s3", "decision": "deny"}),
+            )
+            .await;
+        assert!(
+            out["results"]
+                .as_array()
+                .is_some_and(|r| r.iter().any(|r| r["function_call_id"] == "b2")),
+            "{out}"
+        );
+        let out = scene
+            .harness
+            .call(spec("s3", "b3", "demo::echo", json!({})))
+            .await;
+        assert!(
+            denial(&out).starts_with("Denied by the reviewer:"),
+            "after a batch decision the reviewer may deny again"
+        );
+
         // Open again, then the session is deleted: the reviewer's memory of
         // it goes with it, and its denials are denials again.
         let out = scene
@@ -496,11 +522,7 @@ async fn rule_22_the_link_page_shows_the_approver_what_the_reviewer_said() {
             .await;
         assert!(out.is_held(), "{out:?}");
         assert_eq!(reviewer.reviews_of("c_l").len(), 1);
-        let url = l.pending("s_l", "c_l").await["pending"]["approval_url"]
-            .as_str()
-            .expect("a link")
-            .to_string();
-        let page = l.http.get(&url).send().await.unwrap().text().await.unwrap();
+        let page = l.page(&l.approval_url("s_l", "c_l").await).await;
         assert!(
             page.contains("<dd>asked for a human — risk medium</dd>"),
             "{page}"
