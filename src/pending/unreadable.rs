@@ -52,7 +52,7 @@ pub(crate) struct UnreadableRecord {
 
 impl UnreadableRecord {
     /// The entry for `value`, found in `scope`, that failed to parse with
-    /// `error`; `key_scope` says which scope a record of the given ids is
+    /// `error` (shown without the values it quotes, [`without_values`]); `key_scope` says which scope a record of the given ids is
     /// stored in, so the ids count as the key only when they lead back to
     /// `scope` (or `scope` is `legacy`).
     pub(crate) fn of(
@@ -82,7 +82,7 @@ impl UnreadableRecord {
             turn_id: text("turn_id"),
             function_id: text("function_id"),
             scope: scope.to_string(),
-            error,
+            error: without_values(&error),
         }
     }
 
@@ -171,6 +171,34 @@ impl Unreadables {
     }
 }
 
+/// A parse error as logs and listings may show it: serde quotes the value
+/// it could not take (`invalid type: string "…", expected u64`, ``unknown
+/// variant `…` ``), and a value that does not parse was never redacted by
+/// this worker, so every quoted text is replaced by `…` — except a field's
+/// name (``missing field `kind` ``), which is the record's own key. Pure.
+pub(crate) fn without_values(error: &str) -> String {
+    let mut out = String::with_capacity(error.len());
+    let mut rest = error;
+    while let Some(at) = rest.find(['"', '`']) {
+        let quote = rest[at..].chars().next().unwrap_or('"');
+        let (before, after) = rest.split_at(at);
+        out.push_str(before);
+        let after = &after[1..];
+        let Some(end) = after.find(quote) else {
+            out.push(quote);
+            out.push('…');
+            return out;
+        };
+        let keep = quote == '`' && out.trim_end().ends_with("field");
+        out.push(quote);
+        out.push_str(if keep { &after[..end] } else { "…" });
+        out.push(quote);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -221,5 +249,46 @@ mod tests {
         let json = serde_json::to_value(kept.list(None, 1)).unwrap();
         assert_eq!(json[0]["kind"], "unreadable");
         assert!(json[0].get("session_id").is_none());
+    }
+
+    #[test]
+    fn rule_21_9_an_unreadable_value_never_reaches_the_error_text() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Shape {
+            kind: Kind,
+            n: u64,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        enum Kind {
+            A,
+        }
+        let secret = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB";
+        for value in [
+            json!({"kind": "A", "n": secret}),
+            json!({"kind": secret, "n": 1}),
+            json!({"kind": "A", "n": -7}),
+        ] {
+            let err = serde_json::from_value::<Shape>(value.clone())
+                .unwrap_err()
+                .to_string();
+            let shown = without_values(&err);
+            assert!(!shown.contains(secret) && !shown.contains("-7"), "{shown}");
+            assert!(shown.contains('…'), "{err} → {shown}");
+        }
+        let missing = serde_json::from_value::<Shape>(json!({"n": 1}))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(without_values(&missing), missing, "a field's name stays");
+        assert_eq!(without_values("no quotes"), "no quotes");
+        assert_eq!(without_values("cut \"abc"), "cut \"…");
+        let entry = UnreadableRecord::of(
+            "b.0",
+            "legacy",
+            &json!(1),
+            format!("bad \"{secret}\""),
+            |_, _| String::new(),
+        );
+        assert_eq!(entry.error, "bad \"…\"");
     }
 }
