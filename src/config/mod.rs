@@ -263,6 +263,16 @@ impl Default for ApprovalConfig {
 }
 
 impl ApprovalConfig {
+    /// The reviewer to ask about a call, if any: only the ladder's default
+    /// hold (`by_default`; never an ask rule, a guard, a deny, a widening
+    /// root, the lockdown), and only in a mode the reviewer covers. The
+    /// gate and `evaluate` both ask here.
+    pub fn reviewer_for(&self, by_default: bool, mode: Mode) -> Option<&ReviewerConfig> {
+        self.reviewer
+            .as_ref()
+            .filter(|r| by_default && r.reviews(mode))
+    }
+
     /// The built-in defaults as the JSON the entry stores.
     pub fn defaults_json() -> Value {
         ApprovalConfig::default().to_json()

@@ -162,18 +162,13 @@ pub(crate) fn explain_in_turn(
             .then(|| timeout_ms(HoldLimits::of(&decision), config))
             .flatten(),
         reviewer: config
-            .reviewer
-            .as_ref()
-            .filter(|r| decision.is_default_hold() && r.reviews(settings.mode))
+            .reviewer_for(decision.is_default_hold(), settings.mode)
             .map(|r| r.function_id.clone()),
     }
 }
 
 /// How long evaluate may wait for a cold session's settings.
 const SETTINGS_BUDGET: Duration = Duration::from_secs(5);
-
-/// How long evaluate may wait for the session's durable grants.
-const GRANTS_BUDGET: Duration = Duration::from_millis(1500);
 
 /// Evaluates a call without side effects.
 pub(crate) async fn evaluate(
@@ -213,7 +208,7 @@ pub(crate) async fn evaluate(
         &request.function_id,
         request.arguments.as_ref(),
         request.metadata.as_ref(),
-        GRANTS_BUDGET,
+        crate::gate::GRANTS_BUDGET,
     )
     .await;
     Ok(EvaluateResponse {

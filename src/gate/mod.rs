@@ -42,7 +42,7 @@ pub(crate) const ID: &str = binding::GATE_ID;
 const SETTINGS_BUDGET: Duration = Duration::from_millis(2000);
 /// How long the session's durable grants may take to read, when a root
 /// asked for lies outside the turn's own.
-const GRANTS_BUDGET: Duration = Duration::from_millis(1500);
+pub(crate) const GRANTS_BUDGET: Duration = Duration::from_millis(1500);
 /// Time kept for the durable write of a hold.
 const WRITE_RESERVE: Duration = Duration::from_millis(1500);
 
@@ -138,14 +138,7 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                     timeout_ms: a.timeout_ms,
                     escalate_after_ms: a.escalate_after_ms,
                 });
-                // Only the ladder's default hold, in a reviewed mode, is
-                // the reviewer's to look at (never an ask rule, a guard, a
-                // deny, the lockdown).
-                let reviewer = snapshot
-                    .config
-                    .reviewer
-                    .as_ref()
-                    .filter(|r| by_default && r.reviews(settings.mode));
+                let reviewer = snapshot.config.reviewer_for(by_default, settings.mode);
                 let out = hold(
                     worker,
                     &input,

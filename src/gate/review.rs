@@ -26,7 +26,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::config::ReviewerConfig;
-use crate::engine::{ErrorCode, SessionContext};
+use crate::engine::{CallError, ErrorCode, SessionContext};
 use crate::hook::budget::Deadline;
 use crate::hook::{HookCall, HookInput};
 use crate::policy::DenialEnvelope;
@@ -159,11 +159,11 @@ async fn ask(worker: &Worker, reviewer: &ReviewerConfig, payload: Value, wait: D
     )
     .await;
     match asked {
-        Err(_) => no_answer(
-            ReviewVerdict::Timeout,
-            format!("the reviewer did not answer within {} ms", wait.as_millis()),
-        ),
-        Ok(Err(err)) if err.code == ErrorCode::Timeout => no_answer(
+        Err(_)
+        | Ok(Err(CallError {
+            code: ErrorCode::Timeout,
+            ..
+        })) => no_answer(
             ReviewVerdict::Timeout,
             format!("the reviewer did not answer within {} ms", wait.as_millis()),
         ),

@@ -23,8 +23,6 @@ pub(crate) struct Breaker {
     consecutive: u32,
     /// The last reviews, newest in bit 0: 1 = a denial.
     window: u64,
-    /// How many reviews the window holds (at most 50).
-    len: u32,
     /// Open: denials go to a human until [`Breaker::reset`].
     open: bool,
 }
@@ -44,7 +42,6 @@ impl Breaker {
         self.consecutive = if denied { self.consecutive + 1 } else { 0 };
         let mask = (1u64 << BREAKER_WINDOW) - 1;
         self.window = ((self.window << 1) | u64::from(denied)) & mask;
-        self.len = (self.len + 1).min(BREAKER_WINDOW);
         held
     }
 
