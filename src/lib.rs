@@ -51,6 +51,7 @@ mod review;
 mod schema;
 mod settings;
 mod shutdown;
+mod sync;
 mod terms;
 mod time;
 mod worker;

@@ -176,7 +176,7 @@ impl DurableBinding {
     /// time out (10 s): meanwhile it would hold the one-check-at-a-time lock
     /// and keep the binding from being made again (calls ran ungated).
     pub(crate) fn new_connection(&self) {
-        *lock(&self.parked) = None;
+        *crate::sync::lock(&self.parked) = None;
         self.abandon.send_modify(|n| *n = n.wrapping_add(1));
     }
 
@@ -199,7 +199,7 @@ impl DurableBinding {
         // before this check does not end it.
         let mut abandoned = self.abandon.subscribe();
         let desired = self.spec.desired(config);
-        let trusted = lock(&self.parked)
+        let trusted = crate::sync::lock(&self.parked)
             .clone()
             .filter(|(_, config)| *config == desired)
             .map(|(id, _)| id);
@@ -207,19 +207,12 @@ impl DurableBinding {
             status = ensure(engine, &self.spec, &desired, trusted) => status?,
             _ = abandoned.changed() => return Err(CallError::abandoned(self.spec.function_id)),
         };
-        *lock(&self.parked) = match (&status.id, status.parked) {
+        *crate::sync::lock(&self.parked) = match (&status.id, status.parked) {
             (Some(id), true) => Some((id.clone(), desired)),
             _ => None,
         };
         self.set(status.clone());
         Ok(status)
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
     }
 }
 

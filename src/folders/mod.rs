@@ -83,7 +83,7 @@ impl Folders {
     }
 
     fn detected(&self) -> std::sync::MutexGuard<'_, Detected> {
-        self.generation.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.generation)
     }
 
     /// The harness generation serving the engine, looked up once per

@@ -49,7 +49,7 @@ impl Revokes {
     }
 
     fn known(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeSet<(String, String)>> {
-        self.known.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.known)
     }
 
     async fn lock(&self, session_id: &str) -> tokio::sync::MutexGuard<'_, ()> {

@@ -37,10 +37,7 @@ impl Callers {
     }
 
     fn cached(&self, worker_id: &str) -> Option<String> {
-        let names = match self.names.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let names = crate::sync::lock(&self.names);
         names.get(worker_id).cloned()
     }
 
@@ -68,10 +65,7 @@ impl Callers {
             }
             Err(_) => return None,
         };
-        let mut names = match self.names.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut names = crate::sync::lock(&self.names);
         if names.len() + listed.len() > MAX_CACHED {
             names.clear();
         }

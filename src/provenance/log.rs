@@ -75,10 +75,7 @@ impl DecisionLog {
     /// Closes the log's own connection, if one was made (signals only: it
     /// completes at once, inside a runtime or out).
     pub(crate) fn close(&self) {
-        let connection = match self.connection.lock() {
-            Ok(mut slot) => slot.take(),
-            Err(poisoned) => poisoned.into_inner().take(),
-        };
+        let connection = crate::sync::lock(&self.connection).take();
         if let Some(engine) = connection {
             use futures_util::FutureExt;
             let _ = engine.iii().shutdown_async().now_or_never();
@@ -88,10 +85,7 @@ impl DecisionLog {
     /// The connection records go out on: made by `connect` on first use
     /// and waited for (briefly) before the first send.
     async fn connection(&self, connect: &(dyn Fn() -> Engine + Send + Sync)) -> Engine {
-        let existing = match self.connection.lock() {
-            Ok(slot) => slot.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        };
+        let existing = crate::sync::lock(&self.connection).clone();
         if let Some(engine) = existing {
             return engine;
         }
@@ -103,18 +97,12 @@ impl DecisionLog {
         {
             tracing::warn!(error = %err, "the decision log's connection is not up yet; sending anyway");
         }
-        match self.connection.lock() {
-            Ok(mut slot) => *slot = Some(engine.clone()),
-            Err(poisoned) => *poisoned.into_inner() = Some(engine.clone()),
-        }
+        *crate::sync::lock(&self.connection) = Some(engine.clone());
         engine
     }
 
     fn with_queue<R>(&self, f: impl FnOnce(&mut DropOldest<LogRecord>) -> R) -> R {
-        let mut guard = match self.queue.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut guard = crate::sync::lock(&self.queue);
         f(&mut guard)
     }
 

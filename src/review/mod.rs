@@ -16,7 +16,7 @@ pub(crate) mod breaker;
 pub(crate) mod stats;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -112,15 +112,11 @@ pub(crate) struct Reviews {
     stats: Stats,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Reviews {
     /// The slot of one call's review (made on first use).
     pub(crate) fn slot(&self, session_id: &str, function_call_id: &str) -> Slot {
         let key = (session_id.to_owned(), function_call_id.to_owned());
-        let mut calls = lock(&self.calls);
+        let mut calls = crate::sync::lock(&self.calls);
         if let Some(slot) = calls.slots.get(&key) {
             return slot.clone();
         }
@@ -137,7 +133,7 @@ impl Reviews {
 
     /// The session's last verdicts, oldest first.
     pub(crate) fn recent(&self, session_id: &str) -> Vec<Recent> {
-        lock(&self.sessions)
+        crate::sync::lock(&self.sessions)
             .get(session_id)
             .map(|s| s.recent.iter().cloned().collect())
             .unwrap_or_default()
@@ -146,7 +142,7 @@ impl Reviews {
     /// Takes one review into the session's breaker; for a denial, answers
     /// whether it must go to a human instead (the breaker is open).
     pub(crate) fn breaker(&self, session_id: &str, verdict: ReviewVerdict, limits: Limits) -> bool {
-        let mut sessions = lock(&self.sessions);
+        let mut sessions = crate::sync::lock(&self.sessions);
         let session = session_mut(&mut sessions, session_id);
         let held = session
             .breaker
@@ -159,7 +155,7 @@ impl Reviews {
 
     /// Adds what the gate did to the session's recent verdicts.
     pub(crate) fn remember(&self, session_id: &str, recent: Recent) {
-        let mut sessions = lock(&self.sessions);
+        let mut sessions = crate::sync::lock(&self.sessions);
         let session = session_mut(&mut sessions, session_id);
         if session.recent.len() == RECENT {
             session.recent.pop_front();
@@ -170,7 +166,7 @@ impl Reviews {
     /// A human decided a call of the session (a resolve, a link, a batch):
     /// its breaker closes and its counts start over.
     pub(crate) fn human_decided(&self, session_id: &str) {
-        if let Some(session) = lock(&self.sessions).get_mut(session_id) {
+        if let Some(session) = crate::sync::lock(&self.sessions).get_mut(session_id) {
             session.breaker.reset();
         }
     }
@@ -178,8 +174,8 @@ impl Reviews {
     /// The session was deleted: its recent verdicts, its breaker and its
     /// calls' review slots go.
     pub(crate) fn forget_session(&self, session_id: &str) {
-        lock(&self.sessions).remove(session_id);
-        let mut calls = lock(&self.calls);
+        crate::sync::lock(&self.sessions).remove(session_id);
+        let mut calls = crate::sync::lock(&self.calls);
         calls.slots.retain(|(sid, _), _| sid != session_id);
         calls.order.retain(|(sid, _)| sid != session_id);
     }
@@ -187,7 +183,7 @@ impl Reviews {
     /// Whether the session's breaker is open.
     #[cfg(test)]
     pub(crate) fn is_open(&self, session_id: &str) -> bool {
-        lock(&self.sessions)
+        crate::sync::lock(&self.sessions)
             .get(session_id)
             .is_some_and(|s| s.breaker.is_open())
     }
@@ -309,7 +305,7 @@ mod tests {
         assert_eq!(reviews.recent("kept").len(), 1);
         assert!(reviews.is_open("kept"));
         assert!(Arc::ptr_eq(&kept, &reviews.slot("kept", "c")));
-        let calls = lock(&reviews.calls);
+        let calls = crate::sync::lock(&reviews.calls);
         assert_eq!(calls.slots.len(), calls.order.len());
     }
 }

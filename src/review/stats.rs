@@ -52,7 +52,7 @@ impl Stats {
             ReviewVerdict::Timeout => &self.timeouts,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        let mut latencies = self.latencies.lock().unwrap_or_else(|e| e.into_inner());
+        let mut latencies = crate::sync::lock(&self.latencies);
         if latencies.len() == LATENCY_SAMPLES {
             latencies.pop_front();
         }
@@ -66,13 +66,7 @@ impl Stats {
 
     /// The counts now.
     pub(crate) fn counts(&self) -> Counts {
-        let mut sorted: Vec<u64> = self
-            .latencies
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .copied()
-            .collect();
+        let mut sorted: Vec<u64> = crate::sync::lock(&self.latencies).iter().copied().collect();
         sorted.sort_unstable();
         Counts {
             calls: self.calls.load(Ordering::Relaxed),

@@ -67,10 +67,7 @@ impl<V: Clone> Cache<V> {
         key.hash(&mut h);
         let shard = &self.shards[(h.finish() as usize) % SHARDS];
         // Held only for in-memory work, never across an await.
-        match shard.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        crate::sync::lock(shard)
     }
 
     /// The value for `key`, marking it used.
