@@ -235,10 +235,7 @@ impl PendingStore {
         function_call_id: &str,
         pending_at: u64,
     ) -> Option<Removal> {
-        let removed = match self.removed.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let removed = crate::sync::lock(&self.removed);
         removed
             .get(session_id, function_call_id, pending_at)
             .cloned()
@@ -259,10 +256,7 @@ impl PendingStore {
         decided_by: DecidedBy,
     ) {
         {
-            let mut removed = match self.removed.lock() {
-                Ok(guard) => guard,
-                Err(poisoned) => poisoned.into_inner(),
-            };
+            let mut removed = crate::sync::lock(&self.removed);
             removed.remember(
                 (
                     record.session_id.clone(),
@@ -296,10 +290,7 @@ impl PendingStore {
 
     fn with_index<R>(&self, f: impl FnOnce(&mut PendingIndex) -> R) -> R {
         // The std mutex is held only for in-memory work, never across an await.
-        let mut guard = match self.index.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut guard = crate::sync::lock(&self.index);
         f(&mut guard)
     }
 
@@ -415,10 +406,7 @@ impl PendingStore {
     }
 
     fn with_unreadable<R>(&self, f: impl FnOnce(&mut Unreadables) -> R) -> R {
-        let mut guard = match self.unreadable.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut guard = crate::sync::lock(&self.unreadable);
         f(&mut guard)
     }
 
@@ -438,8 +426,7 @@ impl PendingStore {
 
     /// Whether the value under a key does not parse as a record.
     pub(crate) fn is_unreadable(&self, session_id: &str, function_call_id: &str) -> bool {
-        self.unreadable_entry(session_id, function_call_id)
-            .is_some()
+        self.with_unreadable(|kept| kept.get(session_id, function_call_id).is_some())
     }
 
     /// The unreadable value under a key, as `list-pending` shows it.
@@ -463,9 +450,7 @@ impl PendingStore {
         decided_by: DecidedBy,
     ) -> Result<bool, CallError> {
         let _lock = self.lock(session_id, function_call_id).await;
-        let Some(entry) =
-            self.with_unreadable(|kept| kept.get(session_id, function_call_id).cloned())
-        else {
+        let Some(entry) = self.unreadable_entry(session_id, function_call_id) else {
             return Ok(false);
         };
         let key = state_key(session_id, function_call_id);
@@ -478,13 +463,7 @@ impl PendingStore {
         let removed = self
             .with_unreadable(|kept| kept.remove(session_id, function_call_id))
             .is_some();
-        let (tombstone, arguments) = tokio::join!(
-            self.engine.state_delete(&scope, &key),
-            self.engine.state_delete(&Scope::ARGUMENTS, &key)
-        );
-        if let Err(err) = tombstone.and(arguments) {
-            tracing::warn!(key, error = %err, "tombstone not deleted; it is skipped at load");
-        }
+        self.clear_key(&scope, &key).await;
         if removed {
             tracing::info!(key, "an unreadable held call was denied and removed");
             let event =
@@ -634,10 +613,7 @@ impl PendingStore {
 
     /// The receiver of orphaned releases; `None` after the first call.
     pub(crate) fn take_orphans(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<RecordKey>> {
-        match self.orphaned.lock() {
-            Ok(mut slot) => slot.take(),
-            Err(poisoned) => poisoned.into_inner().take(),
-        }
+        crate::sync::lock(&self.orphaned).take()
     }
 
     /// Takes the record with the earliest deadline at or before `now` out
@@ -679,10 +655,18 @@ impl PendingStore {
         let scope = bucket(&record.session_id, &record.function_call_id);
         self.engine.state_set(&scope, &key, Value::Null).await?;
         let removed = self.with_index(|index| index.remove_if_same(record));
-        // The record is gone: its whole arguments leave with it (§21.6).
+        self.clear_key(&scope, &key).await;
+        Ok(removed)
+    }
+
+    /// After a record left (swapped to `null`): its tombstone and its whole
+    /// arguments (§21.6) are deleted, at once; a failure is logged, never
+    /// fatal (a tombstone is skipped at load, and a later hold of the same
+    /// key overwrites the arguments).
+    async fn clear_key(&self, scope: &Scope, key: &str) {
         let (tombstone, arguments) = tokio::join!(
-            self.engine.state_delete(&scope, &key),
-            self.engine.state_delete(&Scope::ARGUMENTS, &key)
+            self.engine.state_delete(scope, key),
+            self.engine.state_delete(&Scope::ARGUMENTS, key)
         );
         if let Err(err) = tombstone {
             tracing::warn!(key, error = %err, "tombstone not deleted; it is skipped at load");
@@ -690,7 +674,6 @@ impl PendingStore {
         if let Err(err) = arguments {
             tracing::warn!(key, error = %err, "the whole arguments of a record that left were not deleted; a later hold of the same key overwrites them");
         }
-        Ok(removed)
     }
 
     /// The whole redacted arguments of a held record (§21.6): one
@@ -700,35 +683,22 @@ impl PendingStore {
     pub(crate) async fn arguments(&self, record: &PendingRecord) -> WholeArguments {
         let key = state_key(&record.session_id, &record.function_call_id);
         let stored = match self.engine.state_get(&Scope::ARGUMENTS, &key).await {
-            Ok(value) => serde_json::from_value::<StoredArguments>(value).ok(),
+            Ok(value) => serde_json::from_value::<Full>(value).ok(),
             Err(err) => {
                 tracing::warn!(key, error = %err, "whole arguments not read; showing the excerpt");
                 None
             }
         };
-        match stored {
-            Some(stored) => WholeArguments {
-                arguments: stored.value,
-                arguments_clipped: stored.clipped,
-                arguments_cap_bytes: FULL_ARGUMENTS_CAP,
-            },
-            None => WholeArguments {
-                arguments: record.arguments_excerpt.to_value(),
-                arguments_clipped: true,
-                arguments_cap_bytes: FULL_ARGUMENTS_CAP,
-            },
+        let (arguments, arguments_clipped) = match stored {
+            Some(stored) => (stored.value, stored.clipped),
+            None => (record.arguments_excerpt.to_value(), true),
+        };
+        WholeArguments {
+            arguments,
+            arguments_clipped,
+            arguments_cap_bytes: FULL_ARGUMENTS_CAP,
         }
     }
-}
-
-/// A held call's whole redacted arguments as stored under their own key in
-/// `approval_arguments`.
-#[derive(Debug, Serialize, Deserialize)]
-struct StoredArguments {
-    /// At most [`FULL_ARGUMENTS_CAP`] bytes of compact JSON.
-    value: Value,
-    /// Whether the cap (or the depth limit) left anything out.
-    clipped: bool,
 }
 
 /// The whole redacted arguments as `get-pending` shows them (§21.6).
@@ -794,10 +764,7 @@ impl KeyLock<'_> {
         let key = state_key(&record.session_id, &record.function_call_id);
         let scope = bucket(&record.session_id, &record.function_call_id);
         let value = serde_json::to_value(&record)?;
-        let whole = serde_json::to_value(StoredArguments {
-            value: arguments.value,
-            clipped: arguments.clipped,
-        })?;
+        let whole = serde_json::to_value(&arguments)?;
         let (outcome, whole) = tokio::join!(
             store.engine.state_set(&scope, &key, value),
             store.engine.state_set(&Scope::ARGUMENTS, &key, whole)

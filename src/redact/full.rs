@@ -46,8 +46,9 @@ pub const FULL_ARGUMENTS_CAP: usize = 64 * 1024;
 const LOWEST_LEVEL: usize = MAX_STRING_CHARS;
 
 /// The whole redacted arguments and whether the cap (or the depth limit)
-/// left anything out.
-#[derive(Clone, Debug, PartialEq)]
+/// left anything out; stored as is, `{value, clipped}`, in
+/// `approval_arguments`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Full {
     /// At most [`FULL_ARGUMENTS_CAP`] bytes of compact JSON.
     pub value: Value,
