@@ -783,6 +783,17 @@ impl<'l> Reading<'l> {
                 continue;
             }
             if let Some((var, value)) = t.split_once('=') {
+                if value.starts_with('(') && value.contains(['$', '`']) {
+                    // `declare 'a=($(cmd))'`: bash reads a quoted compound
+                    // assignment again, and runs what it finds.
+                    self.opaque(
+                        OpaqueWhy::Unread {
+                            what: format!("`{name}` of a compound assignment"),
+                        },
+                        here,
+                        here.span.clone(),
+                    );
+                }
                 let var = var.trim_end_matches('+');
                 let value = Word {
                     text: value.to_string(),
@@ -792,7 +803,6 @@ impl<'l> Reading<'l> {
                 self.assignment(var, &value, here);
             }
         }
-        let _ = name;
     }
 
     /// `read 'a[$(cmd)]'` and friends evaluate the subscript of a name.
@@ -1691,15 +1701,16 @@ fn parse_options(entry: &Wrapper, words: &[Word]) -> Parsed {
     if anywhere {
         let mut i = 1;
         while i < words.len() {
-            let t = words[i].text.as_str();
+            let w = &words[i];
+            let t = w.text.as_str();
             if t == "--" && entry.form != Form::Flock {
                 break;
             }
-            if let Some((opt, value)) = t.split_once('=') {
-                if source(opt) && opt.starts_with("--") {
+            if let Some((opt, value)) = t.split_once('=').filter(|_| t.starts_with("--")) {
+                if source(opt) {
                     parsed.sources.push(Word {
                         text: value.to_string(),
-                        kind: words[i].kind,
+                        kind: w.kind,
                         span: None,
                     });
                 }
@@ -1708,6 +1719,27 @@ fn parse_options(entry: &Wrapper, words: &[Word]) -> Parsed {
                     parsed.sources.push(value.clone());
                 }
                 i += 1;
+            } else if t.starts_with('-') && !t.starts_with("--") && t.len() > 2 {
+                // `-qc SOURCE`, `-cSOURCE`: a cluster with a source option.
+                let letters: Vec<char> = t[1..].chars().collect();
+                for (k, c) in letters.iter().enumerate() {
+                    if source(&format!("-{c}")) {
+                        let rest: String = letters[k + 1..].iter().collect();
+                        if rest.is_empty() {
+                            if let Some(value) = words.get(i + 1) {
+                                parsed.sources.push(value.clone());
+                            }
+                            i += 1;
+                        } else {
+                            parsed.sources.push(Word {
+                                text: rest,
+                                kind: w.kind,
+                                span: None,
+                            });
+                        }
+                        break;
+                    }
+                }
             }
             i += 1;
         }

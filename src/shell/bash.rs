@@ -18,9 +18,27 @@ thread_local! {
     static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
 }
 
+/// The byte the parser sees in place of each byte of a non-ASCII
+/// character. The grammar's external scanner passes code points to the C
+/// library's `isdigit`, whose table a large code point reads out of bounds
+/// (a crash on `{` followed by such a character); and the grammar's
+/// whitespace is wider than bash's (no-break spaces split its words, not
+/// bash's). Bash reads these bytes as ordinary word characters; so does
+/// the grammar with `^`, which is not a name character (no assignment or
+/// variable appears that bash would not see) and is special only inside
+/// `${…}` and glob brackets, which are dynamic or globs anyway (`%`, `@`
+/// and `+` are not neutral: the grammar reads `a%b` as an error). Byte
+/// offsets are unchanged, and every word's text is taken from the original.
+const NON_ASCII_STAND_IN: u8 = b'^';
+
 /// Parse `text`, stopping at `deadline`. `None` when the parse did not
 /// finish in time or the grammar could not be loaded.
 fn parse(text: &str, deadline: Instant) -> Option<Tree> {
+    let ascii: Option<Vec<u8>> = (!text.is_ascii()).then(|| {
+        text.bytes()
+            .map(|b| if b.is_ascii() { b } else { NON_ASCII_STAND_IN })
+            .collect()
+    });
     PARSER.with(|cell| {
         let mut slot = cell.try_borrow_mut().ok()?;
         if slot.is_none() {
@@ -31,7 +49,7 @@ fn parse(text: &str, deadline: Instant) -> Option<Tree> {
             *slot = Some(parser);
         }
         let parser = slot.as_mut()?;
-        let bytes = text.as_bytes();
+        let bytes: &[u8] = ascii.as_deref().unwrap_or(text.as_bytes());
         let mut stop = |_: &ParseState| Instant::now() > deadline;
         let options = ParseOptions::new().progress_callback(&mut stop);
         let tree = parser.parse_with_options(
@@ -126,6 +144,19 @@ pub(super) fn walk(reading: &mut Reading<'_>, text: &str, frame: &Frame) {
             frame.span.clone(),
         );
     }
+    if text.contains('\0') {
+        // A `-c` string is a C string: bash never sees past a NUL, and what
+        // another reader makes of it is not known.
+        reading.opaque(
+            OpaqueWhy::Unread {
+                what: "a NUL byte".into(),
+            },
+            frame,
+            frame.span.clone(),
+        );
+        reading.incomplete();
+        return;
+    }
     let Some(tree) = parse(text, reading.deadline()) else {
         reading.opaque(OpaqueWhy::Budget, frame, frame.span.clone());
         reading.incomplete();
@@ -166,6 +197,16 @@ pub(super) fn walk(reading: &mut Reading<'_>, text: &str, frame: &Frame) {
             return;
         }
         let here = frame_at(frame, &ctxs[ctx], node);
+        if !text.is_char_boundary(node.start_byte()) || !text.is_char_boundary(node.end_byte()) {
+            reading.opaque(
+                OpaqueWhy::Unread {
+                    what: "a character split by the grammar".into(),
+                },
+                &here,
+                here.span.clone(),
+            );
+            continue;
+        }
         if node.is_error() || node.is_missing() {
             // Already counted by `has_error`; the rest of the tree is still
             // read for what it shows.

@@ -217,6 +217,13 @@ pub(super) fn unquoted(raw: &str, word_start: bool) -> (String, WordKind) {
                     position += 1;
                 }
             },
+            '[' if !raw[raw.len() - chars.clone().map(char::len_utf8).sum::<usize>()..]
+                .contains(']') =>
+            {
+                // An unmatched `[` is an ordinary character to bash.
+                out.push(c);
+                position += 1;
+            }
             '*' | '?' | '[' => {
                 kind = combine(
                     kind,
