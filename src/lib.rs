@@ -96,6 +96,10 @@ pub use policy::{
     RulePrecedence, RuleSpec, Step, TraceStep, Verdict, HUMAN_ONLY_RULE, LOCKDOWN_RULE,
     MIN_DEADLINE_MS,
 };
+pub use policy::{
+    needs, suggested_prefix, CommandHit, CompileError, Needs, ReadingKind, Readings, Runs,
+    DEFAULT_SUGGEST_PREFIXES, OPAQUE_COMMAND_RULE,
+};
 pub use policy::{widening_root, Widening, WIDENING_ROOT_RULE};
 pub use redact::{
     is_secret_key, redact, redact_full, redact_text, Full, FULL_ARGUMENTS_CAP, MAX_CLIPPED_CHARS,

@@ -43,6 +43,9 @@ pub(crate) struct Worker {
     pub(crate) started: std::time::Instant,
     /// How it came to hold the worker name (stood by first or not).
     pub(crate) claim: Claim,
+    /// Reads command fields off the hook's thread, under a budget (the
+    /// command model's containment pool).
+    pub(crate) commands: crate::shell::Reader,
     in_flight: AtomicUsize,
 }
 
@@ -77,6 +80,7 @@ impl Worker {
             claim,
             engine,
             config,
+            commands: crate::shell::Reader::new(crate::shell::Limits::default()),
             in_flight: AtomicUsize::new(0),
         })
     }

@@ -13,6 +13,7 @@ use crate::engine::{Release, ReleaseAction};
 use crate::link_token::token::Kind;
 use crate::link_token::Links;
 use crate::policy::DenialEnvelope;
+use crate::policy::Runs;
 use crate::provenance::{Caller, DecidedBy, DecidedVia};
 use crate::terms::review::Review;
 
@@ -177,6 +178,14 @@ pub struct PendingRecord {
     /// was asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<Box<Review>>,
+    /// What the call's command field runs (`architecture/contract.md`
+    /// § Commands): the programs, and whether part of it is opaque.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<Box<Runs>>,
+    /// The prefix a human may allow for the rest of the session instead of
+    /// this one call (one plain command of a configured read-only form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggested_prefix: Option<String>,
 }
 
 /// Who carried a decision to the harness.
@@ -372,6 +381,8 @@ impl PendingRecord {
             release: _,
             uncertain: _,
             review,
+            runs,
+            suggested_prefix,
         } = self;
         *session_id == other.session_id
             && *turn_id == other.turn_id
@@ -391,6 +402,8 @@ impl PendingRecord {
             && *expires_at == other.expires_at
             && *escalate_at == other.escalate_at
             && *review == other.review
+            && *runs == other.runs
+            && *suggested_prefix == other.suggested_prefix
     }
 
     /// When the timer next has something to do for this record: the
@@ -453,6 +466,8 @@ mod tests {
             release: None,
             uncertain: false,
             review: None,
+            runs: None,
+            suggested_prefix: None,
         }
     }
 

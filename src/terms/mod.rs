@@ -41,17 +41,50 @@ impl Mode {
     }
 }
 
-/// One argument constraint, exactly one key: `{"equals": <json>}`,
-/// `{"matches": "<regex>"}` or `{"prefix": "<string>"}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One argument constraint: exactly one of `equals`, `matches`, `prefix`,
+/// `runs`. Deny and ask rules read arguments widely (a field name ignores
+/// ASCII case; a number or boolean reads as its JSON text; an array by any
+/// element or by its elements joined with spaces; arguments that are not an
+/// object match); allow rules and grants strictly (the exact name and type
+/// only; an array only as its string elements joined with spaces).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ArgConstraint {
-    /// JSON equality; a missing field is `null`.
-    Equals(serde_json::Value),
-    /// An unanchored regex (Rust `regex` syntax) tested against text.
-    Matches(String),
-    /// A command prefix.
-    Prefix(String),
+    Equals(
+        /// JSON equality; a missing field is null. Deny and ask rules compare
+        /// numbers by value (1.0 = 1); allow rules and grants are type-strict.
+        serde_json::Value,
+    ),
+    Matches(
+        /// An unanchored regular expression (Rust regex syntax) tested
+        /// against the text as written: it does not read commands.
+        String,
+    ),
+    Prefix(
+        /// On a command field (`command`, with its `args`, of a `shell::*`
+        /// function) the same as `runs`. On any other field, text: allow
+        /// rules and grants need the value to equal it or go on after
+        /// whitespace with no `; & | newline ` $ < > \` or unbalanced quote
+        /// after it; deny and ask rules match when a segment of the value
+        /// split on `; & |` and newlines, trimmed, starts with it.
+        String,
+    ),
+    Runs(
+        /// The program and first arguments of a command, as words
+        /// (`"git status"`), matched against what the value will run: the
+        /// field is read as bash (a string) or as an argv (an array of
+        /// strings). Deny and ask rules match when any simple command that
+        /// can run — nested in `bash -c`, `$(…)`, wrappers such as `sudo`,
+        /// `env` or `xargs` — starts with these words (its program compared
+        /// by base name); a command that cannot be known without running it
+        /// is denied (deny) or held (ask) as `opaque_command`. Allow rules
+        /// and grants match only when every simple command is covered by
+        /// some allow rule or grant, each starting with the exact program
+        /// word, with nothing opaque, no wrapper, substitution, leading
+        /// assignment, argument that hands a command on, or redirection
+        /// other than `2>&1`, `>&2` and `/dev/null`.
+        String,
+    ),
 }
 
 impl ArgConstraint {
@@ -61,42 +94,13 @@ impl ArgConstraint {
             ArgConstraint::Equals(_) => ConstraintOp::Equals,
             ArgConstraint::Matches(_) => ConstraintOp::Matches,
             ArgConstraint::Prefix(_) => ConstraintOp::Prefix,
+            ArgConstraint::Runs(_) => ConstraintOp::Runs,
         }
     }
 }
 
-/// The schema a console shows: one object per operator, each key described.
-impl JsonSchema for ArgConstraint {
-    fn schema_name() -> String {
-        "ArgConstraint".to_owned()
-    }
-
-    fn json_schema(_: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
-        let one = |key: &str, description: &str, typed: bool| {
-            let mut property = serde_json::json!({ "description": description });
-            if typed {
-                property["type"] = "string".into();
-            }
-            serde_json::json!({
-                "type": "object",
-                "additionalProperties": false,
-                "required": [key],
-                "properties": { key: property },
-            })
-        };
-        let schema = serde_json::json!({
-            "description": "One argument constraint: exactly one of equals, matches, prefix. Deny and ask rules read arguments widely (a number or boolean as its JSON text, an array by any element or its elements joined with spaces, arguments that are not an object as matching); allow rules and grants strictly (the exact type only, an array only as its string elements joined with spaces).",
-            "oneOf": [
-                one("equals", "JSON equality; a missing field is null. Deny and ask rules compare numbers by value (1.0 = 1); allow rules and grants are type-strict.", false),
-                one("matches", "Unanchored regular expression (Rust regex syntax) tested against text.", true),
-                one("prefix", "A command prefix (case-sensitive, no regex). Allow rules and grants: the value equals it or goes on after whitespace, with no ; & | newline ` $ < > \\ or unbalanced quote after it. Deny and ask rules: any segment of the value split on ; & | and newlines, trimmed, starts with it.", true),
-            ],
-        });
-        serde_json::from_value(schema).unwrap_or(schemars::schema::Schema::Bool(true))
-    }
-}
-
-/// How a constraint compares (wire: `"equals"` / `"matches"` / `"prefix"`).
+/// How a constraint compares (wire: `"equals"` / `"matches"` / `"prefix"` /
+/// `"runs"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ConstraintOp {
@@ -104,8 +108,10 @@ pub enum ConstraintOp {
     Equals,
     /// Unanchored regex on text.
     Matches,
-    /// A command prefix.
+    /// A command prefix (text on other fields).
     Prefix,
+    /// What a command runs.
+    Runs,
 }
 
 impl ConstraintOp {
@@ -115,6 +121,7 @@ impl ConstraintOp {
             ConstraintOp::Equals => "equals",
             ConstraintOp::Matches => "matches",
             ConstraintOp::Prefix => "prefix",
+            ConstraintOp::Runs => "runs",
         }
     }
 }
