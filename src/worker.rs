@@ -9,7 +9,7 @@ use crate::bindings::durable::{DurableBinding, GATE, WATCH};
 use crate::config::cell::ConfigCell;
 use crate::engine::Engine;
 use crate::folders::Folders;
-use crate::pending::store::PendingStore;
+use crate::pending::PendingStore;
 use crate::provenance::Callers;
 use crate::release::Releaser;
 use crate::review::Reviews;

@@ -178,52 +178,6 @@ pub(super) struct PendingResolved {
     pub decided_by: DecidedBy,
 }
 
-impl PendingResolved {
-    /// The event for a record that left the inbox.
-    pub(super) fn of(
-        record: &PendingRecord,
-        outcome: Outcome,
-        reason: Option<String>,
-        decided_by: DecidedBy,
-    ) -> PendingResolved {
-        PendingResolved {
-            session_id: record.session_id.clone(),
-            turn_id: record.turn_id.clone(),
-            function_call_id: record.function_call_id.clone(),
-            function_id: record.function_id.clone(),
-            outcome,
-            reason,
-            session_metadata: record.session_metadata.clone(),
-            resolved_at: crate::time::now_ms(),
-            decided_by,
-        }
-    }
-}
-
-impl PendingResolved {
-    /// The event for an unreadable value a human denied (§21.9): `aborted`,
-    /// reason `unreadable`; the turn and function as far as the value names
-    /// them (empty otherwise).
-    pub(super) fn unreadable(
-        entry: &super::unreadable::UnreadableRecord,
-        session_id: &str,
-        function_call_id: &str,
-        decided_by: crate::provenance::DecidedBy,
-    ) -> PendingResolved {
-        PendingResolved {
-            session_id: session_id.to_string(),
-            turn_id: entry.turn_id.clone().unwrap_or_default(),
-            function_call_id: function_call_id.to_string(),
-            function_id: entry.function_id.clone().unwrap_or_default(),
-            outcome: Outcome::Aborted,
-            reason: Some(UNREADABLE.to_string()),
-            session_metadata: None,
-            resolved_at: crate::time::now_ms(),
-            decided_by,
-        }
-    }
-}
-
 /// The `pending-resolved` reason of an unreadable value a human denied.
 pub(crate) const UNREADABLE: &str = "unreadable";
 
