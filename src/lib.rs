@@ -54,6 +54,7 @@ mod shutdown;
 mod sync;
 mod terms;
 mod time;
+mod wire;
 mod worker;
 
 // Running the worker.

@@ -9,7 +9,7 @@
 //! The event and the log record of an exit are built here, PURE, from the
 //! exit and the time.
 
-use super::events::{Outcome, PendingResolved, UNREADABLE};
+use super::events::{PendingResolved, Resolution, UNREADABLE};
 use super::record::{Metadata, PendingRecord};
 use super::removed::Removal;
 use super::store::PendingStore;
@@ -47,7 +47,7 @@ impl Exit {
     /// An announced record leaving: a release's end or a purge.
     pub(super) fn record(
         record: &PendingRecord,
-        outcome: Outcome,
+        outcome: Resolution,
         reason: Option<String>,
         decided_by: DecidedBy,
     ) -> Exit {
@@ -69,7 +69,7 @@ impl Exit {
     pub(super) fn replaced(previous: &PendingRecord, at: u64) -> Exit {
         Exit::record(
             previous,
-            Outcome::Aborted,
+            Resolution::Aborted,
             Some(REPLACED.to_string()),
             DecidedBy::by(DecidedVia::Replaced, None, at),
         )
@@ -91,7 +91,7 @@ impl Exit {
             session_metadata: None,
             revision: None,
             removal: Removal {
-                outcome: Outcome::Aborted,
+                outcome: Resolution::Aborted,
                 reason: Some(UNREADABLE.to_string()),
             },
             decided_by,
@@ -108,7 +108,7 @@ impl Exit {
             announced: false,
             ..Exit::record(
                 record,
-                Outcome::Aborted,
+                Resolution::Aborted,
                 Some(DecidedVia::Gate.as_str().to_string()),
                 DecidedBy::by(DecidedVia::Gate, None, at),
             )
@@ -121,7 +121,7 @@ impl Exit {
         let Removal { outcome, reason } = &self.removal;
         LogRecord {
             decision: outcome.as_str().to_string(),
-            rule_id: reason.clone().filter(|_| *outcome != Outcome::Deny),
+            rule_id: reason.clone().filter(|_| *outcome != Resolution::Deny),
             decided_by: self.decided_by.clone(),
             session_id: self.session_id.clone(),
             function_call_id: self.function_call_id.clone(),
@@ -189,7 +189,7 @@ mod tests {
 
     #[test]
     fn rule_23_a_removal_is_announced_logged_and_remembered_under_its_revision() {
-        let exit = Exit::record(&record(), Outcome::Allow, None, human(5));
+        let exit = Exit::record(&record(), Resolution::Allow, None, human(5));
         assert_eq!(exit.revision, Some(42));
         assert_eq!(
             serde_json::to_value(exit.log_record(9)).unwrap(),
@@ -209,7 +209,7 @@ mod tests {
     fn rule_23_a_denys_reason_reaches_the_event_never_the_log() {
         let exit = Exit::record(
             &record(),
-            Outcome::Deny,
+            Resolution::Deny,
             Some("my password is hunter2".into()),
             human(5),
         );
@@ -220,7 +220,7 @@ mod tests {
         );
         let purged = Exit::record(
             &record(),
-            Outcome::Aborted,
+            Resolution::Aborted,
             Some("turn_completed".into()),
             DecidedBy::by(DecidedVia::TurnCompleted, None, 5),
         );

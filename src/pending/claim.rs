@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::announce::Exit;
-use super::events::Outcome;
+use super::events::Resolution;
 use super::record::{PendingRecord, RecordKey, RecordKind, ReleaseNote};
 use super::store::{PendingStore, StoreError};
 use crate::engine::CallError;
@@ -309,7 +309,7 @@ impl Claim {
     /// the claim comes back for another try.
     pub(crate) async fn finish(
         mut self,
-        outcome: Outcome,
+        outcome: Resolution,
         reason: Option<String>,
     ) -> Result<bool, (Claim, CallError)> {
         let store = self.store.clone();

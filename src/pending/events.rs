@@ -85,10 +85,10 @@ impl BindingFilter {
     }
 }
 
-/// Why a held call left the inbox.
+/// Why a held call left the inbox (`pending-resolved`'s `outcome`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum Outcome {
+pub(crate) enum Resolution {
     /// A human allowed it.
     Allow,
     /// A human denied it.
@@ -103,16 +103,10 @@ pub(crate) enum Outcome {
     Unknown,
 }
 
-impl Outcome {
+impl Resolution {
     /// The wire spelling.
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Allow => "allow",
-            Outcome::Deny => "deny",
-            Outcome::Aborted => "aborted",
-            Outcome::Timeout => "timeout",
-            Outcome::Unknown => "unknown",
-        }
+        crate::wire::spelling(&self)
     }
 }
 
@@ -158,7 +152,7 @@ pub(super) struct PendingResolved {
     /// The function.
     pub function_id: String,
     /// allow, deny, aborted or timeout.
-    pub outcome: Outcome,
+    pub outcome: Resolution,
     /// On deny, the operator's reason; on aborted, why the record left:
     /// `not_held`, `turn_completed`, `session_deleted`, `replaced` or
     /// `unreadable` (a stored record that did not parse, denied); on

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::announce::Exit;
 use super::bucket::{bucket, state_key};
-use super::events::Outcome;
+use super::events::Resolution;
 use super::record::PendingRecord;
 use super::store::{PendingStore, StoreError};
 use crate::engine::{CallError, Scope};
@@ -251,7 +251,7 @@ impl KeyLock<'_> {
     /// it with what the harness says.
     pub(crate) async fn purge(
         &self,
-        outcome: Outcome,
+        outcome: Resolution,
         reason: &str,
         via: DecidedVia,
     ) -> Result<Purged, CallError> {

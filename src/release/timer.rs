@@ -34,8 +34,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::{Answer, Decision, Releaser, Request};
-use crate::pending::{PendingRecord, PendingStore, Via};
+use super::{Answer, Releaser, Request, Ruling};
+use crate::pending::{PendingRecord, PendingStore, ReleaseVia};
 use crate::time::now_ms;
 
 /// Records acted on at once (each is one harness call and two state calls).
@@ -97,7 +97,7 @@ impl Drop for Timer {
 
 /// The timer's loop.
 async fn run(releaser: Arc<Releaser>, mut stopped: watch::Receiver<bool>) {
-    let store = &releaser.inbox;
+    let store = &releaser.pending;
     let mut jobs: JoinSet<Done> = JoinSet::new();
     // Records to act on again, by time (and a sequence number, so two
     // retries at the same millisecond are both kept).
@@ -177,7 +177,7 @@ fn backoff(attempt: u32) -> u64 {
 
 /// Acts on one record whose deadline has come: expires it, or escalates it.
 async fn act(releaser: Arc<Releaser>, record: Arc<PendingRecord>, attempt: u32) -> Done {
-    let store = &releaser.inbox;
+    let store = &releaser.pending;
     let Some(current) = store.get(&record.session_id, &record.function_call_id) else {
         return Done::Finished;
     };
@@ -224,8 +224,8 @@ async fn expire(releaser: &Arc<Releaser>, record: Arc<PendingRecord>, attempt: u
         session_id: sid.to_string(),
         function_call_id: cid.to_string(),
         expected: Some((record.pending_at, record.kind)),
-        decision: Decision::Timeout,
-        via: Via::Timer,
+        decision: Ruling::Timeout,
+        via: ReleaseVia::Timer,
         caller: None,
     };
     match releaser.release(request, None).await {

@@ -11,8 +11,8 @@ use crate::provenance::Caller;
 
 fn note() -> ReleaseNote {
     ReleaseNote {
-        decision: crate::pending::NoteDecision::Allow,
-        via: crate::pending::Via::Resolve,
+        decision: crate::pending::RulingKind::Allow,
+        via: crate::pending::ReleaseVia::Resolve,
         at: 3,
         granted: None,
         caller: Some(Caller::link()),
@@ -92,7 +92,7 @@ async fn rule_20_a_claim_marks_the_record_durably_and_turns_every_other_decision
     let lock = scene.store.lock("s1", "c1").await;
     let purged = lock
         .purge(
-            Outcome::Aborted,
+            Resolution::Aborted,
             "turn_completed",
             DecidedVia::TurnCompleted,
         )
@@ -176,7 +176,7 @@ async fn rule_20_a_claim_dropped_after_the_send_is_orphaned_and_adopted_once() {
     let adopted = scene.store.adopt("s1", "c1").await.expect("adopted");
     assert!(scene.store.adopt("s1", "c1").await.is_none(), "once");
     assert!(adopted
-        .finish(Outcome::Unknown, Some("unknown".into()))
+        .finish(Resolution::Unknown, Some("unknown".into()))
         .await
         .expect("settled"));
     assert!(scene.store.get("s1", "c1").is_none());
@@ -190,19 +190,22 @@ async fn rule_20_finish_settles_once() {
     let mut orphans = scene.store.take_orphans().expect("the orphan channel");
     let mut claim = claimed(&scene, "c1").await;
     claim.sent();
-    assert!(claim.finish(Outcome::Allow, None).await.expect("settled"));
+    assert!(claim
+        .finish(Resolution::Allow, None)
+        .await
+        .expect("settled"));
     assert!(scene.store.get("s1", "c1").is_none());
     assert!(scene.stored("s1", "c1").await.is_null(), "gone from state");
     assert_eq!(scene.logged(), 1);
     let removal = scene.store.removal("s1", "c1", 1).expect("remembered");
-    assert_eq!((removal.outcome, removal.reason), (Outcome::Allow, None));
+    assert_eq!((removal.outcome, removal.reason), (Resolution::Allow, None));
     // Settled: the finished claim was not orphaned, and nothing is left to
     // settle again.
     assert!(orphans.try_recv().is_err());
     let lock = scene.store.lock("s1", "c1").await;
     let purged = lock
         .purge(
-            Outcome::Aborted,
+            Resolution::Aborted,
             "turn_completed",
             DecidedVia::TurnCompleted,
         )
@@ -229,13 +232,13 @@ async fn rule_20_a_finish_state_refuses_hands_the_claim_back_for_another_try() {
         .faults()
         .fail("state::set", "unavailable", "down", Some(1));
     let (claim, _err) = claim
-        .finish(Outcome::Deny, Some("no".into()))
+        .finish(Resolution::Deny, Some("no".into()))
         .await
         .expect_err("state refused");
     assert!(scene.store.get("s1", "c1").is_some(), "kept");
     assert_eq!(scene.logged(), 0, "nothing announced");
     assert!(claim
-        .finish(Outcome::Deny, Some("no".into()))
+        .finish(Resolution::Deny, Some("no".into()))
         .await
         .expect("settled"));
     assert!(scene.store.get("s1", "c1").is_none());
@@ -256,7 +259,10 @@ async fn rule_20_a_follow_up_hold_supersedes_the_release_which_announces_its_own
         "the release, not the write, announces it"
     );
     assert_eq!(scene.store.removal("s1", "c1", 1), None);
-    assert!(claim.finish(Outcome::Allow, None).await.expect("announced"));
+    assert!(claim
+        .finish(Resolution::Allow, None)
+        .await
+        .expect("announced"));
     assert_eq!(
         scene.store.get("s1", "c1").map(|r| r.pending_at),
         Some(2),
@@ -265,7 +271,7 @@ async fn rule_20_a_follow_up_hold_supersedes_the_release_which_announces_its_own
     assert_eq!(scene.stored("s1", "c1").await["pending_at"], 2);
     assert_eq!(
         scene.store.removal("s1", "c1", 1).map(|r| r.outcome),
-        Some(Outcome::Allow)
+        Some(Resolution::Allow)
     );
     assert_eq!(scene.logged(), 1);
 }

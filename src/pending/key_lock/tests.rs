@@ -78,7 +78,7 @@ async fn rule_4_a_hold_replaced_outside_any_release_is_announced_aborted_replace
     let removal = scene.store.removal("s1", "c1", 1).expect("remembered");
     assert_eq!(
         (removal.outcome, removal.reason.as_deref()),
-        (Outcome::Aborted, Some("replaced"))
+        (Resolution::Aborted, Some("replaced"))
     );
     assert_eq!(scene.logged(), 1);
     assert_eq!(scene.store.get("s1", "c1").map(|r| r.pending_at), Some(2));
@@ -109,7 +109,7 @@ async fn rule_4_deletion_is_the_emit_gate_a_purge_announces_once() {
     let lock = scene.store.lock("s1", "c1").await;
     let purged = lock
         .purge(
-            Outcome::Aborted,
+            Resolution::Aborted,
             "turn_completed",
             DecidedVia::TurnCompleted,
         )
@@ -118,7 +118,7 @@ async fn rule_4_deletion_is_the_emit_gate_a_purge_announces_once() {
     assert!(matches!(purged, Purged::Removed(_)), "{purged:?}");
     let again = lock
         .purge(
-            Outcome::Aborted,
+            Resolution::Aborted,
             "turn_completed",
             DecidedVia::TurnCompleted,
         )
@@ -131,7 +131,7 @@ async fn rule_4_deletion_is_the_emit_gate_a_purge_announces_once() {
     assert_eq!(scene.logged(), 1, "one announcement");
     assert_eq!(
         scene.store.removal("s1", "c1", 1).map(|r| r.outcome),
-        Some(Outcome::Aborted)
+        Some(Resolution::Aborted)
     );
 }
 
@@ -145,7 +145,7 @@ async fn rule_4_a_purge_state_refuses_keeps_the_record_for_the_next_event() {
     let lock = scene.store.lock("s1", "c1").await;
     assert!(lock
         .purge(
-            Outcome::Aborted,
+            Resolution::Aborted,
             "turn_completed",
             DecidedVia::TurnCompleted
         )
@@ -155,7 +155,7 @@ async fn rule_4_a_purge_state_refuses_keeps_the_record_for_the_next_event() {
     assert_eq!(scene.logged(), 0, "nothing announced");
     let purged = lock
         .purge(
-            Outcome::Aborted,
+            Resolution::Aborted,
             "turn_completed",
             DecidedVia::TurnCompleted,
         )
