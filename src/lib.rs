@@ -21,6 +21,7 @@
 
 #![warn(unreachable_pub)]
 
+mod backoff;
 mod bindings;
 mod boot;
 mod config;

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{validate_id, ApprovalError, StateError};
 use crate::folders::GrantScope;
 use crate::functions::register_typed;
-use crate::pending::{ReleaseVia, StoreError};
+use crate::pending::ReleaseVia;
 use crate::provenance::{DecidedBy, DecidedVia};
 use crate::release::{Answer, Request, Ruling};
 use crate::worker::Worker;
@@ -191,12 +191,12 @@ pub(crate) fn response(answer: Answer) -> Result<ResolveResponse, ApprovalError>
     Ok(out)
 }
 
-/// A claim that could not be written: `approval/state_unavailable`.
-fn state_unavailable(err: StoreError) -> ApprovalError {
+/// A claim that could not be written: `approval/state_unavailable` (a
+/// record under another key's lock, which no resolve makes, is the payload's).
+fn state_unavailable(err: StateError) -> ApprovalError {
     match err {
-        StoreError::State(call) => ApprovalError::from(call),
-        StoreError::Encode(encode) => ApprovalError::from(StateError::Encode(encode)),
-        StoreError::WrongKey => ApprovalError::InvalidPayload(err.to_string()),
+        StateError::WrongKey => ApprovalError::InvalidPayload(err.to_string()),
+        err => ApprovalError::from(err),
     }
 }
 

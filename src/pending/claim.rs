@@ -24,9 +24,19 @@ use std::sync::Arc;
 use super::announce::Exit;
 use super::events::Resolution;
 use super::record::{PendingRecord, RecordKey, RecordKind, ReleaseNote};
-use super::store::{PendingStore, StoreError};
+use super::store::PendingStore;
+use crate::backoff::Backoff;
 use crate::engine::CallError;
+use crate::error::StateError;
 use crate::provenance::{DecidedBy, DecidedVia};
+
+/// How many times a claim dropped before its send tries to give its record
+/// back, and the waits after each failed try (250 ms doubling).
+const GIVE_BACK_ATTEMPTS: usize = 5;
+const GIVE_BACK_RETRY: Backoff = Backoff::new(
+    std::time::Duration::from_millis(250),
+    std::time::Duration::from_secs(4),
+);
 
 /// A release under way, in memory.
 #[derive(Debug)]
@@ -142,7 +152,7 @@ impl PendingStore {
         function_call_id: &str,
         expected: Option<(u64, RecordKind)>,
         note: ReleaseNote,
-    ) -> Result<Take, StoreError> {
+    ) -> Result<Take, StateError> {
         let lock = self.lock(session_id, function_call_id).await;
         let Some(record) = lock.get() else {
             return Ok(Take::Absent);
@@ -215,7 +225,7 @@ impl PendingStore {
         &self,
         record: &Arc<PendingRecord>,
         uncertain: bool,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), StateError> {
         let key = record.key();
         let lock = self.lock(&key.0, &key.1).await;
         if let Some(current) = lock.get() {
@@ -268,7 +278,7 @@ impl Claim {
 
     /// Notes, durably, a folder granted for this release (so a restart can
     /// still take it back).
-    pub(crate) async fn note_grant(&mut self, dir: &str) -> Result<(), StoreError> {
+    pub(crate) async fn note_grant(&mut self, dir: &str) -> Result<(), StateError> {
         let (sid, cid) = (&self.record.session_id, &self.record.function_call_id);
         let lock = self.store.lock(sid, cid).await;
         match lock.get() {
@@ -347,7 +357,7 @@ impl Claim {
     /// decision, or still holds the call): the `releasing` mark goes, and
     /// any decision may be taken anew. `uncertain`: the decision given back
     /// may have run the call (its answer was lost).
-    pub(crate) async fn give_back(mut self, uncertain: bool) -> Result<(), (Claim, StoreError)> {
+    pub(crate) async fn give_back(mut self, uncertain: bool) -> Result<(), (Claim, StateError)> {
         let store = self.store.clone();
         match store.restore(&self.record, uncertain).await {
             Ok(()) => {
@@ -377,12 +387,12 @@ impl Drop for Claim {
         // Nothing reached the harness: the call is still held, and the
         // record becomes pending again.
         self.store.runtime.spawn(async move {
-            for attempt in 0..5u32 {
+            for (attempt, wait) in GIVE_BACK_RETRY.take(GIVE_BACK_ATTEMPTS).enumerate() {
                 match store.restore(&record, false).await {
                     Ok(()) => return,
                     Err(err) => {
                         tracing::warn!(session_id = %record.session_id, function_call_id = %record.function_call_id, attempt, error = %err, "a dropped claim could not give its record back; retrying");
-                        tokio::time::sleep(std::time::Duration::from_millis(250 << attempt)).await;
+                        tokio::time::sleep(wait).await;
                     }
                 }
             }

@@ -16,8 +16,9 @@ use super::announce::Exit;
 use super::bucket::{bucket, state_key};
 use super::events::Resolution;
 use super::record::PendingRecord;
-use super::store::{PendingStore, StoreError};
+use super::store::PendingStore;
 use crate::engine::{CallError, Scope};
+use crate::error::StateError;
 use crate::provenance::{DecidedBy, DecidedVia};
 use crate::redact::Full;
 
@@ -95,12 +96,12 @@ impl KeyLock<'_> {
         self.store.get(&self.session_id, &self.function_call_id)
     }
 
-    fn check(&self, record: &PendingRecord) -> Result<(), StoreError> {
+    fn check(&self, record: &PendingRecord) -> Result<(), StateError> {
         if record.session_id == self.session_id && record.function_call_id == self.function_call_id
         {
             Ok(())
         } else {
-            Err(StoreError::WrongKey)
+            Err(StateError::WrongKey)
         }
     }
 
@@ -118,7 +119,7 @@ impl KeyLock<'_> {
         &self,
         record: PendingRecord,
         arguments: Full,
-    ) -> Result<Written, StoreError> {
+    ) -> Result<Written, StateError> {
         self.check(&record)?;
         let store = self.store;
         let key = state_key(&record.session_id, &record.function_call_id);
@@ -184,7 +185,7 @@ impl KeyLock<'_> {
         &self,
         record: PendingRecord,
         fresh_deadline: bool,
-    ) -> Result<Arc<PendingRecord>, StoreError> {
+    ) -> Result<Arc<PendingRecord>, StateError> {
         self.check(&record)?;
         let store = self.store;
         let value = serde_json::to_value(&record)?;
@@ -203,7 +204,7 @@ impl KeyLock<'_> {
                 memory.index.insert_keeping_due(record)
             }
         });
-        let current = self.get().ok_or(StoreError::WrongKey)?;
+        let current = self.get().ok_or(StateError::WrongKey)?;
         if fresh_deadline {
             if let Some(due) = current.next_due() {
                 store.deadline_added(due);
@@ -285,7 +286,7 @@ impl KeyLock<'_> {
         &self,
         record: &PendingRecord,
         at: u64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<bool, StateError> {
         let Some(current) = self.get() else {
             return Ok(false);
         };

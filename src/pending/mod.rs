@@ -45,7 +45,7 @@ pub(crate) use record::ShownRecord;
 pub(crate) use record::{AccessRequest, Metadata, RecordKey, ReleaseNote, ReleaseVia, RulingKind};
 pub use record::{GrantRequest, PendingRecord, RecordKind, SortKey};
 pub(crate) use removed::Removal;
-pub(crate) use store::{PendingStore, StoreError, WholeArguments};
+pub(crate) use store::{PendingStore, WholeArguments};
 pub(crate) use unreadable::UnreadableRecord;
 
 #[cfg(test)]

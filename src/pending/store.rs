@@ -48,31 +48,6 @@ use crate::engine::{CallError, Engine, Scope};
 use crate::provenance::{DecidedBy, DecisionLog};
 use crate::redact::{Full, FULL_ARGUMENTS_CAP};
 
-/// Why a write or a removal did not happen.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum StoreError {
-    /// The state call failed.
-    #[error(transparent)]
-    State(#[from] CallError),
-    /// The record could not be encoded as JSON.
-    #[error("cannot encode the record: {0}")]
-    Encode(#[from] serde_json::Error),
-    /// A record was written through the lock of another key.
-    #[error("a record was written through the lock of another key")]
-    WrongKey,
-}
-
-impl StoreError {
-    /// A short code for logs and deny reasons (`timeout`, `encode`, ...).
-    pub(crate) fn code(&self) -> &str {
-        match self {
-            StoreError::State(err) => err.code.as_str(),
-            StoreError::Encode(_) => "encode",
-            StoreError::WrongKey => "wrong_key",
-        }
-    }
-}
-
 /// Everything the store keeps only in memory.
 pub(super) struct InMemory {
     /// The held calls, as state has them.

@@ -38,12 +38,14 @@ pub(crate) mod timer;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::backoff::Backoff;
 use crate::config::ConfigCell;
 use crate::engine::{CallError, Engine, ReleaseAction};
+use crate::error::StateError;
 use crate::folders::{contains, Folders, GrantScope};
 use crate::pending::{
     timeout_denial, Claim, PendingRecord, PendingStore, RecordKind, ReleaseNote, ReleaseVia,
-    Resolution, RulingKind, StoreError, Take,
+    Resolution, RulingKind, Take,
 };
 use crate::provenance::Caller;
 use crate::review::Reviews;
@@ -65,8 +67,10 @@ pub(crate) const OPERATOR_REJECTED: &str = "Rejected by operator.";
 
 /// How long the durable grants of a session are looked up for.
 const ROOTS_BUDGET: Duration = Duration::from_secs(3);
-/// How many times a settled release retries its emit-gated removal.
-const FINISH_ATTEMPTS: u32 = 5;
+/// How many times a settled release tries its emit-gated removal (or its
+/// give-back), and the waits after each failed try (250 ms doubling).
+const FINISH_ATTEMPTS: usize = 5;
+const FINISH_RETRY: Backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(4));
 
 /// A decision to carry: a human's, or the timer's. Its kind is what the
 /// record's note keeps ([`RulingKind`]); its data (the deny's reason, the
@@ -153,7 +157,7 @@ pub(crate) enum Answer {
     /// The harness did not take the decision; the record is pending again.
     Unavailable(CallError),
     /// The record could not be marked; nothing was asked.
-    State(StoreError),
+    State(StateError),
 }
 
 /// What the release path needs, each part from a lower module.
@@ -488,13 +492,13 @@ impl Releaser {
 /// Settles a claim, retrying the emit-gated removal a few times; a claim
 /// that still cannot settle is dropped to the recovery.
 async fn finish(mut claim: Claim, outcome: Resolution, reason: Option<String>) -> bool {
-    for attempt in 0..FINISH_ATTEMPTS {
+    for (attempt, wait) in FINISH_RETRY.take(FINISH_ATTEMPTS).enumerate() {
         match claim.finish(outcome, reason.clone()).await {
             Ok(announced) => return announced,
             Err((back, err)) => {
                 tracing::warn!(session_id = %back.record().session_id, function_call_id = %back.record().function_call_id, attempt, error = %err, "the released call's record was not removed; retrying");
                 claim = back;
-                tokio::time::sleep(Duration::from_millis(250 << attempt)).await;
+                tokio::time::sleep(wait).await;
             }
         }
     }
@@ -504,13 +508,13 @@ async fn finish(mut claim: Claim, outcome: Resolution, reason: Option<String>) -
 /// Gives a claim back (pending again), retrying a few times; `uncertain`
 /// marks that the decision given back may have run the call.
 async fn give_back(mut claim: Claim, uncertain: bool) {
-    for attempt in 0..FINISH_ATTEMPTS {
+    for (attempt, wait) in FINISH_RETRY.take(FINISH_ATTEMPTS).enumerate() {
         match claim.give_back(uncertain).await {
             Ok(()) => return,
             Err((back, err)) => {
                 tracing::warn!(session_id = %back.record().session_id, function_call_id = %back.record().function_call_id, attempt, error = %err, "the record was not made pending again; retrying");
                 claim = back;
-                tokio::time::sleep(Duration::from_millis(250 << attempt)).await;
+                tokio::time::sleep(wait).await;
             }
         }
     }

@@ -35,6 +35,7 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::{Answer, Releaser, Request, Ruling};
+use crate::backoff::Backoff;
 use crate::pending::{PendingRecord, PendingStore, ReleaseVia};
 use crate::time::now_ms;
 
@@ -42,10 +43,9 @@ use crate::time::now_ms;
 pub(crate) const IN_FLIGHT: usize = 16;
 /// The longest the timer sleeps without looking at the clock again.
 const MAX_SLEEP: Duration = Duration::from_secs(30);
-/// The first retry after a harness or state failure; doubled each time.
-const FIRST_RETRY_MS: u64 = 1_000;
-/// The longest wait between two retries of one record.
-const MAX_RETRY_MS: u64 = 60_000;
+/// The retries after a harness or state failure: a second, doubled each
+/// time, at most a minute between two retries of one record.
+const RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 /// How long the timer waits when another decision on the record is under
 /// way (if it ends the hold, the retry finds nothing to do).
 const BUSY_RETRY_MS: u64 = 1_000;
@@ -168,11 +168,9 @@ async fn run(releaser: Arc<Releaser>, mut stopped: watch::Receiver<bool>) {
     while jobs.join_next().await.is_some() {}
 }
 
-/// The wait before retry number `attempt + 1`.
+/// The wait before retry number `attempt + 1`, in ms.
 fn backoff(attempt: u32) -> u64 {
-    FIRST_RETRY_MS
-        .saturating_mul(1u64 << attempt.min(16))
-        .min(MAX_RETRY_MS)
+    RETRY.delay(attempt).as_millis() as u64
 }
 
 /// Acts on one record whose deadline has come: expires it, or escalates it.
@@ -297,6 +295,6 @@ mod tests {
             waits,
             [1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000, 60_000]
         );
-        assert_eq!(backoff(u32::MAX), MAX_RETRY_MS);
+        assert_eq!(backoff(u32::MAX), 60_000);
     }
 }

@@ -58,7 +58,7 @@ async fn a_record_written_through_another_keys_lock_is_refused() {
         .write(record("c1", 1), arguments)
         .await
         .expect_err("the wrong key");
-    assert!(matches!(err, StoreError::WrongKey), "{err:?}");
+    assert!(matches!(err, StateError::WrongKey), "{err:?}");
     drop(lock);
     assert!(scene.store.get("s1", "c1").is_none());
     assert!(scene.stored("s1", "c1").await.is_null(), "nothing stored");
@@ -96,7 +96,7 @@ async fn rule_4_a_write_state_refuses_holds_nothing() {
         .write(record("c1", 1), arguments)
         .await
         .expect_err("state refused");
-    assert!(matches!(err, StoreError::State(_)), "{err:?}");
+    assert!(matches!(err, StateError::Call(_)), "{err:?}");
     drop(lock);
     assert!(scene.store.get("s1", "c1").is_none());
     assert_eq!(scene.logged(), 0);
