@@ -2,7 +2,7 @@
 //! task that escalates held calls at their `escalate_at` and denies them at
 //! their `expires_at`.
 //!
-//! It is driven by the index's deadline view ([`super::index`]), which holds
+//! It is driven by the index's deadline view (`crate::pending::index`), which holds
 //! only the records that have a deadline ahead, ordered by it: the task sleeps
 //! until the first one (at most [`MAX_SLEEP`], so a wall clock that jumps is
 //! caught up with), takes every record whose deadline has come, and acts on
