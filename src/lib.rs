@@ -21,6 +21,7 @@
 
 #![warn(unreachable_pub)]
 
+mod backoff;
 mod bindings;
 mod boot;
 mod config;
@@ -55,6 +56,7 @@ mod shutdown;
 mod sync;
 mod terms;
 mod time;
+mod wire;
 mod worker;
 
 // Running the worker.

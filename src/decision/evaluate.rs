@@ -79,11 +79,7 @@ impl WireVerdict {
 
     /// `"allow"`, `"deny"` or `"needs_approval"`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            WireVerdict::Allow => "allow",
-            WireVerdict::Deny => "deny",
-            WireVerdict::NeedsApproval => "needs_approval",
-        }
+        crate::wire::spelling(&self)
     }
 }
 

@@ -252,7 +252,7 @@ fn log_verdict(
     rule: Option<&str>,
     by_reviewer: bool,
 ) {
-    worker.inbox.decision_log().push(config, || {
+    worker.pending.decision_log().push(config, || {
         let at = crate::time::now_ms();
         LogRecord {
             decision: match out {
@@ -343,7 +343,7 @@ async fn hold(
         readings,
     } = held;
     let (sid, cid) = (input.session_id.as_str(), call.id.as_str());
-    if worker.inbox.get(sid, cid).is_some() {
+    if worker.pending.get(sid, cid).is_some() {
         return HookOutput::Hold;
     }
     let budget = deadline.cap(record::SESSION_BUDGET, WRITE_RESERVE);
@@ -391,7 +391,7 @@ async fn hold(
     // The deadlines of the decision's rule, or the configuration it was
     // made under, counted from when the record is built.
     record::set_deadlines(&mut record, limits, config);
-    let lock = worker.inbox.lock(sid, cid).await;
+    let lock = worker.pending.lock(sid, cid).await;
     if lock.get().is_some() {
         return HookOutput::Hold;
     }

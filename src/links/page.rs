@@ -128,7 +128,8 @@ pub(crate) struct InboxRow<'a> {
 }
 
 /// Why a link's record is gone (the 410 page), as far as the worker knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub(crate) enum GoneReason {
     /// Someone decided it.
     Resolved,
@@ -147,14 +148,7 @@ pub(crate) enum GoneReason {
 impl GoneReason {
     /// The name a POST's 410 answer gives (`"reason"`).
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            GoneReason::Resolved => "resolved",
-            GoneReason::Expired => "expired",
-            GoneReason::Purged => "purged",
-            GoneReason::Replaced => "replaced",
-            GoneReason::NotHeld => "not_held",
-            GoneReason::Unknown => "unknown",
-        }
+        crate::wire::spelling(&self)
     }
 
     fn explanation(self) -> &'static str {

@@ -36,11 +36,7 @@ pub enum RecordKind {
 impl RecordKind {
     /// The wire spelling (also what the logs say).
     pub fn as_str(self) -> &'static str {
-        match self {
-            RecordKind::Function => "function",
-            RecordKind::FolderAccess => "folder_access",
-            RecordKind::FilesystemAccess => "filesystem_access",
-        }
+        crate::wire::spelling(&self)
     }
 
     /// Whether the record is a folder prompt (either spelling).
@@ -189,9 +185,12 @@ pub struct PendingRecord {
 }
 
 /// Who carried a decision to the harness.
+// The release paths of `DecidedVia` (its first four), as a type of their
+// own: a record's `release.via` can only be one of these, and the record's
+// published schema says so (tests/golden). `From` below is the one mapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Via {
+pub enum ReleaseVia {
     /// `approval::resolve`.
     Resolve,
     /// An approval link's POST.
@@ -202,39 +201,36 @@ pub enum Via {
     Timer,
 }
 
-impl Via {
+impl ReleaseVia {
     /// The wire spelling.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Via::Resolve => "resolve",
-            Via::Link => "link",
-            Via::Batch => "batch",
-            Via::Timer => "timer",
-        }
+        crate::wire::spelling(&self)
     }
 
     /// Whether a human decided (a resolve, a link, a batch), not a timer.
     pub fn is_human(self) -> bool {
-        !matches!(self, Via::Timer)
+        !matches!(self, ReleaseVia::Timer)
     }
 }
 
-impl From<Via> for DecidedVia {
+impl From<ReleaseVia> for DecidedVia {
     /// A release's path in the contract's provenance table.
-    fn from(via: Via) -> DecidedVia {
+    fn from(via: ReleaseVia) -> DecidedVia {
         match via {
-            Via::Resolve => DecidedVia::Resolve,
-            Via::Link => DecidedVia::Link,
-            Via::Batch => DecidedVia::Batch,
-            Via::Timer => DecidedVia::Timer,
+            ReleaseVia::Resolve => DecidedVia::Resolve,
+            ReleaseVia::Link => DecidedVia::Link,
+            ReleaseVia::Batch => DecidedVia::Batch,
+            ReleaseVia::Timer => DecidedVia::Timer,
         }
     }
 }
 
 /// What a release under way carries.
+// The kind of `release::Ruling`, which carries the data (a deny's reason, a
+// folder grant's scope) the note does not keep; `Ruling::kind` maps it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum NoteDecision {
+pub enum RulingKind {
     /// Run the call.
     Allow,
     /// Answer it with a human's denial.
@@ -243,13 +239,20 @@ pub enum NoteDecision {
     Timeout,
 }
 
+impl RulingKind {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        crate::wire::spelling(&self)
+    }
+}
+
 /// The decision a `releasing` record carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ReleaseNote {
     /// What was decided.
-    pub decision: NoteDecision,
+    pub decision: RulingKind,
     /// How the decision came.
-    pub via: Via,
+    pub via: ReleaseVia,
     /// When the release started (ms since the epoch).
     pub at: u64,
     /// A folder granted to the session for this release, to take back if

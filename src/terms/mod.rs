@@ -33,11 +33,7 @@ pub enum Mode {
 impl Mode {
     /// The wire spelling.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Manual => "manual",
-            Mode::Auto => "auto",
-            Mode::Full => "full",
-        }
+        crate::wire::spelling(&self)
     }
 }
 
@@ -117,12 +113,7 @@ pub enum ConstraintOp {
 impl ConstraintOp {
     /// The wire spelling.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ConstraintOp::Equals => "equals",
-            ConstraintOp::Matches => "matches",
-            ConstraintOp::Prefix => "prefix",
-            ConstraintOp::Runs => "runs",
-        }
+        crate::wire::spelling(&self)
     }
 }
 

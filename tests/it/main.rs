@@ -21,6 +21,7 @@ mod common;
 mod batch;
 mod browser;
 mod deadlines;
+mod docs;
 mod fail_closed;
 mod faults;
 mod foundation;
