@@ -24,6 +24,7 @@
 mod bindings;
 mod boot;
 mod config;
+mod console;
 mod decision;
 mod deep;
 mod engine;
