@@ -1,6 +1,6 @@
 //! `ConsoleHost`: the browser side of the console, for the browser tests. A
 //! small HTTP server on 127.0.0.1 serves a page (`host.html`, `host.js`)
-//! that plays the console's host as `../shared/harness.md` § Console
+//! that plays the console's host as `harness.md` § Console
 //! describes it: an import map resolving `react`, `react-dom`,
 //! `react-dom/client` and `react/jsx-runtime` to ES builds of React from
 //! the npm registry, the extensions' assets as the [`ConsoleDouble`]

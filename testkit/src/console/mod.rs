@@ -1,6 +1,6 @@
 //! `ConsoleDouble`: an SDK worker named `console` that owns the trigger
 //! types `console:script` and `console:style`, as today's console worker
-//! does (`../shared/harness.md` § Console; the console cannot be installed
+//! does (`harness.md` § Console; the console cannot be installed
 //! here), and [`host`], the browser side of the console for the browser
 //! tests.
 //!

@@ -1,5 +1,5 @@
 //! What the console accepts of an asset, written from the console's
-//! published rules (`../shared/harness.md` § Console): the path rules, the
+//! published rules (`harness.md` § Console): the path rules, the
 //! size cap, and what a stylesheet may contain. Pure, so the worker's own
 //! unit tests can hold its embedded assets to the same rules the double
 //! applies at registration.
