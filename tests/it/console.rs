@@ -12,12 +12,14 @@
 //! `architecture/img/console-form.png` and `console-approvals.png`.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use approval_gate_testkit::console::host::{react_modules, ConsoleHost};
 use approval_gate_testkit::console::{ConsoleDouble, Registration};
 use approval_gate_testkit::fixture::{EngineFixture, EngineKind};
 use approval_gate_testkit::harness::{CallSpec, CallState};
+use approval_gate_testkit::shell::{Dialect, JailShell};
 use approval_gate_testkit::worker::WorkerProcess;
 use base64::Engine as _;
 use serde_json::{json, Value};
@@ -229,6 +231,11 @@ async fn rule_27_1_browser_form_approvals_page_and_chip_drive_the_worker() {
             for cid in ["b1", "b2", "b3"] {
                 scene.hold(held("s_d", "t2", cid, "demo::echo", json!({"n": cid}))).await;
             }
+            // A folder prompt: the function is approved for the session, the
+            // shell's jail refuses the folder.
+            scene.targets.add("shell::read", Arc::new(JailShell::new(Dialect::Shell, &["/srv"]))).await;
+            scene.ok("approval::approve-always", json!({"session_id": "s_f", "function_id": "shell::read"})).await;
+            scene.hold(held("s_f", "t5", "c_dir", "shell::read", json!({"path": "/data/reports/q1.csv"}))).await;
 
             let browser = Browser::start(&chromium, &driver).await;
             browser.resize(1100, 1400).await;
@@ -330,7 +337,7 @@ async fn rule_27_1_browser_form_approvals_page_and_chip_drive_the_worker() {
 
             // The approvals page while the harness double holds the calls.
             browser.goto(&format!("{}/#/ext/approvals", host.url())).await;
-            let listed = browser.wait_until("return document.querySelectorAll('article[data-call]').length === 6;", WAIT * 2).await;
+            let listed = browser.wait_until("return document.querySelectorAll('article[data-call]').length === 7;", WAIT * 2).await;
             assert_eq!(listed, true, "{}", browser.script("return document.querySelector('.ag-page') && document.querySelector('.ag-page').textContent;").await);
             let echo = "article[data-call=\"s_c/c_echo\"]";
             let view = browser.wait_until(&format!("const a = document.querySelector({}); const t = a && a.querySelector('pre').textContent; return t && t.includes('\"n\": 1') ? t : null;", json!(echo)), WAIT).await;
@@ -360,6 +367,14 @@ async fn rule_27_1_browser_form_approvals_page_and_chip_drive_the_worker() {
             assert!(eventually(WAIT, || matches!(scene.harness.state("s_c", "c_other"), Some(CallState::Completed { .. }))).await);
             let settings = scene.ok("approval::get-settings", json!({"session_id": "s_c"})).await;
             assert!(settings["settings"]["approved_always"].to_string().contains("demo::other"), "{settings}");
+
+            // A folder prompt, for the session.
+            let dir = "article[data-call=\"s_f/c_dir\"]";
+            let offered = browser.script(&format!("return Array.from(document.querySelectorAll({} + ' button[data-scope]')).map(b => b.getAttribute('data-scope'));", json!(dir))).await;
+            assert_eq!(offered, json!(["once", "session", "always"]));
+            browser.click(&format!("{dir} button[data-scope=\"session\"]")).await;
+            assert!(eventually(WAIT, || scene.harness.grants("s_f") == vec!["/data/reports".to_string()]).await, "the session grant did not reach the harness");
+            assert!(eventually(WAIT, || matches!(scene.harness.state("s_f", "c_dir"), Some(CallState::Completed { .. }))).await);
 
             // The turn's batch.
             browser.click("[data-batch=\"s_d/t2\"] button[data-decision=\"allow-all\"]").await;

@@ -1053,7 +1053,8 @@ function HeldCall({ host, record, now, onDecided }) {
   const [said, setSaid] = useState(null);
   const reasonId = useId("reason");
   const unreadable = record.kind === "unreadable";
-  const folder = record.kind === "folder_access";
+  // Both spellings of a folder prompt (the brief's console, today's).
+  const folder = record.kind === "folder_access" || record.kind === "filesystem_access";
 
   useEffect(() => {
     if (unreadable) return undefined;
