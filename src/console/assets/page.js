@@ -968,8 +968,12 @@ const EVENTS = ["approval::pending-created", "approval::pending-escalated", "app
 const BATCHABLE_HOLDS = ["no_match", "reviewer"];
 let subscription = 0;
 
+// A held call's key; an unreadable entry may not name its ids.
 function keyOf(record) {
-  return `${record.session_id}/${record.function_call_id}`;
+  if (typeof record.session_id === "string" && typeof record.function_call_id === "string") {
+    return `${record.session_id}/${record.function_call_id}`;
+  }
+  return `unreadable/${record.scope ?? ""}/${record.error ?? ""}`;
 }
 
 // Subscribes `handler` to the worker's held-call events (filtered by
@@ -1025,8 +1029,8 @@ function Facts({ record, now }) {
   const rows = [];
   const row = (label, value, key) => rows.push(h(Fragment, { key: key ?? label }, h("dt", null, label), h("dd", null, value)));
   if (record.session_title) row("Session", visible(record.session_title));
-  row("Session id", h("code", null, visible(record.session_id)));
-  row("Call id", h("code", null, visible(record.function_call_id)));
+  if (typeof record.session_id === "string") row("Session id", h("code", null, visible(record.session_id)));
+  if (typeof record.function_call_id === "string") row("Call id", h("code", null, visible(record.function_call_id)));
   if (record.turn_id) row("Turn", h("code", null, visible(record.turn_id)));
   if (record.pending_at) row("Held since", when(record.pending_at));
   if (typeof record.expires_at === "number") row("Deadline", `${when(record.expires_at)} (${inWords(record.expires_at, now)}) — if no one decides by then, the call is denied.`);
@@ -1172,7 +1176,9 @@ function HeldCall({ host, record, now, onDecided }) {
         ),
     record.releasing
       ? h("p", { className: "ag-hint" }, "A decision is on its way to the agent; the call may be running.")
-      : h(
+      : typeof record.session_id !== "string" || typeof record.function_call_id !== "string"
+        ? h("p", { className: "ag-hint" }, "It names no call, so it cannot be decided here.")
+        : h(
           "div",
           { className: "ag-decide" },
           buttons,
@@ -1322,7 +1328,7 @@ function ApprovalsPage({ host }) {
         h(
           "h3",
           { className: "ag-turn__title" },
-          first.session_title ? visible(first.session_title) : h("code", null, visible(first.session_id)),
+          first.session_title ? visible(first.session_title) : h("code", null, visible(first.session_id ?? "(no session)")),
           first.turn_id ? h("small", null, ` · turn ${visible(first.turn_id)}`) : null,
         ),
         batchable.length >= 2 ? h(TurnBatch, { host, calls: batchable, separate, onDecided: note }) : null,
