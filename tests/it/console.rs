@@ -335,6 +335,15 @@ async fn rule_27_1_browser_form_approvals_page_and_chip_drive_the_worker() {
             let refused = browser.wait_until("const e = document.querySelector('[data-check=\"refused\"]'); return e ? e.textContent : null;", WAIT * 2).await;
             assert!(refused.as_str().is_some_and(|t| t.contains("x_future")), "{refused}");
 
+            // Replacing the secret: typed, never shown; Cancel puts the old one back.
+            let secret = "[data-field=\"/links/secret\"]";
+            browser.click(&format!("{secret} button")).await;
+            browser.type_into(&format!("{secret} input[type=\"password\"]"), "a-new-secret-of-thirty-two-chars!").await;
+            let replaced = browser.script(&format!("return [window.__host.draft.links.secret, document.querySelector({}).textContent.includes('thirty-two')];", json!(secret))).await;
+            assert_eq!(replaced, json!(["a-new-secret-of-thirty-two-chars!", false]));
+            browser.click(&format!("{secret} button")).await;
+            assert_eq!(draft(&browser).await, full, "Cancel restores the secret");
+
             // The approvals page while the harness double holds the calls.
             browser.goto(&format!("{}/#/ext/approvals", host.url())).await;
             let listed = browser.wait_until("return document.querySelectorAll('article[data-call]').length === 7;", WAIT * 2).await;

@@ -338,6 +338,9 @@ function ModesPicker({ value, onChange, allowEvery, label }) {
 // typing a new one replaces it.
 function SecretField({ id, value, onChange, label, optional }) {
   const [editing, setEditing] = useState(false);
+  // What was there before typing began: emptying the input, or Cancel,
+  // puts it back (an empty input never removes the credential).
+  const before = useRef(value);
   const name = templateName(value);
   const set = typeof value === "string" && value !== "";
   const state = name ? `set via \${${name}}` : set ? "•••• (set)" : "not set";
@@ -353,9 +356,34 @@ function SecretField({ id, value, onChange, label, optional }) {
           "aria-label": `New ${label}`,
           placeholder: "a new value, or ${NAME}",
           autoComplete: "new-password",
-          onChange: (e) => onChange(e.target.value === "" ? undefined : e.target.value),
+          onChange: (e) => onChange(e.target.value === "" ? before.current : e.target.value),
         })
-      : h("button", { type: "button", className: "ag-button", onClick: () => setEditing(true) }, set ? "Replace" : "Set"),
+      : h(
+          "button",
+          {
+            type: "button",
+            className: "ag-button",
+            onClick: () => {
+              before.current = value;
+              setEditing(true);
+            },
+          },
+          set ? "Replace" : "Set",
+        ),
+    editing
+      ? h(
+          "button",
+          {
+            type: "button",
+            className: "ag-button ag-button--quiet",
+            onClick: () => {
+              onChange(before.current);
+              setEditing(false);
+            },
+          },
+          "Cancel",
+        )
+      : null,
     optional && set && !editing ? h("button", { type: "button", className: "ag-button ag-button--quiet", onClick: () => onChange(undefined) }, "Remove") : null,
   );
 }
