@@ -848,7 +848,7 @@ function ConfigForm(props) {
         ),
         h(
           Section,
-          { title: "Rules", id: "ag-rules", intro: "Read top to bottom. A call no rule matches waits for a human unless the session's mode or grants let it run." },
+          { title: "Rules", id: "ag-rules", intro: "Ask rules hold a call for a human wherever they stand, in every mode. Allow and deny rules are read top to bottom, after the session's mode and grants (with deny_ask_allow, any deny first). A call nothing decides waits for a human." },
           h(RulesEditor, { value: field("rules"), errors, onChange: (next) => set(["rules"], next) }),
         ),
         h(
