@@ -562,6 +562,7 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
     worker.pending.events().register(iii);
     function_table::register_all(&worker);
     let parked = bind_all(&worker).await;
+    crate::console::offer(&worker);
     // Subscribed before the routes' first sync and the binding's first
     // check, so a configuration change from here on reaches both.
     let config_changes = worker.config.subscribe();
@@ -761,7 +762,8 @@ async fn wait_until_live(
 ) -> Result<(), BootError> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let live = engine.function_ids("approval::").await.unwrap_or_default();
+        // Both families: `approval::*` and `approval-gate::*`.
+        let live = engine.function_ids("approval").await.unwrap_or_default();
         let missing: Vec<String> = ids
             .iter()
             .filter(|id| !live.iter().any(|l| l == *id))

@@ -25,6 +25,7 @@ mod backoff;
 mod bindings;
 mod boot;
 mod config;
+mod console;
 mod decision;
 mod deep;
 mod engine;

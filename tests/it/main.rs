@@ -20,6 +20,7 @@ mod common;
 
 mod batch;
 mod browser;
+mod console;
 mod deadlines;
 mod docs;
 mod fail_closed;
