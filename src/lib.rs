@@ -116,7 +116,7 @@ pub use shell::{
     Via, Word, WordKind, Wrapper, COMMAND_ENV, HANDS_ON, LOADER_ENV, WRAPPERS,
 };
 pub use terms::leads;
-pub use terms::{ArgConstraint, ConstraintOp, Mode};
+pub use terms::{constraint_docs, ArgConstraint, ConstraintOp, Mode};
 
 /// Every state scope the worker reads or writes. Each falls under the
 /// prefix the gate guards: no agent call can reach the gate's own state.

@@ -224,20 +224,16 @@ pub(crate) async fn read_commands(
     needs.with_models(models)
 }
 
-/// The readings a held call's record shows (`runs`, `suggested_prefix`):
-/// the ladder's, or — when no command rule made the ladder read a
-/// `shell::*` call's `command` — that field, read now (off this thread;
-/// holds only, never continue or deny). `None`: the ladder's will do.
-async fn shown_commands(worker: &Worker, call: &HookCall, readings: &Readings) -> Option<Readings> {
-    if !readings.is_empty() {
-        return None;
-    }
+/// A held `shell::*` call's `command` (with its `args`), read off this
+/// thread for its record (holds only, never continue or deny); nothing for
+/// other calls.
+async fn record_commands(worker: &Worker, call: &HookCall) -> Readings {
     let needs = crate::policy::Needs::for_record(&call.function_id, call.arguments.as_ref());
     if needs.is_empty() {
-        return None;
+        return Readings::none();
     }
     let models = worker.commands.read_all(needs.sources()).await;
-    Some(needs.with_models(models))
+    needs.with_models(models)
 }
 
 /// Queues the decision log's record of a verdict when the log is on: an
@@ -384,10 +380,13 @@ async fn hold(
     let mut record = record::build_record(input, call, RecordKind::Function, context);
     let arguments = record::whole_arguments(call);
     record.review = reviewed;
-    let shown = shown_commands(worker, call, readings).await;
-    let models = || shown.as_ref().unwrap_or(readings).models();
-    record.runs = Runs::of(models()).map(Box::new);
-    record.suggested_prefix = crate::policy::suggested_prefix(models(), &config.suggested());
+    // What an approver reads of the command: the `shell::*` call's
+    // `command` (read now: holds only), else the `runs` fields the ladder
+    // read; a suggested grant only for the former.
+    let shell = record_commands(worker, call).await;
+    let shown = if shell.is_empty() { readings } else { &shell };
+    record.runs = Runs::of(shown.models()).map(Box::new);
+    record.suggested_prefix = crate::policy::suggested_prefix(shell.models(), &config.suggested());
     // The deadlines of the decision's rule, or the configuration it was
     // made under, counted from when the record is built.
     record::set_deadlines(&mut record, limits, config);
