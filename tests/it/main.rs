@@ -47,6 +47,7 @@ mod provenance;
 mod redaction;
 mod release;
 mod reviewer;
+mod runs;
 mod security;
 mod simulate;
 mod standby;
