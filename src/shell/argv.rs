@@ -4,10 +4,10 @@
 //! one-liners, `git -c` (§25.3–5). Words here are argv words: the same rules
 //! apply whether they came from bash source, an argv or shell-words text.
 
+use super::clock::Budget;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::rc::Rc;
-use std::time::Instant;
 
 use super::tables::{self, Form, HandOnCheck, Wrapper};
 use super::{
@@ -121,7 +121,7 @@ const NAME_TAKERS: &[&str] = &[
 /// One reading in progress.
 pub(super) struct Reading<'l> {
     limits: &'l Limits,
-    deadline: Instant,
+    budget: Budget,
     model: Model,
     jobs: VecDeque<Job>,
     stopped: bool,
@@ -132,7 +132,7 @@ impl<'l> Reading<'l> {
     pub(super) fn new(limits: &'l Limits) -> Self {
         Reading {
             limits,
-            deadline: Instant::now() + limits.budget,
+            budget: Budget::start(limits.budget),
             model: Model {
                 commands: Vec::new(),
                 opaque: Vec::new(),
@@ -144,8 +144,8 @@ impl<'l> Reading<'l> {
         }
     }
 
-    pub(super) fn deadline(&self) -> Instant {
-        self.deadline
+    pub(super) fn budget(&self) -> Budget {
+        self.budget
     }
 
     pub(super) fn max_nesting(&self) -> usize {
@@ -153,7 +153,7 @@ impl<'l> Reading<'l> {
     }
 
     pub(super) fn over_budget(&self) -> bool {
-        Instant::now() > self.deadline
+        self.budget.spent()
     }
 
     pub(super) fn stopped(&self) -> bool {

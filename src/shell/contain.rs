@@ -21,6 +21,11 @@ const THREADS: usize = 2;
 /// Each pool thread's stack: far above what a reading under the limits
 /// needs (no reading recurses on its input).
 const STACK_BYTES: usize = 16 * 1024 * 1024;
+/// The longest a batch waits for the pool: far above what its readings
+/// take (each stops at its own budget of work), and well inside a hook's
+/// time, so a waiting thread on a loaded machine does not make a command
+/// opaque, and a stuck pool still cannot hold a call past its hook.
+const WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// Readings waiting for a thread; past it, a value is opaque at once.
 const QUEUE: usize = 64;
 /// Models kept for values read before (agents repeat their commands): a
@@ -87,9 +92,11 @@ impl Reader {
         &self.limits
     }
 
-    /// Read every value, in order, within one budget for the batch.
+    /// Read every value, in order. Each reading stops itself at its budget
+    /// of work; the batch waits at most [`WAIT`] for the pool (a queue that
+    /// long means the pool is stuck: what is unanswered then is opaque).
     pub async fn read_all(&self, sources: Vec<OwnedSource>) -> Vec<Arc<Model>> {
-        let deadline = Instant::now() + self.limits.budget;
+        let deadline = Instant::now() + WAIT;
         let mut pending: Vec<Pending> = Vec::with_capacity(sources.len());
         for source in sources {
             if let Some(model) = self.kept(&source) {
