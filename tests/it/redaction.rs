@@ -349,3 +349,99 @@ async fn redaction_rule_21_6_the_approver_sees_what_will_run() {
     })
     .await;
 }
+
+/// The shapes of contract §26.7 (`redis-cli --pass`/`-a`/`--askpass`, `aws
+/// configure set aws_secret_access_key …`, an Azure SAS `sig=`, `otp` /
+/// `pin` / `mfa_code` / `totp` / `passcode` keys, `htpasswd -b`,
+/// `--password-stdin` fed by a here-string): the corpus entries named
+/// `v4 …`, held as a shell command and as JSON, reach neither
+/// `pending-created` nor the inbox nor get-pending's whole arguments; their
+/// look-alikes reach the inbox as sent.
+#[tokio::test]
+async fn redaction_rule_26_7_v4_shapes_never_reach_an_event_or_the_inbox() {
+    on_each_engine("redaction_v4_shapes", |engine| async move {
+        let scene = Scene::start(engine).await;
+        let created = scene
+            .sink("v4-created", "approval::pending-created", json!({}))
+            .await;
+        let v4 = |shape: &Shape| shape.name.starts_with("v4 ");
+        let texts: Vec<Shape> = corpus().into_iter().filter(v4).collect();
+        let values: Vec<(Shape, Value)> = value_corpus()
+            .into_iter()
+            .filter(|(shape, _)| v4(shape))
+            .collect();
+        assert!(
+            texts.len() >= 15 && values.len() >= 5,
+            "the v4 shapes are in the corpus"
+        );
+        let mut held = 0;
+        for (i, shape) in texts.iter().enumerate() {
+            scene
+                .hold(CallSpec::new(
+                    format!("v4t_{i}"),
+                    "t",
+                    "c",
+                    "shell::run",
+                    json!({"command": shape.text}),
+                ))
+                .await;
+            held += 1;
+        }
+        for (i, (_, value)) in values.iter().enumerate() {
+            scene
+                .hold(CallSpec::new(
+                    format!("v4v_{i}"),
+                    "t",
+                    "c",
+                    "demo::echo",
+                    json!({"request": value}),
+                ))
+                .await;
+            held += 1;
+        }
+        let mut shapes = texts;
+        shapes.extend(values.into_iter().map(|(shape, _)| shape));
+        let events = created.wait_for(held, Duration::from_secs(30)).await;
+        assert_eq!(events.len(), held, "one pending-created per held call");
+        for e in &events {
+            assert_clean("pending-created", &e.to_string(), &shapes);
+        }
+        assert_clean(
+            "list-pending",
+            &Value::Array(scene.inbox().await).to_string(),
+            &shapes,
+        );
+        for record in scene.inbox().await {
+            let sid = record["session_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let got = scene.get_pending(&sid, "c").await;
+            assert!(got["arguments"].is_object(), "{got}");
+            assert_clean("get-pending", &got.to_string(), &shapes);
+        }
+        // Their look-alikes stay readable.
+        let (benign_text, _) = benign();
+        for (i, t) in benign_text
+            .iter()
+            .filter(|t| {
+                [
+                    "x264 --pass",
+                    "aws configure set region",
+                    "sig=abc12",
+                    "htpasswd -c",
+                    "wc -w <<<",
+                    "pin_memory",
+                ]
+                .iter()
+                .any(|needle| t.contains(needle))
+            })
+            .enumerate()
+        {
+            let arguments = json!({"command": t});
+            let excerpt = held_excerpt(&scene, &format!("v4b_{i}"), arguments.clone()).await;
+            assert_eq!(excerpt, arguments, "look-alike {t:?}");
+        }
+    })
+    .await;
+}
