@@ -77,7 +77,7 @@ pub use decision::whatif::{
 pub use engine::SessionContext;
 pub use error::is_valid_id;
 pub use folders::contains;
-pub use gate::{judge, judge_passing_over, AskHold, Judgement, Spend};
+pub use gate::{judge, judge_passing_over, secret_in_ids, AskHold, Judgement, Spend};
 pub use grant_watch::hint::{find_hint, recognise, JAIL_CODES};
 pub use grant_watch::{folder_request, StandDown};
 pub use hook::record::build_record;
@@ -97,8 +97,9 @@ pub use policy::{
 };
 pub use policy::{widening_root, Widening, WIDENING_ROOT_RULE};
 pub use redact::{
-    is_secret_key, redact, redact_full, redact_text, Full, FULL_ARGUMENTS_CAP, MAX_CLIPPED_CHARS,
-    MAX_DEPTH, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_STRING_CHARS, REDACTED, SECRET_NAMES,
+    holds_secret, is_secret_key, redact, redact_full, redact_text, Full, FULL_ARGUMENTS_CAP,
+    MAX_CLIPPED_CHARS, MAX_DEPTH, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_STRING_CHARS, REDACTED,
+    SECRET_NAMES,
 };
 pub use settings::{ApprovalSettings, Bounds, Entry, GrantList, GrantedBy};
 pub use terms::leads;

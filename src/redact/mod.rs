@@ -234,6 +234,15 @@ pub fn redact_text(text: &str) -> Cow<'_, str> {
     Cow::Owned(REDACTED.to_owned())
 }
 
+/// Whether `text` holds what a value detector takes for a secret (a token
+/// format, `password=…`, a URL's password …): the test the gate puts every
+/// id of a call through (contract §26.5). One pass of the detectors'
+/// automaton, no allocation when nothing is found; a text shorter than the
+/// shortest secret (`pwd=x`) is not read at all.
+pub fn holds_secret(text: &str) -> bool {
+    !detect::scan(text, true).spans.is_empty()
+}
+
 /// How many times this thread entered the redactor (unit tests only): the
 /// gate's tests prove continue and deny never do.
 #[cfg(test)]
