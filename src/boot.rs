@@ -708,7 +708,7 @@ async fn after_reconnect(worker: &Worker) {
         durable.check_soon();
     }
     worker.folders.forget_generation();
-    if let Err(err) = config::reregister_schema(&worker.engine).await {
+    if let Err(err) = config::reregister_schema(&worker.engine, worker.config.id()).await {
         tracing::warn!(error = %err, "reconnected; configuration schema not registered again");
     }
     if let Err(err) = config::reload(&worker.engine, &worker.config).await {
@@ -732,7 +732,7 @@ async fn bind_all(worker: &Arc<Worker>) -> Vec<String> {
             parked.push(spec.trigger_type.to_string());
         }
     }
-    for (trigger_type, function_id, config) in plain_bindings() {
+    for (trigger_type, function_id, config) in plain_bindings(worker.config.id()) {
         if !present.iter().any(|t| t == trigger_type) {
             tracing::warn!(
                 trigger_type,
