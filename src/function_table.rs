@@ -17,6 +17,7 @@ pub(crate) fn register_all(worker: &Arc<Worker>) {
     lifecycle::register(worker);
     health::register(worker);
     links::register(worker);
+    config::identity::register(worker);
 }
 
 /// The ids [`register_all`] registers, in the contract's order.
@@ -45,4 +46,5 @@ pub const FUNCTION_IDS: &[&str] = &[
     links::PAGE_ID,
     links::DECIDE_ID,
     links::INBOX_ID,
+    config::identity::ID,
 ];

@@ -61,7 +61,10 @@ pub use boot::{
     boot, standing_by, unbind, BootError, BootOptions, Running, DEFAULT_STANDBY_RETRY, DESCRIPTION,
     NAME_CONFIRM_WINDOW, WORKER_NAME,
 };
-pub use config::{load_seed, ApprovalConfig, BootstrapError, ConfigError, SeedError, CONFIG_ID};
+pub use config::{
+    check_config_id, config_id_from_env, load_seed, ApprovalConfig, BadConfigName, BootstrapError,
+    ConfigError, SeedError, CONFIG_ID, CONFIG_NAME_VAR,
+};
 pub use function_table::FUNCTION_IDS;
 pub use logs::{allowed as log_allowed, filter as log_filter, RedactingStderr};
 pub use manifest::manifest_json;

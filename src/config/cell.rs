@@ -36,6 +36,7 @@ pub(crate) struct Persisted(pub(super) Option<Value>);
 
 impl ConfigCell {
     /// A cell of the default entry holding `snapshot`.
+    #[cfg(test)]
     pub(crate) fn new(snapshot: Snapshot) -> ConfigCell {
         ConfigCell::named(super::CONFIG_ID, snapshot)
     }

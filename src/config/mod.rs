@@ -13,6 +13,7 @@
 
 pub(crate) mod cell;
 mod check;
+pub(crate) mod identity;
 mod last_good;
 mod links;
 mod reload;
@@ -26,6 +27,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 pub(crate) use cell::ConfigCell;
+pub use identity::{check_config_id, config_id_from_env, BadConfigName, CONFIG_NAME_VAR};
 pub(crate) use links::LinksConfig;
 pub use reload::BootstrapError;
 pub(crate) use reload::{bootstrap, reload, reregister_schema, ID};
@@ -42,7 +44,8 @@ use crate::policy::{
 };
 use crate::terms::{ApprovalSettings, Entry, GrantedBy, Mode};
 
-/// The configuration entry id (and the worker's name).
+/// The default configuration entry id (and the worker's name);
+/// `III_CONFIG_NAME` names another (§27.2, [`identity`]).
 pub const CONFIG_ID: &str = "approval-gate";
 /// Default number of folder-access re-asks per held call.
 pub(crate) const DEFAULT_GRANT_REASK_LIMIT: u32 = 3;

@@ -61,13 +61,20 @@ pub(crate) enum ReloadError {
     },
 }
 
-fn entry<'a>(id: &'a str, schema: &'a Value) -> Entry<'a> {
+fn entry<'a>(id: &'a str, schema: &'a Value, metadata: &'a Value) -> Entry<'a> {
     Entry {
         id,
         name: NAME,
         description: DESCRIPTION,
         schema,
+        metadata: Some(metadata),
     }
+}
+
+/// The entry's metadata: the console's form for it, whatever its id
+/// (contract §27.2).
+fn metadata() -> Value {
+    json!({"ui_form": super::identity::UI_FORM})
 }
 
 /// The engine's answer to a validated read: the value, or why it cannot be
@@ -102,6 +109,7 @@ pub(crate) async fn bootstrap(
 ) -> Result<(), BootstrapError> {
     let fatal = |step: &'static str| move |source: CallError| BootstrapError::Call { step, source };
     let schema = schema();
+    let metadata = metadata();
     let id = cell.id();
     let stored = match engine.configuration_get(id, true).await {
         Ok(Value::Null) => None,
@@ -112,13 +120,15 @@ pub(crate) async fn bootstrap(
     match stored {
         None => {
             let initial = seed.unwrap_or_else(ApprovalConfig::defaults_json);
-            with_retries(|| engine.configuration_register(entry(id, &schema), Some(&initial)))
-                .await
-                .map_err(fatal("configuration::register"))?;
+            with_retries(|| {
+                engine.configuration_register(entry(id, &schema, &metadata), Some(&initial))
+            })
+            .await
+            .map_err(fatal("configuration::register"))?;
             tracing::info!("configuration entry seeded");
         }
         Some(value) => {
-            with_retries(|| engine.configuration_register(entry(id, &schema), None))
+            with_retries(|| engine.configuration_register(entry(id, &schema, &metadata), None))
                 .await
                 .map_err(fatal("configuration::register"))?;
             if let Value::Object(map) = &value {
@@ -192,7 +202,8 @@ where
 /// from its store keeps values but not schemas).
 pub(crate) async fn reregister_schema(engine: &Engine, id: &str) -> Result<(), CallError> {
     let schema = schema();
-    with_retries(|| engine.configuration_register(entry(id, &schema), None))
+    let metadata = metadata();
+    with_retries(|| engine.configuration_register(entry(id, &schema, &metadata), None))
         .await
         .map(|_| ())
 }

@@ -115,3 +115,109 @@ async fn rule_26_2_a_value_with_one_bad_field_never_applies_in_part() {
     })
     .await;
 }
+
+/// A worker started with `III_CONFIG_NAME=approval-gate-b` registers that
+/// entry (with the console's form named in its metadata), follows it on
+/// every update, keeps its last good value under its own key, and says so
+/// through `approval-gate::configuration-id`; the default entry is not its
+/// business, and the new function is a human's only (contract §27.2).
+#[tokio::test]
+async fn rule_27_2_iii_config_name_names_the_entry_the_worker_follows() {
+    on_each_engine("config_identity", |engine| async move {
+        let harness = approval_gate_testkit::harness::HarnessDouble::start(
+            &engine.url(),
+            approval_gate_testkit::harness::HarnessOptions::default(),
+        )
+        .await;
+        let _targets = approval_gate_testkit::targets::TargetWorker::start(&engine.url(), &["demo::echo"]).await;
+        let probe = engine.client("probe").await;
+        let call = |function_id: &'static str, payload: Value| {
+            let probe = &probe;
+            async move {
+                approval_gate_testkit::fixture::call(probe, function_id, payload.clone())
+                    .await
+                    .unwrap_or_else(|e| panic!("{function_id} {payload}: {e}"))
+            }
+        };
+        let mut worker = approval_gate_testkit::worker::WorkerProcess::spawn_with(
+            BIN.as_ref(),
+            &engine.url(),
+            &[],
+            &[("III_CONFIG_NAME", "approval-gate-b")],
+            Duration::from_secs(60),
+        )
+        .await;
+        let id = call("approval-gate::configuration-id", json!({})).await;
+        assert_eq!(id, json!({"id": "approval-gate-b"}));
+        let listed = call("configuration::list", json!({})).await;
+        let entries = listed["configurations"].as_array().cloned().unwrap_or_default();
+        let own = entries
+            .iter()
+            .find(|e| e["id"] == "approval-gate-b")
+            .unwrap_or_else(|| panic!("approval-gate-b is not registered: {listed}"));
+        assert_eq!(own["metadata"]["ui_form"], "approval-gate", "{own}");
+        assert!(
+            !entries.iter().any(|e| e["id"] == "approval-gate"),
+            "the default entry is not registered: {listed}"
+        );
+
+        // Its entry's updates are followed.
+        call(
+            "configuration::set",
+            json!({"id": "approval-gate-b", "value": {"default_mode": "auto", "rules": ["!approval::*", "demo::*"]}}),
+        )
+        .await;
+        let evaluate = || call("approval::evaluate", json!({"session_id": "s_b", "function_id": "demo::echo"}));
+        let mut followed = false;
+        for _ in 0..100 {
+            if evaluate().await["rule_id"] == "demo::*" {
+                followed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(followed, "the update of approval-gate-b was not followed");
+        let kept = call("state::get", json!({"scope": "approval_config", "key": "last_good/approval-gate-b"})).await;
+        assert_eq!(kept["config"]["default_mode"], "auto", "{kept}");
+        let default_kept = call("state::get", json!({"scope": "approval_config", "key": "last_good"})).await;
+        assert!(default_kept.is_null(), "{default_kept}");
+
+        // Another entry's value changes nothing here.
+        call(
+            "configuration::register",
+            json!({"id": "approval-gate", "name": "other", "description": "another instance's",
+                   "schema": {"type": "object"}, "initial_value": {"default_mode": "full", "rules": []}}),
+        )
+        .await;
+        call("configuration::set", json!({"id": "approval-gate", "value": {"default_mode": "full", "rules": ["*"]}})).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let settings = call("approval::get-settings", json!({"session_id": "s_unseen"})).await;
+        assert_eq!(settings["settings"]["mode"], "auto", "{settings}");
+        assert_eq!(evaluate().await["rule_id"], "demo::*");
+
+        // An agent cannot ask it: the approval-gate:: family is a human's.
+        let out = harness
+            .call(CallSpec::new("s_b", "t_b", "c_b", "approval-gate::configuration-id", json!({})))
+            .await;
+        let reason = out.deny_reason().unwrap_or_else(|| panic!("{out:?}"));
+        assert!(reason.contains("which only a human may do"), "{reason}");
+        worker.kill();
+    })
+    .await;
+}
+
+#[test]
+fn rule_27_2_a_config_name_the_engine_cannot_take_stops_the_worker() {
+    let out = std::process::Command::new(BIN)
+        .args(["--url", "ws://127.0.0.1:9", "--connect-timeout", "1"])
+        .env("III_CONFIG_NAME", "Approval Gate")
+        .env("OTEL_ENABLED", "false")
+        .output()
+        .expect("the binary runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("III_CONFIG_NAME=\"Approval Gate\" is not a configuration id"),
+        "{stderr}"
+    );
+}

@@ -42,8 +42,12 @@ fn golden_dir() -> PathBuf {
 /// Golden file path (relative to `tests/golden`) → its content.
 type Goldens = BTreeMap<String, Value>;
 
+/// A golden file's name: the id without its family (`approval::` or
+/// `approval-gate::`).
 fn short(id: &str) -> &str {
-    id.strip_prefix("approval::").unwrap_or(id)
+    id.strip_prefix("approval::")
+        .or_else(|| id.strip_prefix("approval-gate::"))
+        .unwrap_or(id)
 }
 
 async fn info(probe: &iii_sdk::IIIClient, function_id: &str, payload: Value) -> Value {
@@ -58,10 +62,11 @@ async fn registered(engine: &EngineFixture) -> Goldens {
     let probe = engine.client("golden-probe").await;
     let mut out = Goldens::new();
 
+    // `approval::…` and `approval-gate::…`.
     let listed = info(
         &probe,
         "engine::functions::list",
-        json!({"prefix": "approval::"}),
+        json!({"prefix": "approval"}),
     )
     .await;
     let live: BTreeSet<&str> = listed["functions"]
