@@ -329,6 +329,37 @@ fn bench_redact_text(c: &mut Criterion) {
     group.finish();
 }
 
+/// The gate's check that no id of a call holds a secret (contract §26.5),
+/// which every call pays before it is judged: four ids of the shapes
+/// harnesses send, and the same with a token in the function id.
+fn bench_ids(c: &mut Criterion) {
+    let input = |function_id: &str| {
+        approval_gate::parse_hook_input(json!({
+            "point": "pre_trigger",
+            "session_id": "0b9a3f2e-6c1d-4e8f-9a7b-5c4d3e2f1a0b",
+            "turn_id": "turn_01J9ZK3BXWQ1D8M2NLXR5VYT7U",
+            "call": {"id": "toolu_01A09q90qw90lq917835lq9", "function_id": function_id,
+                     "arguments": {"command": "git status"}}
+        }))
+        .expect("a hook input")
+    };
+    let mut group = c.benchmark_group("ids");
+    for (name, function_id) in [
+        ("secret_in_ids/ordinary", "shell::exec"),
+        (
+            "secret_in_ids/token_in_function_id",
+            "notes::ghp_FAKExJvv9Nl46wmyhw32J7bYzpzH2tvUuM4B",
+        ),
+    ] {
+        let input = input(function_id);
+        let call = input.call.as_ref().expect("a call");
+        group.bench_function(name, |b| {
+            b.iter(|| black_box(approval_gate::secret_in_ids(black_box(&input), call)))
+        });
+    }
+    group.finish();
+}
+
 // ---- end of redaction v2 ----
 
 fn index_of(n: usize) -> PendingIndex {
@@ -632,6 +663,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = micro;
     config = config();
-    targets = bench_shell_read, bench_simulate, bench_decide, bench_decide_v2, bench_decide_parts, bench_compile, bench_redact, bench_redact_text, bench_index, bench_rebuild
+    targets = bench_shell_read, bench_simulate, bench_decide, bench_decide_v2, bench_decide_parts, bench_compile, bench_redact, bench_redact_text, bench_ids, bench_index, bench_rebuild
 }
 criterion_main!(micro);

@@ -33,8 +33,8 @@ use crate::terms::Mode;
 use crate::worker::Worker;
 
 pub(crate) use judge::{ids_are_valid, judge_in_turn};
-pub use judge::{judge, judge_passing_over, AskHold, Judgement, Spend};
-pub(crate) use judge::{settings_unknown, GATE_UNAVAILABLE};
+pub use judge::{judge, judge_passing_over, secret_in_ids, AskHold, Judgement, Spend};
+pub(crate) use judge::{secret_id_reason, settings_unknown, GATE_UNAVAILABLE, SECRET_IN_ID};
 
 /// `approval::gate`.
 pub(crate) const ID: &str = binding::GATE_ID;
@@ -62,6 +62,20 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
     let Some(call) = input.call.as_ref() else {
         return deny(judge::NO_CALL);
     };
+    // An id that holds a secret: denied before the session's settings or
+    // grants are read (their keys are the ids), nothing written (§26.5).
+    if let Some(field) = secret_in_ids(&input, call) {
+        tracing::warn!(
+            field,
+            decision = "deny",
+            rule = SECRET_IN_ID,
+            "an id of the call holds what looks like a secret; denied, nothing recorded"
+        );
+        let out = deny(secret_id_reason(field));
+        let config = worker.config.load();
+        log_secret_id_verdict(worker, &config.config, &input, call);
+        return out;
+    }
     let known = if ids_are_valid(&input, call) {
         let budget = deadline.cap(SETTINGS_BUDGET, WRITE_RESERVE);
         match worker.settings.known(&input.session_id, budget).await {
@@ -262,6 +276,30 @@ fn log_verdict(
             session_id: input.session_id.clone(),
             function_call_id: call.id.clone(),
             function_id: call.function_id.clone(),
+            at,
+        }
+    });
+}
+
+/// The decision log's record of a call denied for a secret in its ids
+/// (§26.5): every id passed through the detectors, so the log's consumer
+/// never receives the secret.
+fn log_secret_id_verdict(
+    worker: &Worker,
+    config: &ApprovalConfig,
+    input: &HookInput,
+    call: &HookCall,
+) {
+    let shown = |id: &str| crate::redact::redact_text(id).into_owned();
+    worker.pending.decision_log().push(config, || {
+        let at = crate::time::now_ms();
+        LogRecord {
+            decision: "deny".to_string(),
+            rule_id: Some(SECRET_IN_ID.to_string()),
+            decided_by: DecidedBy::gate_verdict(false, at),
+            session_id: shown(&input.session_id),
+            function_call_id: shown(&call.id),
+            function_id: shown(&call.function_id),
             at,
         }
     });

@@ -202,7 +202,7 @@ pub(crate) fn call_page_offering(view: &CallView<'_>, offer: Option<&BatchOffer>
     }
     let body = html! {
         p.kicker { "Approval needed" }
-        h1 { code { (visible(view.function_id)) } }
+        h1 { code { (visible_id(view.function_id)) } }
         @match view.kind {
             Kind::Function => p { "An agent wants to run this call. It waits until you decide." },
             Kind::FolderAccess => p {
@@ -240,7 +240,7 @@ pub(crate) fn call_page_offering(view: &CallView<'_>, offer: Option<&BatchOffer>
                         }
                         ul.batch aria-label="The held calls of this turn" {
                             @for (function_id, call_id) in &offer.calls {
-                                li { code { (visible(function_id)) } " " small { (visible(call_id)) } }
+                                li { code { (visible_id(function_id)) } " " small { (visible_id(call_id)) } }
                             }
                         }
                     }
@@ -284,7 +284,7 @@ pub(crate) fn call_page_offering(view: &CallView<'_>, offer: Option<&BatchOffer>
 fn running_page(view: &CallView<'_>) -> String {
     let body = html! {
         p.kicker { "Running" }
-        h1 { code { (visible(view.function_id)) } }
+        h1 { code { (visible_id(view.function_id)) } }
         p.panel.info {
             "A decision on this call was taken and is on its way to the agent; the call may be \
              running now. Nothing can be decided here until the agent answers. Reload this page \
@@ -327,9 +327,9 @@ fn details(view: &CallView<'_>) -> Markup {
                 dd { (visible(title)) }
             }
             dt { "Session id" }
-            dd { code { (visible(view.session_id)) } }
+            dd { code { (visible_id(view.session_id)) } }
             dt { "Call id" }
-            dd { code { (visible(view.function_call_id)) } }
+            dd { code { (visible_id(view.function_call_id)) } }
             dt { "Held since" }
             dd { (time(view.pending_at)) }
             @if let Some(expires_at) = view.expires_at {
@@ -512,8 +512,8 @@ pub(crate) fn inbox_page(rows: &[InboxRow<'_>], more: usize) -> String {
                 @for row in rows {
                     li {
                         @match safe_href(row.approval_url) {
-                            Some(href) => a href=(href) { code { (visible(row.call.function_id)) } },
-                            None => p { code { (visible(row.call.function_id)) } },
+                            Some(href) => a href=(href) { code { (visible_id(row.call.function_id)) } },
+                            None => p { code { (visible_id(row.call.function_id)) } },
                         }
                         (details(&row.call))
                     }
@@ -615,6 +615,13 @@ fn is_hidden(c: char) -> bool {
 /// Agent text on one line: hidden characters become visible markers.
 fn visible(text: &str) -> Markup {
     render_visible(text, false)
+}
+
+/// An id (session, call, function) as page text: through the value
+/// detectors first (contract §26.5; the gate denies a call whose ids hold a
+/// secret, but a record may predate that), then as [`visible`].
+fn visible_id(text: &str) -> Markup {
+    visible(&crate::redact::redact_text(text))
 }
 
 /// Agent text in a `<pre>`: newlines and tabs stay, the rest as [`visible`].

@@ -20,6 +20,7 @@ mod common;
 
 mod batch;
 mod browser;
+mod configuration;
 mod console;
 mod deadlines;
 mod docs;

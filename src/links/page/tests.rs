@@ -1113,3 +1113,32 @@ fn rule_25_8_the_page_shows_what_runs_and_offers_the_suggested_grant() {
     v.suggested_prefix = Some("git status");
     assert!(!markup_only(&call_page(&v)).contains("data-remember-prefix"));
 }
+
+#[test]
+fn rule_26_5_ids_pass_the_detectors_on_every_page() {
+    const TOKEN: &str = "ghp_FAKExJvv9Nl46wmyhw32J7bYzpzH2tvUuM4B";
+    let args = args();
+    let function_id = format!("notes::{TOKEN}");
+    let session_id = format!("s-{TOKEN}");
+    let call_id = format!("c-{TOKEN}");
+    let secret = CallView {
+        session_id: &session_id,
+        function_call_id: &call_id,
+        function_id: &function_id,
+        ..view(&args, Kind::Function)
+    };
+    let pages = [
+        call_page(&secret),
+        inbox_page(
+            &[InboxRow {
+                call: secret,
+                approval_url: "https://gate.example/approvals/abc",
+            }],
+            0,
+        ),
+    ];
+    for page in pages {
+        assert!(!page.contains("ghp_"), "{page}");
+        assert!(page.contains("notes::&lt;redacted&gt;"), "{page}");
+    }
+}
