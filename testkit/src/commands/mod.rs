@@ -1,11 +1,13 @@
 //! The proof of contract §25 ("commands are judged as they will run"): the
-//! command corpus and a real bash run under bubblewrap and strace to show
-//! what runs.
+//! command corpus, a generator of bash strings that combines its classes,
+//! and a real bash run under bubblewrap and strace to show what runs.
 //!
 //! - [`load`] reads the corpus (`tests/fixtures/commands/*.json`, one file
 //!   per class; its README says what each holds): red-team and developer
 //!   commands sent as `shell::exec` arguments, each with the outcome §25.6
 //!   requires under a deny, an ask and an allow rule.
+//! - [`generate`] makes thousands of bash strings that a real bash can run
+//!   harmlessly, each a program wrapped in layers of the corpus's classes.
 //! - [`Sandbox`] runs a [`Reading`] of a value — bash source, an argv, or
 //!   text split with shell-words rules — and reports every program that
 //!   really started, and which program started it.
@@ -13,6 +15,7 @@
 //! Nothing here knows the worker: the integration tests hold the model's
 //! answers against these facts.
 
+mod generate;
 mod sandbox;
 mod words;
 
@@ -23,6 +26,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use thiserror::Error;
 
+pub use generate::{generate, Generated};
 pub use sandbox::{parse_trace, Exec, Sandbox, Trace, Unavailable};
 pub use words::{split as split_words, Unbalanced};
 
