@@ -50,6 +50,7 @@ mod release;
 mod review;
 mod schema;
 mod settings;
+mod shell;
 mod shutdown;
 mod sync;
 mod terms;
@@ -100,7 +101,13 @@ pub use redact::{
     is_secret_key, redact, redact_full, redact_text, Full, FULL_ARGUMENTS_CAP, MAX_CLIPPED_CHARS,
     MAX_DEPTH, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_STRING_CHARS, REDACTED, SECRET_NAMES,
 };
+// The command model (§25): what a command field runs, as facts.
 pub use settings::{ApprovalSettings, Bounds, Entry, GrantList, GrantedBy};
+pub use shell::{
+    base_name, hands_on_markdown, parses, read, wrappers_markdown, Assignment, Command, Form,
+    HandOn, HandOnCheck, Limits, Model, Opaque, OpaqueWhy, OwnedSource, Reader, Redirect, Source,
+    Via, Word, WordKind, Wrapper, COMMAND_ENV, HANDS_ON, LOADER_ENV, WRAPPERS,
+};
 pub use terms::leads;
 pub use terms::{ArgConstraint, ConstraintOp, Mode};
 

@@ -193,3 +193,28 @@ fn the_measure_sees_a_cycle_and_a_clean_ladder() {
     let two = arrows(&[("a", "b", 1), ("b", "a", 1), ("b", "c", 1), ("c", "b", 1)]);
     assert_eq!(back_up(&two).len(), 2);
 }
+
+/// The command model (`src/shell/`, contract §25) is a leaf: pure, at floor
+/// 1, it imports nothing from the crate, so `policy/` and `redact/` can both
+/// read it and it can never reach up into a verdict.
+#[test]
+fn the_command_model_is_a_leaf() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let arrows = arrows(&src);
+    let out: Vec<&(String, String)> = arrows.keys().filter(|(from, _)| from == "shell").collect();
+    assert!(out.is_empty(), "src/shell imports from the crate: {out:?}");
+    let mut files = Vec::new();
+    rust_files(&src.join("shell"), &mut files);
+    assert!(
+        files.len() >= 5,
+        "the command model was not read: {files:?}"
+    );
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        assert!(
+            !text.contains("crate::"),
+            "{} names a crate path",
+            file.display()
+        );
+    }
+}

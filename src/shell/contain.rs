@@ -1,0 +1,113 @@
+//! Containment (§25.10): readings run off the caller's thread, on a small
+//! fixed pool of threads with an explicit stack, under a wall-clock budget
+//! for the whole batch. Past the budget, or when the pool's queue is full,
+//! an unanswered value is `Model::opaque_budget()`: a stuck reading never
+//! blocks a later call (the queue is bounded, the pool keeps working, and a
+//! reading stops itself at its own budget).
+
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Instant;
+
+use tokio::sync::oneshot;
+
+use super::{read, Limits, Model, OwnedSource};
+
+/// Threads in the pool.
+const THREADS: usize = 2;
+/// Each pool thread's stack: far above what a reading under the limits
+/// needs (no reading recurses on its input).
+const STACK_BYTES: usize = 16 * 1024 * 1024;
+/// Readings waiting for a thread; past it, a value is opaque at once.
+const QUEUE: usize = 64;
+
+struct Task {
+    source: OwnedSource,
+    reply: oneshot::Sender<Arc<Model>>,
+}
+
+/// The pool that reads command values for the gate.
+pub struct Reader {
+    limits: Limits,
+    queue: Option<SyncSender<Task>>,
+}
+
+impl Reader {
+    /// Start the pool. If no thread can be started, every reading answers
+    /// `Model::opaque_budget()` (a gate that cannot read a command denies
+    /// or holds it; it never lets it through).
+    pub fn new(limits: Limits) -> Self {
+        let (sender, receiver) = mpsc::sync_channel::<Task>(QUEUE);
+        let receiver = Arc::new(Mutex::new(receiver));
+        let mut started = 0;
+        for n in 0..THREADS {
+            let receiver = Arc::clone(&receiver);
+            let thread_limits = limits.clone();
+            let spawned = thread::Builder::new()
+                .name(format!("command-model-{n}"))
+                .stack_size(STACK_BYTES)
+                .spawn(move || loop {
+                    let task = {
+                        let Ok(guard) = receiver.lock() else {
+                            return;
+                        };
+                        match guard.recv() {
+                            Ok(task) => task,
+                            Err(_) => return,
+                        }
+                    };
+                    let model = read(task.source.as_source(), &thread_limits);
+                    // The caller may have stopped waiting: nothing to do then.
+                    let _ = task.reply.send(Arc::new(model));
+                });
+            if spawned.is_ok() {
+                started += 1;
+            }
+        }
+        Reader {
+            limits,
+            queue: (started > 0).then_some(sender),
+        }
+    }
+
+    /// The limits every reading runs under.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Read every value, in order, within one budget for the batch.
+    pub async fn read_all(&self, sources: Vec<OwnedSource>) -> Vec<Arc<Model>> {
+        let deadline = Instant::now() + self.limits.budget;
+        let mut pending: Vec<Option<oneshot::Receiver<Arc<Model>>>> =
+            Vec::with_capacity(sources.len());
+        for source in sources {
+            let Some(queue) = &self.queue else {
+                pending.push(None);
+                continue;
+            };
+            let (reply, answer) = oneshot::channel();
+            match queue.try_send(Task { source, reply }) {
+                Ok(()) => pending.push(Some(answer)),
+                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                    pending.push(None)
+                }
+            }
+        }
+        let mut models = Vec::with_capacity(pending.len());
+        for answer in pending {
+            let model = match answer {
+                Some(answer) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    match tokio::time::timeout(left, answer).await {
+                        Ok(Ok(model)) => model,
+                        _ => Arc::new(Model::opaque_budget()),
+                    }
+                }
+                None => Arc::new(Model::opaque_budget()),
+            };
+            models.push(model);
+        }
+        models
+    }
+}
