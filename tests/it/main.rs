@@ -38,6 +38,7 @@ mod lost_replies;
 mod manifest;
 mod no_fail_open;
 mod operator_logs;
+mod oracle;
 mod playground;
 mod policy;
 mod properties;
