@@ -20,6 +20,7 @@ mod common;
 
 mod batch;
 mod browser;
+mod commands;
 mod deadlines;
 mod fail_closed;
 mod faults;
