@@ -5,7 +5,8 @@
 //! and the working directory) and `/run`, an empty `/etc/profile` (so a
 //! login shell starts nothing of its own), every namespace unshared (no
 //! network), `--die-with-parent`, a fixed `PATH`, stdin `/dev/null`, and
-//! `timeout` around it all. strace follows every process (`-f`) and logs
+//! `timeout` around it all, at a low CPU priority (`nice -n 10`) so that
+//! the suites running beside it in the same test binary keep their pace. strace follows every process (`-f`) and logs
 //! `execve` and the forks, so each started program is known together with
 //! the program whose process started it. The trace file lives in a host
 //! folder bound at `/run/oracle`, where no command of the corpus writes.
@@ -91,17 +92,18 @@ impl Trace {
     }
 }
 
-/// bubblewrap, strace and timeout, found and checked.
+/// bubblewrap, strace, timeout and nice, found and checked.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     bwrap: PathBuf,
     strace: PathBuf,
     timeout: PathBuf,
+    nice: PathBuf,
     limit: Duration,
 }
 
 impl Sandbox {
-    /// Finds the three programs on `PATH` and checks that bubblewrap can
+    /// Finds the four programs on `PATH` and checks that bubblewrap can
     /// make its namespaces here (it cannot in many containers).
     pub fn detect() -> Result<Sandbox, Unavailable> {
         let find =
@@ -110,6 +112,7 @@ impl Sandbox {
             bwrap: find("bwrap")?,
             strace: find("strace")?,
             timeout: find("timeout")?,
+            nice: find("nice")?,
             limit: Duration::from_secs(5),
         };
         let trace = sandbox.run(&Reading::Argv(vec!["true".into()]));
@@ -134,7 +137,9 @@ impl Sandbox {
             Ok(dir) => dir,
             Err(e) => return failed(format!("no folder for the trace: {e}")),
         };
-        let output = Command::new(&self.timeout)
+        let output = Command::new(&self.nice)
+            .args(["-n", "10"])
+            .arg(&self.timeout)
             .args(["-k", "1", &format!("{}", self.limit.as_secs())])
             .arg(&self.bwrap)
             .args(["--ro-bind", "/", "/"])
@@ -160,7 +165,7 @@ impl Sandbox {
             .output();
         let output = match output {
             Ok(output) => output,
-            Err(e) => return failed(format!("could not start timeout/bwrap: {e}")),
+            Err(e) => return failed(format!("could not start nice/timeout/bwrap: {e}")),
         };
         let text = match std::fs::read(dir.path().join("trace")) {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
