@@ -31,7 +31,7 @@ use crate::provenance::DecisionLog;
 use crate::reconnect;
 use crate::release::{recover, timer::Timer};
 use crate::settings::{ApprovalSettings, Known};
-use crate::worker::{Claim, Worker};
+use crate::worker::{Tenure, Worker};
 
 /// The worker's registered name (notification workers find the gate by it).
 pub const WORKER_NAME: &str = "approval-gate";
@@ -224,13 +224,13 @@ impl Running {
 
     /// How many calls are held.
     pub fn held(&self) -> usize {
-        self.worker.inbox.len()
+        self.worker.pending.len()
     }
 
     /// One held call, as the inbox shows it.
     pub fn held_call(&self, session_id: &str, function_call_id: &str) -> Option<PendingRecord> {
         self.worker
-            .inbox
+            .pending
             .get(session_id, function_call_id)
             .map(|record| (*record).clone())
     }
@@ -246,13 +246,13 @@ impl Running {
 
     /// How many bindings of the worker's trigger types it serves.
     pub fn event_bindings(&self) -> usize {
-        self.worker.inbox.events().len()
+        self.worker.pending.events().len()
     }
 
     /// Whether this instance stood by before it booted (another live
     /// instance held the worker name at its first attempt).
     pub fn was_standby(&self) -> bool {
-        self.worker.claim.stood_by.is_some()
+        self.worker.tenure.stood_by.is_some()
     }
 
     /// Resolves when the SDK has stopped for good: the engine refused the
@@ -384,18 +384,18 @@ async fn try_claim(url: &str, otel: bool, timeout: Duration) -> Result<Attempt, 
     let config = Arc::new(ConfigCell::new(
         Snapshot::compile(ApprovalConfig::default()),
     ));
-    let inbox = Arc::new(PendingStore::new(Engine::new(iii.clone()), config.clone()));
+    let pending = Arc::new(PendingStore::new(Engine::new(iii.clone()), config.clone()));
     let (late, read) = tokio::join!(
         refusal_within(&iii, NAME_CONFIRM_WINDOW.saturating_sub(EARLY_REFUSAL)),
-        inbox.read_buckets()
+        pending.read_buckets()
     );
     match late {
         Some(err) => refused(iii, err).await,
         None => Ok(Attempt::Held(Box::new(Claimed {
             iii,
-            claim: Claim::default(),
+            tenure: Tenure::default(),
             config,
-            inbox,
+            pending,
             read,
         }))),
     }
@@ -436,7 +436,7 @@ pub(crate) async fn claim_name(
                         "the worker name is free: taking over from the previous instance"
                     );
                 }
-                claimed.claim = Claim { stood_by };
+                claimed.tenure = Tenure { stood_by };
                 return Ok(*claimed);
             }
             Attempt::Taken { owner_worker_id } => {
@@ -468,14 +468,14 @@ pub(crate) async fn claim_name(
 }
 
 /// A connection that holds the worker name, and the held calls read into
-/// `inbox` while the name was confirmed (`read`: how many, or why not).
+/// `pending` while the name was confirmed (`read`: how many, or why not).
 pub(crate) struct Claimed {
     iii: IIIClient,
-    claim: Claim,
+    tenure: Tenure,
     /// The configuration cell the inbox announces with; it holds the
     /// defaults until boot has read the stored configuration.
     config: Arc<ConfigCell>,
-    inbox: Arc<PendingStore>,
+    pending: Arc<PendingStore>,
     read: Result<usize, CallError>,
 }
 
@@ -502,7 +502,7 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
             tokio::spawn(crate::folders::revokes::run(worker.folders.clone()));
             // The decision log's sender: the gate and the store only queue.
             let (url, otel) = (options_url.clone(), options_otel);
-            tokio::spawn(worker.inbox.decision_log().clone().run(Box::new(move || {
+            tokio::spawn(worker.pending.decision_log().clone().run(Box::new(move || {
                 Engine::new(decision_log_client(&url, otel))
             })));
             // Records of calls today's harness no longer holds.
@@ -512,7 +512,7 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
             });
             Ok(Running {
                 timer: Timer::start(worker.releaser.clone()),
-                log: LogConnection(worker.inbox.decision_log().clone()),
+                log: LogConnection(worker.pending.decision_log().clone()),
                 iii,
                 worker,
             })
@@ -528,15 +528,15 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
 async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, BootError> {
     let Claimed {
         iii,
-        claim,
+        tenure,
         config,
-        inbox,
+        pending,
         read,
     } = claimed;
     let iii = &iii;
     let engine = Engine::new(iii.clone());
     config::bootstrap(&engine, &config, options.seed).await?;
-    let worker = Worker::new(engine.clone(), config, claim, inbox);
+    let worker = Worker::new(engine.clone(), config, tenure, pending);
     let read = read
         .map_err(|err| tracing::warn!(error = %err, "held calls not read while the name was confirmed; reading again"))
         .ok();
@@ -559,9 +559,10 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
         }
     }
 
-    worker.inbox.events().register(iii);
+    worker.pending.events().register(iii);
     function_table::register_all(&worker);
     let parked = bind_all(&worker).await;
+    crate::console::offer(&worker);
     // Subscribed before the routes' first sync and the binding's first
     // check, so a configuration change from here on reaches both.
     let config_changes = worker.config.subscribe();
@@ -594,8 +595,8 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
         held,
         parked = ?parked,
         gated,
-        started_as = claim.started_as(),
-        stood_by_ms = claim.stood_by.map(|d| d.as_millis() as u64),
+        started_as = tenure.started_as(),
+        stood_by_ms = tenure.stood_by.map(|d| d.as_millis() as u64),
         "approval-gate ready"
     );
     tokio::spawn(crate::gate::guard_binding(
@@ -624,11 +625,11 @@ async fn load_pending(worker: &Worker, read: Option<usize>) -> Result<usize, Boo
     loop {
         let loaded = match read {
             Some(_) => worker
-                .inbox
+                .pending
                 .migrate_legacy()
                 .await
-                .map(|_| worker.inbox.len()),
-            None => worker.inbox.load().await,
+                .map(|_| worker.pending.len()),
+            None => worker.pending.load().await,
         };
         match loaded {
             Ok(n) => return Ok(n),
@@ -669,7 +670,7 @@ async fn rebind_on_reconnect(worker: Arc<Worker>, url: String) {
     loop {
         let resent = tokio::select! {
             () = tokio::time::sleep(RECONNECT_POLL) => false,
-            () = worker.inbox.events().resent() => true,
+            () = worker.pending.events().resent() => true,
         };
         let iii = worker.engine.iii();
         let connected = iii.get_connection_state() == IIIConnectionState::Connected;
@@ -761,7 +762,8 @@ async fn wait_until_live(
 ) -> Result<(), BootError> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let live = engine.function_ids("approval::").await.unwrap_or_default();
+        // Both families: `approval::*` and `approval-gate::*`.
+        let live = engine.function_ids("approval").await.unwrap_or_default();
         let missing: Vec<String> = ids
             .iter()
             .filter(|id| !live.iter().any(|l| l == *id))

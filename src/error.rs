@@ -46,7 +46,7 @@ pub(crate) enum StateError {
     Call(#[from] CallError),
     /// A value to store could not be encoded.
     #[error("cannot encode the value: {0}")]
-    Encode(#[source] serde_json::Error),
+    Encode(#[from] serde_json::Error),
     /// A stored value does not have its documented shape.
     #[error("stored {what} is unreadable: {source}")]
     Unreadable {
@@ -55,6 +55,9 @@ pub(crate) enum StateError {
         /// The parse error.
         source: serde_json::Error,
     },
+    /// A held call's record was written through the lock of another key.
+    #[error("a record was written through the lock of another key")]
+    WrongKey,
 }
 
 impl StateError {
@@ -64,6 +67,7 @@ impl StateError {
             StateError::Call(err) => err.code.as_str(),
             StateError::Encode(_) => "encode",
             StateError::Unreadable { .. } => "unreadable",
+            StateError::WrongKey => "wrong_key",
         }
     }
 }

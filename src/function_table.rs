@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::worker::Worker;
-use crate::{config, decision, gate, grant_watch, health, inbox, lifecycle, links};
+use crate::{config, console, decision, gate, grant_watch, health, inbox, lifecycle, links};
 
 /// Registers every function of the worker, in the order of
 /// `architecture/contract.md` § Functions.
@@ -17,6 +17,7 @@ pub(crate) fn register_all(worker: &Arc<Worker>) {
     lifecycle::register(worker);
     health::register(worker);
     links::register(worker);
+    console::register(worker);
 }
 
 /// The ids [`register_all`] registers, in the contract's order.
@@ -45,4 +46,5 @@ pub const FUNCTION_IDS: &[&str] = &[
     links::PAGE_ID,
     links::DECIDE_ID,
     links::INBOX_ID,
+    console::ID,
 ];

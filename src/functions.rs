@@ -51,7 +51,32 @@ pub(crate) fn register_typed<Req, Resp, F, Fut>(
     F: Fn(Arc<Worker>, Req) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Resp, ApprovalError>> + Send + 'static,
 {
-    register_with_schema(worker, id, description, schema_of::<Req>(), handler);
+    register_with_schema(worker, id, description, schema_of::<Req>(), None, handler);
+}
+
+/// As [`register_typed`] for console plumbing: the function carries
+/// `metadata: {internal: true}`, so the engine leaves it out of its listings
+/// unless asked for internal functions.
+pub(crate) fn register_internal<Req, Resp, F, Fut>(
+    worker: &Arc<Worker>,
+    id: &str,
+    description: &str,
+    handler: F,
+) where
+    Req: DeserializeOwned + JsonSchema + Send + 'static,
+    Resp: Serialize + JsonSchema + Send + 'static,
+    F: Fn(Arc<Worker>, Req) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Resp, ApprovalError>> + Send + 'static,
+{
+    let internal = serde_json::json!({ "internal": true });
+    register_with_schema(
+        worker,
+        id,
+        description,
+        schema_of::<Req>(),
+        Some(internal),
+        handler,
+    );
 }
 
 /// As [`register_typed`] for a handler that reads its input as raw JSON (a
@@ -68,7 +93,7 @@ pub(crate) fn register_shaped<Shape, Resp, F, Fut>(
     F: Fn(Arc<Worker>, Value) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Resp, ApprovalError>> + Send + 'static,
 {
-    register_with_schema(worker, id, description, schema_of::<Shape>(), handler);
+    register_with_schema(worker, id, description, schema_of::<Shape>(), None, handler);
 }
 
 fn register_with_schema<Req, Resp, F, Fut>(
@@ -76,6 +101,7 @@ fn register_with_schema<Req, Resp, F, Fut>(
     id: &str,
     description: &str,
     request_schema: Value,
+    metadata: Option<Value>,
     handler: F,
 ) where
     Req: DeserializeOwned + Send + 'static,
@@ -85,7 +111,7 @@ fn register_with_schema<Req, Resp, F, Fut>(
 {
     let handler = Arc::new(handler);
     let w = worker.clone();
-    let registration = RegisterFunction::new_async(move |input: Value| {
+    let mut registration = RegisterFunction::new_async(move |input: Value| {
         let handler = handler.clone();
         let worker = w.clone();
         async move {
@@ -98,6 +124,9 @@ fn register_with_schema<Req, Resp, F, Fut>(
     .description(description)
     .request_format(request_schema)
     .response_format(schema_of::<Resp>());
+    if let Some(metadata) = metadata {
+        registration = registration.metadata(metadata);
+    }
     worker.engine.iii().register_function(id, registration);
 }
 

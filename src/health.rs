@@ -186,13 +186,13 @@ pub(crate) async fn health(worker: &Worker) -> Health {
             cached: worker.settings.cached_len(),
             loaded: true,
         },
-        held: worker.inbox.len(),
-        unreadable: worker.inbox.unreadable_len(),
-        standby: worker.claim.stood_by.is_some(),
-        standby_waited_ms: worker.claim.stood_by.map(|d| d.as_millis() as u64),
+        held: worker.pending.len(),
+        unreadable: worker.pending.unreadable_len(),
+        standby: worker.tenure.stood_by.is_some(),
+        standby_waited_ms: worker.tenure.stood_by.map(|d| d.as_millis() as u64),
         uptime_ms: worker.started.elapsed().as_millis() as u64,
         reviewer,
-        decision_log: worker.inbox.decision_log().health(),
+        decision_log: worker.pending.decision_log().health(),
     }
 }
 

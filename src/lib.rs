@@ -21,9 +21,11 @@
 
 #![warn(unreachable_pub)]
 
+mod backoff;
 mod bindings;
 mod boot;
 mod config;
+mod console;
 mod decision;
 mod deep;
 mod engine;
@@ -55,6 +57,7 @@ mod shutdown;
 mod sync;
 mod terms;
 mod time;
+mod wire;
 mod worker;
 
 // Running the worker.
@@ -96,6 +99,10 @@ pub use policy::{
     RulePrecedence, RuleSpec, Step, TraceStep, Verdict, HUMAN_ONLY_RULE, LOCKDOWN_RULE,
     MIN_DEADLINE_MS,
 };
+pub use policy::{
+    needs, suggested_prefix, CommandHit, CompileError, Needs, ReadingKind, Readings, Runs,
+    DEFAULT_SUGGEST_PREFIXES, OPAQUE_COMMAND_RULE,
+};
 pub use policy::{widening_root, Widening, WIDENING_ROOT_RULE};
 pub use redact::{
     is_secret_key, redact, redact_full, redact_text, Full, FULL_ARGUMENTS_CAP, MAX_CLIPPED_CHARS,
@@ -109,7 +116,7 @@ pub use shell::{
     Via, Word, WordKind, Wrapper, COMMAND_ENV, HANDS_ON, LOADER_ENV, WRAPPERS,
 };
 pub use terms::leads;
-pub use terms::{ArgConstraint, ConstraintOp, Mode};
+pub use terms::{constraint_docs, ArgConstraint, ConstraintOp, Mode};
 
 /// Every state scope the worker reads or writes. Each falls under the
 /// prefix the gate guards: no agent call can reach the gate's own state.

@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use crate::error::is_valid_id;
 use crate::functions::{register_shaped, register_typed, Ack};
-use crate::pending::{Outcome, Purged, RecordKey};
+use crate::pending::{Purged, RecordKey, Resolution};
 use crate::provenance::DecidedVia;
 use crate::release::NOT_HELD;
 use crate::worker::Worker;
@@ -62,8 +62,8 @@ pub(crate) struct SessionDeleted {
 async fn purge(worker: &Worker, keys: Vec<RecordKey>, why: DecidedVia) -> usize {
     let mut purged = 0;
     for (sid, cid) in keys {
-        let lock = worker.inbox.lock(&sid, &cid).await;
-        match lock.purge(Outcome::Aborted, why.as_str(), why).await {
+        let lock = worker.pending.lock(&sid, &cid).await;
+        match lock.purge(Resolution::Aborted, why.as_str(), why).await {
             Ok(Purged::Removed(record)) => {
                 purged += 1;
                 tracing::info!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, decision = "aborted", rule = why.as_str(), "held call purged");
@@ -83,7 +83,7 @@ async fn purge(worker: &Worker, keys: Vec<RecordKey>, why: DecidedVia) -> usize 
 /// Purges a turn's held calls and its grant-watch attempt counters.
 async fn on_turn_completed(worker: &Worker, event: TurnCompleted) -> usize {
     let keys: Vec<RecordKey> = worker
-        .inbox
+        .pending
         .keys_of_turn(&event.turn_id)
         .into_iter()
         .filter(|(sid, _)| event.session_id.as_deref().is_none_or(|s| s == sid))
@@ -106,7 +106,7 @@ async fn on_session_deleted(worker: &Worker, event: SessionDeleted) -> usize {
     let sid = event.session_id.as_str();
     let purged = purge(
         worker,
-        worker.inbox.keys_of_session(sid),
+        worker.pending.keys_of_session(sid),
         DecidedVia::SessionDeleted,
     )
     .await;
@@ -127,7 +127,7 @@ async fn on_session_deleted(worker: &Worker, event: SessionDeleted) -> usize {
 /// never on the gate's path. Returns how many records left.
 pub(crate) async fn reconcile(worker: &Worker) -> usize {
     use futures_util::stream::{self, StreamExt};
-    let sessions = worker.inbox.session_ids();
+    let sessions = worker.pending.session_ids();
     let stop = std::sync::atomic::AtomicBool::new(false);
     let removed: Vec<usize> = stream::iter(sessions)
         .map(|sid| {
@@ -166,11 +166,11 @@ pub(crate) async fn reconcile(worker: &Worker) -> usize {
 async fn reconcile_session(worker: &Worker, sid: &str, pending: &[String]) -> usize {
     let now = crate::time::now_ms();
     let mut removed = 0;
-    for (_, cid) in worker.inbox.keys_of_session(sid) {
+    for (_, cid) in worker.pending.keys_of_session(sid) {
         if pending.contains(&cid) {
             continue;
         }
-        let lock = worker.inbox.lock(sid, &cid).await;
+        let lock = worker.pending.lock(sid, &cid).await;
         let Some(record) = lock.get() else {
             continue;
         };
@@ -178,7 +178,7 @@ async fn reconcile_session(worker: &Worker, sid: &str, pending: &[String]) -> us
             continue;
         }
         match lock
-            .purge(Outcome::Aborted, NOT_HELD, DecidedVia::Reconcile)
+            .purge(Resolution::Aborted, NOT_HELD, DecidedVia::Reconcile)
             .await
         {
             Ok(Purged::Removed(record)) => {

@@ -9,7 +9,7 @@ use crate::bindings::durable::{DurableBinding, GATE, WATCH};
 use crate::config::cell::ConfigCell;
 use crate::engine::Engine;
 use crate::folders::Folders;
-use crate::pending::store::PendingStore;
+use crate::pending::PendingStore;
 use crate::provenance::Callers;
 use crate::release::Releaser;
 use crate::review::Reviews;
@@ -24,7 +24,7 @@ pub(crate) struct Worker {
     /// Per-session settings and their in-memory view.
     pub(crate) settings: Arc<SettingsStore>,
     /// Held calls: state plus the in-memory index; announces them.
-    pub(crate) inbox: Arc<PendingStore>,
+    pub(crate) pending: Arc<PendingStore>,
     /// Folder access: the grant watch's memory, the harness's grants,
     /// revokes to retry.
     pub(crate) folders: Arc<Folders>,
@@ -42,24 +42,27 @@ pub(crate) struct Worker {
     /// When the worker booted.
     pub(crate) started: std::time::Instant,
     /// How it came to hold the worker name (stood by first or not).
-    pub(crate) claim: Claim,
+    pub(crate) tenure: Tenure,
+    /// Reads command fields off the hook's thread, under a budget (the
+    /// command model's containment pool).
+    pub(crate) commands: crate::shell::Reader,
     in_flight: AtomicUsize,
 }
 
 impl Worker {
-    /// Builds the shared state around `inbox`, which boot may have filled
+    /// Builds the shared state around `pending`, which boot may have filled
     /// already (the held calls are read while the worker name is confirmed).
     pub(crate) fn new(
         engine: Engine,
         config: Arc<ConfigCell>,
-        claim: Claim,
-        inbox: Arc<PendingStore>,
+        tenure: Tenure,
+        pending: Arc<PendingStore>,
     ) -> Arc<Worker> {
         let settings = Arc::new(SettingsStore::new(engine.clone(), config.clone()));
         let folders = Arc::new(Folders::new(engine.clone()));
         let releaser = Releaser::new(
             engine.clone(),
-            inbox.clone(),
+            pending.clone(),
             settings.clone(),
             folders.clone(),
             config.clone(),
@@ -68,15 +71,16 @@ impl Worker {
             reviews: releaser.reviews().clone(),
             callers: Callers::new(engine.clone()),
             settings,
-            inbox,
+            pending,
             folders,
             releaser,
             gate_binding: DurableBinding::new(GATE),
             watch_binding: DurableBinding::new(WATCH),
             started: std::time::Instant::now(),
-            claim,
+            tenure,
             engine,
             config,
+            commands: crate::shell::Reader::new(crate::shell::Limits::default()),
             in_flight: AtomicUsize::new(0),
         })
     }
@@ -105,13 +109,13 @@ impl Drop for InFlight {
 
 /// How this instance came to hold the worker name.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Claim {
+pub(crate) struct Tenure {
     /// `Some(time spent waiting)` when another live instance held the name
     /// at the first attempt and this one took over when it came free.
     pub(crate) stood_by: Option<Duration>,
 }
 
-impl Claim {
+impl Tenure {
     /// `standby` or `primary`, as the ready line says it.
     pub(crate) fn started_as(&self) -> &'static str {
         if self.stood_by.is_some() {

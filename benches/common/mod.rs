@@ -127,6 +127,8 @@ pub fn record(i: usize) -> PendingRecord {
         release: None,
         uncertain: false,
         review: None,
+        runs: None,
+        suggested_prefix: None,
     }
 }
 

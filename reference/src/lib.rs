@@ -144,6 +144,7 @@ pub fn outcome_of(d: &Decision<'_>) -> Outcome {
             timeout_ms,
             escalate_after_ms,
             constraint,
+            command: _,
         } => Outcome::Ask {
             index,
             rule_id: rule_id.to_owned(),
@@ -169,6 +170,7 @@ pub fn outcome_of(d: &Decision<'_>) -> Outcome {
             rule_id,
             action,
             constraint,
+            command: _,
         } => Outcome::Rule {
             index,
             rule_id: rule_id.to_owned(),
@@ -261,9 +263,9 @@ impl RefRule {
                         map.iter().next().map(|(field, c)| {
                             let value = match c {
                                 ArgConstraint::Equals(v) => v.clone(),
-                                ArgConstraint::Matches(s) | ArgConstraint::Prefix(s) => {
-                                    Value::String(s.clone())
-                                }
+                                ArgConstraint::Matches(s)
+                                | ArgConstraint::Prefix(s)
+                                | ArgConstraint::Runs(s) => Value::String(s.clone()),
                             };
                             (field.clone(), c.op(), value)
                         })

@@ -263,6 +263,15 @@ impl Default for ApprovalConfig {
 }
 
 impl ApprovalConfig {
+    /// The command prefixes a held call may offer as a session grant
+    /// (`architecture/contract.md` § Commands, suggested grants).
+    pub(crate) fn suggested(&self) -> Vec<String> {
+        crate::policy::DEFAULT_SUGGEST_PREFIXES
+            .iter()
+            .map(|p| (*p).to_owned())
+            .collect()
+    }
+
     /// The reviewer to ask about a call, if any: only the ladder's default
     /// hold (`by_default`; never an ask rule, a guard, a deny, a widening
     /// root, the lockdown), and only in a mode the reviewer covers. The

@@ -8,7 +8,7 @@
 //!    already releasing, and (on allow) a folder prompt are skipped; each
 //!    skipped record is listed with why ([`plan`], pure).
 //! 2. **Claim**, in `pending_at` order: each through the one release path's
-//!    claim (`Via::Batch`, `expected` = the revision), so a record that
+//!    claim (`ReleaseVia::Batch`, `expected` = the revision), so a record that
 //!    expired, was purged, changed or is being released by someone else
 //!    meanwhile is skipped and listed, never decided twice.
 //! 3. **Carry**, in `pending_at` order, at most [`CONCURRENCY`] at once, in a
@@ -34,9 +34,9 @@ use serde::{Deserialize, Serialize};
 use super::resolve::{operator_reason, response, ResolveDecision};
 use crate::error::{validate_id, ApprovalError};
 use crate::functions::register_typed;
-use crate::pending::{PendingRecord, RecordKind, Via};
+use crate::pending::{PendingRecord, RecordKind, ReleaseVia};
 use crate::provenance::Caller;
-use crate::release::{Answer, Decision, Request};
+use crate::release::{Answer, Remember, Request, Ruling};
 use crate::worker::Worker;
 
 /// `approval::resolve-batch`.
@@ -226,11 +226,11 @@ pub(crate) async fn resolve_batch(
 ) -> Result<BatchResponse, ApprovalError> {
     validate(&request)?;
     let decision = match request.decision {
-        ResolveDecision::Allow => Decision::Allow {
+        ResolveDecision::Allow => Ruling::Allow {
             grant_scope: None,
-            remember: false,
+            remember: Remember::Nothing,
         },
-        ResolveDecision::Deny => Decision::Deny {
+        ResolveDecision::Deny => Ruling::Deny {
             reason: operator_reason(&request.reason),
         },
     };
@@ -247,7 +247,7 @@ pub(crate) async fn resolve_batch(
         &request.turn_id,
         decision,
         items,
-        (Via::Batch, caller),
+        (ReleaseVia::Batch, caller),
     )
     .await)
 }
@@ -259,9 +259,9 @@ pub(crate) async fn decide(
     worker: &Worker,
     session_id: &str,
     turn_id: &str,
-    decision: Decision,
+    decision: Ruling,
     items: Option<Vec<(String, u64)>>,
-    by: (Via, Option<Caller>),
+    by: (ReleaseVia, Option<Caller>),
 ) -> BatchResponse {
     let (via, caller) = by;
     let started = tokio::time::Instant::now();
@@ -269,22 +269,22 @@ pub(crate) async fn decide(
         Some(items) => items
             .into_iter()
             .map(|(cid, at)| {
-                let record = worker.inbox.get(session_id, &cid);
+                let record = worker.pending.get(session_id, &cid);
                 (cid, record, Some(at))
             })
             .collect(),
         None => worker
-            .inbox
+            .pending
             .keys_of_turn(turn_id)
             .into_iter()
             .filter(|(sid, _)| sid == session_id)
             .map(|(_, cid)| {
-                let record = worker.inbox.get(session_id, &cid);
+                let record = worker.pending.get(session_id, &cid);
                 (cid, record, None)
             })
             .collect(),
     };
-    let allow = matches!(decision, Decision::Allow { .. });
+    let allow = matches!(decision, Ruling::Allow { .. });
     let (targets, mut skipped) = plan(turn_id, allow, candidates);
 
     // Claim each, in pending_at order.

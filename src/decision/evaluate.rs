@@ -30,7 +30,7 @@ use crate::functions::register_typed;
 use crate::gate::{settings_unknown, turn_with_durable_grants, GATE_UNAVAILABLE};
 use crate::pending::{timeout_ms, HoldLimits};
 use crate::policy::{
-    decide_with, Call, CompiledRules, CompiledSettings, DecideOptions, TraceStep, Verdict,
+    decide_with, Call, CompiledRules, CompiledSettings, DecideOptions, Readings, TraceStep, Verdict,
 };
 use crate::settings::Known;
 use crate::worker::Worker;
@@ -79,11 +79,7 @@ impl WireVerdict {
 
     /// `"allow"`, `"deny"` or `"needs_approval"`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            WireVerdict::Allow => "allow",
-            WireVerdict::Deny => "deny",
-            WireVerdict::NeedsApproval => "needs_approval",
-        }
+        crate::wire::spelling(&self)
     }
 }
 
@@ -126,7 +122,7 @@ pub fn explain(
     function_id: &str,
     arguments: Option<&Value>,
 ) -> EvaluateResponse {
-    explain_in_turn(settings, rules, config, function_id, arguments, None)
+    explain_in_turn(settings, rules, config, function_id, arguments, None, None)
 }
 
 /// As [`explain`], for a call made in a turn with `turn` as its metadata.
@@ -137,6 +133,7 @@ pub(crate) fn explain_in_turn(
     function_id: &str,
     arguments: Option<&Value>,
     turn: Option<&Map<String, Value>>,
+    readings: Option<&Readings>,
 ) -> EvaluateResponse {
     let mut trace = Vec::new();
     let decision = decide_with(
@@ -149,13 +146,14 @@ pub(crate) fn explain_in_turn(
         DecideOptions {
             trace: Some(&mut trace),
             turn,
+            readings,
             ..DecideOptions::default()
         },
     );
     EvaluateResponse {
         verdict: WireVerdict::of(decision.verdict),
         rule_id: decision.rule_id().map(str::to_string),
-        reason: decision.reason(function_id),
+        reason: decision.reason_with(function_id, readings),
         trace,
         rule_errors: Vec::new(),
         deadline_ms: (decision.verdict == Verdict::Hold)
@@ -211,6 +209,14 @@ pub(crate) async fn evaluate(
         crate::gate::GRANTS_BUDGET,
     )
     .await;
+    let readings = crate::gate::read_commands(
+        worker,
+        settings,
+        &snapshot.rules,
+        &request.function_id,
+        request.arguments.as_ref(),
+    )
+    .await;
     Ok(EvaluateResponse {
         rule_errors: snapshot.errors(),
         ..explain_in_turn(
@@ -220,6 +226,7 @@ pub(crate) async fn evaluate(
             &request.function_id,
             request.arguments.as_ref(),
             turn.as_ref().or(request.metadata.as_ref()),
+            Some(&readings),
         )
     })
 }
@@ -284,6 +291,7 @@ mod tests {
             "harness::spawn",
             Some(&spawn("/etc")),
             turn,
+            None,
         );
         assert_eq!(out.verdict, WireVerdict::NeedsApproval);
         assert_eq!(out.rule_id.as_deref(), Some("widening_root"));
@@ -302,6 +310,7 @@ mod tests {
             "harness::spawn",
             Some(&spawn("/data/tree")),
             turn,
+            None,
         );
         assert_eq!(out.verdict, WireVerdict::Allow, "{out:?}");
         assert_eq!(out.rule_id, None);

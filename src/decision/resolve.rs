@@ -21,9 +21,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::{validate_id, ApprovalError, StateError};
 use crate::folders::GrantScope;
 use crate::functions::register_typed;
-use crate::pending::{StoreError, Via};
+use crate::pending::ReleaseVia;
 use crate::provenance::{DecidedBy, DecidedVia};
-use crate::release::{Answer, Decision, Request};
+use crate::release::{Answer, Remember, Request, Ruling};
 use crate::worker::Worker;
 
 /// `approval::resolve`.
@@ -109,17 +109,17 @@ pub(crate) async fn resolve(
         (a, b) => a.or(b),
     };
     if worker
-        .inbox
+        .pending
         .is_unreadable(&request.session_id, &request.function_call_id)
     {
         return resolve_unreadable(worker, &request).await;
     }
     let decision = match request.decision {
-        ResolveDecision::Allow => Decision::Allow {
+        ResolveDecision::Allow => Ruling::Allow {
             grant_scope,
-            remember: false,
+            remember: Remember::Nothing,
         },
-        ResolveDecision::Deny => Decision::Deny {
+        ResolveDecision::Deny => Ruling::Deny {
             reason: operator_reason(&request.reason),
         },
     };
@@ -129,7 +129,7 @@ pub(crate) async fn resolve(
         function_call_id: request.function_call_id,
         expected: None,
         decision,
-        via: Via::Resolve,
+        via: ReleaseVia::Resolve,
         caller,
     };
     let wait = worker.releaser.resolve_wait();
@@ -151,7 +151,7 @@ async fn resolve_unreadable(
             let caller = worker.callers.of(request.caller_worker_id.as_deref()).await;
             let decided_by = DecidedBy::by(DecidedVia::Resolve, caller, crate::time::now_ms());
             let removed = worker
-                .inbox
+                .pending
                 .remove_unreadable(&request.session_id, &request.function_call_id, decided_by)
                 .await?;
             if removed {
@@ -191,12 +191,12 @@ pub(crate) fn response(answer: Answer) -> Result<ResolveResponse, ApprovalError>
     Ok(out)
 }
 
-/// A claim that could not be written: `approval/state_unavailable`.
-fn state_unavailable(err: StoreError) -> ApprovalError {
+/// A claim that could not be written: `approval/state_unavailable` (a
+/// record under another key's lock, which no resolve makes, is the payload's).
+fn state_unavailable(err: StateError) -> ApprovalError {
     match err {
-        StoreError::State(call) => ApprovalError::from(call),
-        StoreError::Encode(encode) => ApprovalError::from(StateError::Encode(encode)),
-        StoreError::WrongKey => ApprovalError::InvalidPayload(err.to_string()),
+        StateError::WrongKey => ApprovalError::InvalidPayload(err.to_string()),
+        err => ApprovalError::from(err),
     }
 }
 

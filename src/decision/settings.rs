@@ -131,7 +131,8 @@ impl GrantEntryRequest {
             ));
         }
         if let Some(args) = &self.args {
-            crate::policy::check_args(args).map_err(ApprovalError::InvalidPayload)?;
+            crate::policy::check_args(args)
+                .map_err(|e| ApprovalError::InvalidPayload(e.to_string()))?;
         }
         Ok(Bounds {
             ttl_ms: self.ttl_ms,

@@ -97,7 +97,7 @@ pub(crate) async fn simulate(
         .transpose()
         .map_err(|err| ApprovalError::InvalidPayload(format!("config: {err}")))?;
     let held = if request.from_pending {
-        worker.inbox.records()
+        worker.pending.records()
     } else {
         Vec::new()
     };

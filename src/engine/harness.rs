@@ -24,7 +24,8 @@ pub(crate) const STATUS_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Which harness the engine serves (`architecture/contract.md` § Two harness
 /// generations): told apart by the functions it registers, never configured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub(crate) enum Generation {
     /// The brief's harness: `harness::workspace::*`, `extra_roots`, an
     /// `execute` that answers once the call is re-dispatched.
@@ -45,10 +46,7 @@ impl Generation {
 
     /// The name logs give it.
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Generation::G1 => "g1",
-            Generation::G2 => "g2",
-        }
+        crate::wire::spelling(&self)
     }
 }
 

@@ -75,12 +75,13 @@ impl Engine {
         Ok(out.get("removed").and_then(Value::as_bool).unwrap_or(true))
     }
 
-    /// `engine::functions::list {prefix}`: the live function ids.
+    /// `engine::functions::list {prefix}`: the live function ids, internal
+    /// ones included (the console's content function is one).
     pub(crate) async fn function_ids(&self, prefix: &str) -> Result<Vec<String>, CallError> {
         let out = self
             .call(
                 "engine::functions::list",
-                json!({"prefix": prefix}),
+                json!({"prefix": prefix, "include_internal": true}),
                 BUILTIN_TIMEOUT,
             )
             .await?;

@@ -35,11 +35,7 @@ pub(crate) enum GrantScope {
 impl GrantScope {
     /// The wire spelling (also what the logs say).
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            GrantScope::Once => "once",
-            GrantScope::Session => "session",
-            GrantScope::Always => "always",
-        }
+        crate::wire::spelling(&self)
     }
 }
 

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::backoff::Backoff;
 use crate::engine::{CallError, Engine, Scope};
 
 /// One session's grants to take back.
@@ -131,16 +132,15 @@ impl Revokes {
     }
 }
 
-/// The first retry of a kept revoke; doubled each round, at most [`MAX_RETRY`].
-const FIRST_RETRY: Duration = Duration::from_secs(1);
-/// The longest wait between two rounds.
-const MAX_RETRY: Duration = Duration::from_secs(60);
+/// The waits between rounds while kept revokes remain: a second, doubled
+/// each round, at most a minute.
+const RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 
 /// Retries the kept revokes until each is taken: a round over every kept
 /// revoke, then a wait that doubles while some remain (1 s up to a minute);
 /// with none left it sleeps until one is kept. Runs for the worker's life.
 pub(crate) async fn run(folders: std::sync::Arc<super::Folders>) {
-    let mut wait = FIRST_RETRY;
+    let mut retry = RETRY;
     loop {
         let mut left = 0;
         for (session_id, dir) in folders.revokes.pending() {
@@ -159,14 +159,12 @@ pub(crate) async fn run(folders: std::sync::Arc<super::Folders>) {
             }
         }
         if left == 0 {
-            wait = FIRST_RETRY;
+            retry.reset();
             folders.revokes.kept().await;
             continue;
         }
-        let now = wait;
-        wait = (wait * 2).min(MAX_RETRY);
         tokio::select! {
-            () = tokio::time::sleep(now) => {}
+            () = tokio::time::sleep(retry.next_delay()) => {}
             () = folders.revokes.kept() => {}
         }
     }

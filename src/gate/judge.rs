@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 use crate::error::is_valid_id;
 use crate::hook::{HookCall, HookInput};
 use crate::policy::{
-    decide_with, Basis, Call, CompiledRules, CompiledSettings, DecideOptions, GrantRef, Verdict,
-    WIDENING_ROOT_RULE,
+    decide_with, Basis, Call, CompiledRules, CompiledSettings, DecideOptions, GrantRef, Readings,
+    Verdict, WIDENING_ROOT_RULE,
 };
 use crate::settings::Entry;
 
@@ -108,18 +108,27 @@ pub fn judge_passing_over<'r>(
     rules: &'r CompiledRules,
     passed_over: &[GrantRef],
 ) -> Judgement<'r> {
-    judge_in_turn(input, settings, rules, passed_over, input.metadata.as_ref())
+    judge_in_turn(
+        input,
+        settings,
+        rules,
+        passed_over,
+        input.metadata.as_ref(),
+        None,
+    )
 }
 
 /// As [`judge_passing_over`], judging a widening root against `turn` (the
 /// input's metadata, or that metadata with the session's durable grants
-/// added to `fs_scope.grants`).
+/// added to `fs_scope.grants`), with the call's command fields read
+/// beforehand (`readings`; `None`: read here when a rule needs them).
 pub(crate) fn judge_in_turn<'r>(
     input: &'r HookInput,
     settings: &'r CompiledSettings,
     rules: &'r CompiledRules,
     passed_over: &[GrantRef],
     turn: Option<&Map<String, Value>>,
+    readings: Option<&Readings>,
 ) -> Judgement<'r> {
     let Some(call) = input.call.as_ref() else {
         return Judgement::Deny {
@@ -137,6 +146,7 @@ pub(crate) fn judge_in_turn<'r>(
         DecideOptions {
             passed_over,
             turn,
+            readings,
             ..DecideOptions::default()
         },
     );
@@ -158,19 +168,18 @@ pub(crate) fn judge_in_turn<'r>(
                 .map(|(grant, entry)| Spend { grant, entry }),
         },
         Verdict::Deny => Judgement::Deny {
-            reason: decision.reason(&call.function_id),
+            reason: decision.reason_with(&call.function_id, readings),
             rule,
         },
         Verdict::Hold => Judgement::Hold {
             by_default: decision.is_default_hold(),
             ask: match decision.basis {
                 Basis::Ask {
-                    rule_id,
                     timeout_ms,
                     escalate_after_ms,
                     ..
                 } => Some(AskHold {
-                    rule_id,
+                    rule_id: rule.unwrap_or_default(),
                     timeout_ms,
                     escalate_after_ms,
                 }),

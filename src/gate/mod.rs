@@ -25,6 +25,7 @@ use crate::hook::budget::Deadline;
 use crate::hook::record;
 use crate::hook::{deny, parse_hook_input, HookCall, HookInput, HookOutput};
 use crate::pending::{HoldLimits, RecordKind, Written};
+use crate::policy::{Call, CompiledRules, CompiledSettings, Readings, Runs};
 use crate::provenance::{DecidedBy, LogRecord};
 use crate::review::Reviewed;
 use crate::settings::Known;
@@ -105,10 +106,25 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
     )
     .await;
     let turn = turn.as_ref().or(input.metadata.as_ref());
+    let readings = read_commands(
+        worker,
+        settings,
+        &snapshot.rules,
+        &call.function_id,
+        call.arguments.as_ref(),
+    )
+    .await;
     // Grants whose use could not be written: judged again without them.
     let mut passed_over = Vec::new();
     loop {
-        match judge_in_turn(&input, settings, &snapshot.rules, &passed_over, turn) {
+        match judge_in_turn(
+            &input,
+            settings,
+            &snapshot.rules,
+            &passed_over,
+            turn,
+            Some(&readings),
+        ) {
             Judgement::Continue { rule, spend } => {
                 if let Some(spend) = spend {
                     if !spend_use(worker, &input, call, spend, deadline).await {
@@ -149,6 +165,7 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                         rule,
                         reviewer,
                         mode: settings.mode,
+                        readings: &readings,
                     },
                     deadline,
                 )
@@ -184,6 +201,41 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
     }
 }
 
+/// Reads the call's command fields when a command rule or grant applies to
+/// its function — off this thread, under the reading budget — and nothing
+/// otherwise (`architecture/contract.md` § Commands: other calls never
+/// parse).
+pub(crate) async fn read_commands(
+    worker: &Worker,
+    settings: &CompiledSettings,
+    rules: &CompiledRules,
+    function_id: &str,
+    arguments: Option<&Value>,
+) -> Readings {
+    let call = Call {
+        function_id,
+        arguments,
+    };
+    let needs = crate::policy::needs(settings, rules, &call);
+    if needs.is_empty() {
+        return Readings::none();
+    }
+    let models = worker.commands.read_all(needs.sources()).await;
+    needs.with_models(models)
+}
+
+/// A held `shell::*` call's `command` (with its `args`), read off this
+/// thread for its record (holds only, never continue or deny); nothing for
+/// other calls.
+async fn record_commands(worker: &Worker, call: &HookCall) -> Readings {
+    let needs = crate::policy::Needs::for_record(&call.function_id, call.arguments.as_ref());
+    if needs.is_empty() {
+        return Readings::none();
+    }
+    let models = worker.commands.read_all(needs.sources()).await;
+    needs.with_models(models)
+}
+
 /// Queues the decision log's record of a verdict when the log is on: an
 /// in-memory push, after the answer is decided; the sending happens on the
 /// log's own task (`architecture/contract.md` § Provenance).
@@ -196,7 +248,7 @@ fn log_verdict(
     rule: Option<&str>,
     by_reviewer: bool,
 ) {
-    worker.inbox.decision_log().push(config, || {
+    worker.pending.decision_log().push(config, || {
         let at = crate::time::now_ms();
         LogRecord {
             decision: match out {
@@ -263,6 +315,8 @@ struct Held<'a> {
     reviewer: Option<&'a ReviewerConfig>,
     /// The session's mode.
     mode: Mode,
+    /// The call's command fields as the ladder read them.
+    readings: &'a Readings,
 }
 
 /// The hold path: idempotent on redelivery, context under a budget, the
@@ -282,9 +336,10 @@ async fn hold(
         rule,
         reviewer,
         mode,
+        readings,
     } = held;
     let (sid, cid) = (input.session_id.as_str(), call.id.as_str());
-    if worker.inbox.get(sid, cid).is_some() {
+    if worker.pending.get(sid, cid).is_some() {
         return HookOutput::Hold;
     }
     let budget = deadline.cap(record::SESSION_BUDGET, WRITE_RESERVE);
@@ -325,10 +380,17 @@ async fn hold(
     let mut record = record::build_record(input, call, RecordKind::Function, context);
     let arguments = record::whole_arguments(call);
     record.review = reviewed;
+    // What an approver reads of the command: the `shell::*` call's
+    // `command` (read now: holds only), else the `runs` fields the ladder
+    // read; a suggested grant only for the former.
+    let shell = record_commands(worker, call).await;
+    let shown = if shell.is_empty() { readings } else { &shell };
+    record.runs = Runs::of(shown.models()).map(Box::new);
+    record.suggested_prefix = crate::policy::suggested_prefix(shell.models(), &config.suggested());
     // The deadlines of the decision's rule, or the configuration it was
     // made under, counted from when the record is built.
     record::set_deadlines(&mut record, limits, config);
-    let lock = worker.inbox.lock(sid, cid).await;
+    let lock = worker.pending.lock(sid, cid).await;
     if lock.get().is_some() {
         return HookOutput::Hold;
     }

@@ -47,7 +47,8 @@ const GRANTS_BUDGET: Duration = Duration::from_millis(1500);
 const WRITE_RESERVE: Duration = Duration::from_millis(1000);
 
 /// Why the watch let the original result through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum StandDown {
     /// No call, or ids that fail validation.
     NoCall,
@@ -72,17 +73,7 @@ pub enum StandDown {
 impl StandDown {
     /// The name the logs give it.
     pub fn as_str(self) -> &'static str {
-        match self {
-            StandDown::NoCall => "no_call",
-            StandDown::NoHint => "no_hint",
-            StandDown::Workspace => "workspace",
-            StandDown::AlreadyGranted => "already_granted",
-            StandDown::NoGrantPlane => "no_grant_plane",
-            StandDown::Denied => "denied",
-            StandDown::ReaskLimit => "reask_limit",
-            StandDown::StateFailed => "state_failed",
-            StandDown::OutOfTime => "out_of_time",
-        }
+        crate::wire::spelling(&self)
     }
 }
 
@@ -145,7 +136,7 @@ pub(crate) async fn watch(worker: &Worker, input: Value) -> Result<HookOutput, S
                 .filter(|_| is_valid_id(&input.session_id))
             {
                 if is_valid_id(&call.id) {
-                    let lock = worker.inbox.lock(&input.session_id, &call.id).await;
+                    let lock = worker.pending.lock(&input.session_id, &call.id).await;
                     lock.discard().await;
                 }
             }
@@ -190,13 +181,13 @@ async fn ask(
         deadline.cap(SESSION_BUDGET, WRITE_RESERVE),
     )
     .await;
-    let lock = worker.inbox.lock(sid, cid).await;
+    let lock = worker.pending.lock(sid, cid).await;
     if let Some(existing) = lock.get() {
         // The same prompt again is a redelivery, unless that prompt is being
         // released right now: then the released call failed on the same dir
         // again, which is a new ask.
         if existing.grant_request.as_deref() == Some(&grant)
-            && !worker.inbox.is_releasing(&existing)
+            && !worker.pending.is_releasing(&existing)
         {
             return Ok(HookOutput::Hold);
         }

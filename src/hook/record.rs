@@ -95,6 +95,8 @@ pub fn build_record(
         release: None,
         uncertain: false,
         review: None,
+        runs: None,
+        suggested_prefix: None,
     }
 }
 

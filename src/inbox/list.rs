@@ -132,7 +132,7 @@ pub(crate) fn list_pending(
                 .map_err(|_| ApprovalError::InvalidPayload("invalid cursor".into()))?,
         ),
     };
-    let page = worker.inbox.list(&ListQuery {
+    let page = worker.pending.list(&ListQuery {
         session_id: request.session_id.as_deref(),
         metadata: request.metadata.as_ref(),
         after: after.as_ref(),
@@ -142,7 +142,7 @@ pub(crate) fn list_pending(
     let filtered = request.metadata.as_ref().is_some_and(|m| !m.is_empty());
     let unreadable = match (&after, filtered) {
         (None, false) => worker
-            .inbox
+            .pending
             .unreadable(request.session_id.as_deref(), clamp_limit(request.limit)),
         _ => Vec::new(),
     };
@@ -184,13 +184,13 @@ pub(crate) fn register(worker: &Arc<Worker>) {
             validate_id("session_id", &r.session_id)?;
             validate_id("function_call_id", &r.function_call_id)?;
             let links = w.config.load().links.clone();
-            let Some(record) = w.inbox.get(&r.session_id, &r.function_call_id) else {
+            let Some(record) = w.pending.get(&r.session_id, &r.function_call_id) else {
                 return Ok(w
-                    .inbox
+                    .pending
                     .unreadable_entry(&r.session_id, &r.function_call_id)
                     .map(|pending| GetPendingResponse::Unreadable { pending }));
             };
-            let whole = w.inbox.arguments(&record).await;
+            let whole = w.pending.arguments(&record).await;
             Ok(Some(GetPendingResponse::Held {
                 pending: shown(links.as_deref(), record),
                 whole,

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::page::GoneReason;
-use crate::pending::{Outcome, Removal};
+use crate::pending::{Removal, Resolution};
 
 /// The request object `iii-http` sends: the fields the worker reads (the
 /// others are ignored; the request path is never read, so never logged).
@@ -218,8 +218,8 @@ pub(crate) fn gone_reason(removal: Option<&Removal>, stale: bool) -> GoneReason 
         };
     };
     match removal.outcome {
-        Outcome::Allow | Outcome::Deny => GoneReason::Resolved,
-        Outcome::Timeout => GoneReason::Expired,
+        Resolution::Allow | Resolution::Deny => GoneReason::Resolved,
+        Resolution::Timeout => GoneReason::Expired,
         // Aborted, and any later outcome, says why in its reason.
         _ => match removal.reason.as_deref() {
             Some("not_held") => GoneReason::NotHeld,
@@ -370,47 +370,47 @@ mod tests {
         };
         for (removal, stale, want) in [
             (
-                Some(removal(Outcome::Allow, None)),
+                Some(removal(Resolution::Allow, None)),
                 false,
                 GoneReason::Resolved,
             ),
             (
-                Some(removal(Outcome::Deny, Some("no"))),
+                Some(removal(Resolution::Deny, Some("no"))),
                 true,
                 GoneReason::Resolved,
             ),
             (
-                Some(removal(Outcome::Timeout, Some("timeout"))),
+                Some(removal(Resolution::Timeout, Some("timeout"))),
                 false,
                 GoneReason::Expired,
             ),
             (
-                Some(removal(Outcome::Aborted, Some("not_held"))),
+                Some(removal(Resolution::Aborted, Some("not_held"))),
                 false,
                 GoneReason::NotHeld,
             ),
             (
-                Some(removal(Outcome::Aborted, Some("replaced"))),
+                Some(removal(Resolution::Aborted, Some("replaced"))),
                 true,
                 GoneReason::Replaced,
             ),
             (
-                Some(removal(Outcome::Aborted, Some("turn_completed"))),
+                Some(removal(Resolution::Aborted, Some("turn_completed"))),
                 false,
                 GoneReason::Purged,
             ),
             (
-                Some(removal(Outcome::Aborted, Some("session_deleted"))),
+                Some(removal(Resolution::Aborted, Some("session_deleted"))),
                 false,
                 GoneReason::Purged,
             ),
             (
-                Some(removal(Outcome::Aborted, Some("timeout"))),
+                Some(removal(Resolution::Aborted, Some("timeout"))),
                 false,
                 GoneReason::Expired,
             ),
             (
-                Some(removal(Outcome::Aborted, Some("?"))),
+                Some(removal(Resolution::Aborted, Some("?"))),
                 false,
                 GoneReason::Unknown,
             ),

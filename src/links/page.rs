@@ -28,6 +28,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::link_token::token::Kind;
+use crate::policy::Runs;
 use crate::redact::FULL_ARGUMENTS_CAP;
 use crate::terms::review::{HeldBecause, Review, ReviewVerdict, Risk};
 
@@ -116,6 +117,10 @@ pub(crate) struct CallView<'a> {
     /// What the reviewer said of the call (§22), when it was asked: the
     /// approver sees it, next to the call, before deciding.
     pub review: Option<&'a Review>,
+    /// What the call's command field runs (§25.8): "Runs: curl, sh".
+    pub runs: Option<&'a Runs>,
+    /// The prefix offered as a session grant (§25.9).
+    pub suggested_prefix: Option<&'a str>,
 }
 
 /// One line of the inbox page.
@@ -128,7 +133,8 @@ pub(crate) struct InboxRow<'a> {
 }
 
 /// Why a link's record is gone (the 410 page), as far as the worker knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub(crate) enum GoneReason {
     /// Someone decided it.
     Resolved,
@@ -147,14 +153,7 @@ pub(crate) enum GoneReason {
 impl GoneReason {
     /// The name a POST's 410 answer gives (`"reason"`).
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            GoneReason::Resolved => "resolved",
-            GoneReason::Expired => "expired",
-            GoneReason::Purged => "purged",
-            GoneReason::Replaced => "replaced",
-            GoneReason::NotHeld => "not_held",
-            GoneReason::Unknown => "unknown",
-        }
+        crate::wire::spelling(&self)
     }
 
     fn explanation(self) -> &'static str {
@@ -224,6 +223,15 @@ pub(crate) fn call_page_offering(view: &CallView<'_>, offer: Option<&BatchOffer>
                     button type="button" data-decision="allow" data-remember="true" {
                         "Allow and don't ask again in this session"
                         small { "Later calls of this function in this session run without asking." }
+                    }
+                    @if let Some(prefix) = view.suggested_prefix {
+                        button type="button" data-decision="allow" data-remember-prefix="true" {
+                            "Allow " code { (visible(prefix)) " …" } " in this session"
+                            small {
+                                "Later calls in this session that only run "
+                                code { (visible(prefix)) } " with plain arguments run without asking."
+                            }
+                        }
                     }
                     @if let Some(offer) = offer {
                         button type="button" .allow-all data-decision="allow" data-batch=(offer.token) {
@@ -328,6 +336,22 @@ fn details(view: &CallView<'_>) -> Markup {
                 dt { "Deadline" }
                 dd { (time(expires_at)) " — if no one decides by then, the call is denied." }
             }
+            @if let Some(runs) = view.runs {
+                dt { "Runs" }
+                dd {
+                    @if runs.programs.is_empty() { "nothing known" } @else {
+                        code { (visible(&runs.programs.join(", "))) }
+                    }
+                    @if runs.opaque {
+                        " — and what else runs cannot be known without running it"
+                        @if let Some(why) = &runs.why { ": " (visible(why)) }
+                    }
+                }
+            }
+            @if let (Kind::Function, Some(prefix)) = (view.kind, view.suggested_prefix) {
+                dt { "Suggested grant" }
+                dd { "Allow " code { (visible(prefix)) " …" } " in this session" }
+            }
             @if let Some(review) = view.review {
                 dt { "Reviewer" }
                 dd { (review_summary(review)) }
@@ -374,6 +398,12 @@ fn result_panels() -> Markup {
             "allowed-remember",
             "ok",
             "Allowed. The call goes ahead now, and this function will not ask again in this session.",
+        ),
+        (
+            "allowed-prefix",
+            "ok",
+            "Allowed. The call goes ahead now, and commands with this prefix will not ask again \
+             in this session.",
         ),
         (
             "allowed-all",

@@ -32,9 +32,9 @@ use crate::inbox::{list_pending, ListPendingRequest, Listed};
 use crate::link_token::batch::{BatchRevisions, MAX_BATCH_ITEMS, PREFIX as BATCH_PREFIX};
 use crate::link_token::token::{Kind, Revision, TokenError};
 use crate::link_token::Links;
-use crate::pending::{PendingRecord, RecordKind, Via, WholeArguments};
+use crate::pending::{PendingRecord, RecordKind, ReleaseVia, WholeArguments};
 use crate::provenance::Caller;
-use crate::release::{Answer, Decision, Request};
+use crate::release::{Answer, Remember, Request, Ruling};
 use crate::schema::schema_of;
 use crate::worker::Worker;
 
@@ -77,6 +77,11 @@ pub(super) struct LinkDecision {
     /// (`approve-always` for the function, then allow).
     #[serde(default)]
     pub remember: bool,
+    /// Function holds with a suggested prefix: "Allow `<prefix> …` in this
+    /// session" (`approve-always` for the function with that command
+    /// prefix — the record's own, never one the page sends — then allow).
+    #[serde(default)]
+    pub remember_prefix: bool,
 }
 
 /// Registers the three link functions (bound only while links are on).
@@ -156,6 +161,8 @@ fn view(record: &PendingRecord, whole: &WholeArguments, offer: Option<&BatchOffe
             dir: record.grant_request.as_ref().map(|g| g.dir.as_str()),
             releasing: record.releasing,
             review: record.review.as_deref(),
+            runs: record.runs.as_deref(),
+            suggested_prefix: record.suggested_prefix.as_deref(),
         },
         offer,
     )
@@ -170,11 +177,11 @@ fn batch_offer(worker: &Worker, links: &Links, record: &PendingRecord) -> Option
         return None;
     }
     let mut held: Vec<Arc<PendingRecord>> = worker
-        .inbox
+        .pending
         .keys_of_turn(&record.turn_id)
         .into_iter()
         .filter(|(sid, _)| *sid == record.session_id)
-        .filter_map(|(sid, cid)| worker.inbox.get(&sid, &cid))
+        .filter_map(|(sid, cid)| worker.pending.get(&sid, &cid))
         .filter(|r| r.kind == RecordKind::Function && !r.releasing && r.turn_id == record.turn_id)
         .collect();
     if !(2..=MAX_BATCH_ITEMS).contains(&held.len()) {
@@ -208,8 +215,8 @@ enum Found {
 
 fn find(worker: &Worker, revision: &Revision) -> Found {
     let (sid, cid) = (revision.session_id(), revision.function_call_id());
-    let removal = || worker.inbox.removal(sid, cid, revision.pending_at());
-    match worker.inbox.get(sid, cid) {
+    let removal = || worker.pending.removal(sid, cid, revision.pending_at());
+    match worker.pending.get(sid, cid) {
         Some(record) if revision.matches(record.pending_at, record.kind.into()) => {
             Found::Held(record)
         }
@@ -238,7 +245,7 @@ async fn call_page(worker: &Worker, request: &HttpRequest) -> HttpResponse {
     };
     match find(worker, &revision) {
         Found::Held(record) => {
-            let whole = worker.inbox.arguments(&record).await;
+            let whole = worker.pending.arguments(&record).await;
             let offer = batch_offer(worker, &links, &record);
             HttpResponse::html(200, view(&record, &whole, offer.as_ref()))
         }
@@ -302,11 +309,11 @@ async fn decide_call(worker: &Worker, request: &HttpRequest) -> HttpResponse {
         Kind::FolderAccess => RecordKind::FolderAccess,
     };
     let decision = match choice.decision {
-        ResolveDecision::Allow => Decision::Allow {
+        ResolveDecision::Allow => Ruling::Allow {
             grant_scope: choice.grant_scope,
-            remember: choice.remember,
+            remember: Remember::of(choice.remember, choice.remember_prefix),
         },
-        ResolveDecision::Deny => Decision::Deny {
+        ResolveDecision::Deny => Ruling::Deny {
             reason: operator_reason(&choice.reason),
         },
     };
@@ -315,13 +322,13 @@ async fn decide_call(worker: &Worker, request: &HttpRequest) -> HttpResponse {
         function_call_id: revision.function_call_id().to_string(),
         expected: Some((revision.pending_at(), kind)),
         decision,
-        via: Via::Link,
+        via: ReleaseVia::Link,
         caller: Some(Caller::link()),
     };
     let wait = worker.releaser.resolve_wait();
     let answer = worker.releaser.release(release, Some(wait)).await;
     let gone = |stale| {
-        let removal = worker.inbox.removal(
+        let removal = worker.pending.removal(
             revision.session_id(),
             revision.function_call_id(),
             revision.pending_at(),
@@ -426,12 +433,12 @@ async fn decide_batch(
         worker,
         &revisions.session_id,
         &revisions.turn_id,
-        Decision::Allow {
+        Ruling::Allow {
             grant_scope: None,
-            remember: false,
+            remember: Remember::Nothing,
         },
         Some(revisions.items),
-        (Via::Link, Some(Caller::link())),
+        (ReleaseVia::Link, Some(Caller::link())),
     )
     .await;
     let count = out.results.iter().filter(|r| r.resolved).count();
@@ -503,11 +510,13 @@ fn inbox(worker: &Worker, request: &HttpRequest) -> HttpResponse {
                 dir: record.grant_request.as_ref().map(|g| g.dir.as_str()),
                 releasing: record.releasing,
                 review: record.review.as_deref(),
+                runs: record.runs.as_deref(),
+                suggested_prefix: record.suggested_prefix.as_deref(),
             },
             approval_url: url,
         })
         .collect();
-    let more = worker.inbox.len().saturating_sub(inbox_rows.len());
+    let more = worker.pending.len().saturating_sub(inbox_rows.len());
     HttpResponse::html(200, page::inbox_page(&inbox_rows, more))
 }
 

@@ -264,6 +264,8 @@ mod tests {
             release: None,
             uncertain: false,
             review: None,
+            runs: None,
+            suggested_prefix: None,
         }
     }
 

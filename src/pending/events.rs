@@ -85,10 +85,10 @@ impl BindingFilter {
     }
 }
 
-/// Why a held call left the inbox.
+/// Why a held call left the inbox (`pending-resolved`'s `outcome`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum Outcome {
+pub(crate) enum Resolution {
     /// A human allowed it.
     Allow,
     /// A human denied it.
@@ -103,16 +103,10 @@ pub(crate) enum Outcome {
     Unknown,
 }
 
-impl Outcome {
+impl Resolution {
     /// The wire spelling.
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Allow => "allow",
-            Outcome::Deny => "deny",
-            Outcome::Aborted => "aborted",
-            Outcome::Timeout => "timeout",
-            Outcome::Unknown => "unknown",
-        }
+        crate::wire::spelling(&self)
     }
 }
 
@@ -158,7 +152,7 @@ pub(super) struct PendingResolved {
     /// The function.
     pub function_id: String,
     /// allow, deny, aborted or timeout.
-    pub outcome: Outcome,
+    pub outcome: Resolution,
     /// On deny, the operator's reason; on aborted, why the record left:
     /// `not_held`, `turn_completed`, `session_deleted`, `replaced` or
     /// `unreadable` (a stored record that did not parse, denied); on
@@ -176,52 +170,6 @@ pub(super) struct PendingResolved {
     /// lifecycle/reconcile, lifecycle/replaced, lifecycle/gate; an unknown
     /// outcome names the decider whose release it was).
     pub decided_by: DecidedBy,
-}
-
-impl PendingResolved {
-    /// The event for a record that left the inbox.
-    pub(super) fn of(
-        record: &PendingRecord,
-        outcome: Outcome,
-        reason: Option<String>,
-        decided_by: DecidedBy,
-    ) -> PendingResolved {
-        PendingResolved {
-            session_id: record.session_id.clone(),
-            turn_id: record.turn_id.clone(),
-            function_call_id: record.function_call_id.clone(),
-            function_id: record.function_id.clone(),
-            outcome,
-            reason,
-            session_metadata: record.session_metadata.clone(),
-            resolved_at: crate::time::now_ms(),
-            decided_by,
-        }
-    }
-}
-
-impl PendingResolved {
-    /// The event for an unreadable value a human denied (§21.9): `aborted`,
-    /// reason `unreadable`; the turn and function as far as the value names
-    /// them (empty otherwise).
-    pub(super) fn unreadable(
-        entry: &super::unreadable::UnreadableRecord,
-        session_id: &str,
-        function_call_id: &str,
-        decided_by: crate::provenance::DecidedBy,
-    ) -> PendingResolved {
-        PendingResolved {
-            session_id: session_id.to_string(),
-            turn_id: entry.turn_id.clone().unwrap_or_default(),
-            function_call_id: function_call_id.to_string(),
-            function_id: entry.function_id.clone().unwrap_or_default(),
-            outcome: Outcome::Aborted,
-            reason: Some(UNREADABLE.to_string()),
-            session_metadata: None,
-            resolved_at: crate::time::now_ms(),
-            decided_by,
-        }
-    }
 }
 
 /// The `pending-resolved` reason of an unreadable value a human denied.

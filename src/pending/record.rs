@@ -13,6 +13,7 @@ use crate::engine::{Release, ReleaseAction};
 use crate::link_token::token::Kind;
 use crate::link_token::Links;
 use crate::policy::DenialEnvelope;
+use crate::policy::Runs;
 use crate::provenance::{Caller, DecidedBy, DecidedVia};
 use crate::terms::review::Review;
 
@@ -35,11 +36,7 @@ pub enum RecordKind {
 impl RecordKind {
     /// The wire spelling (also what the logs say).
     pub fn as_str(self) -> &'static str {
-        match self {
-            RecordKind::Function => "function",
-            RecordKind::FolderAccess => "folder_access",
-            RecordKind::FilesystemAccess => "filesystem_access",
-        }
+        crate::wire::spelling(&self)
     }
 
     /// Whether the record is a folder prompt (either spelling).
@@ -177,12 +174,23 @@ pub struct PendingRecord {
     /// was asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<Box<Review>>,
+    /// What the call's command field runs (`architecture/contract.md`
+    /// § Commands): the programs, and whether part of it is opaque.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<Box<Runs>>,
+    /// The prefix a human may allow for the rest of the session instead of
+    /// this one call (one plain command of a configured read-only form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggested_prefix: Option<String>,
 }
 
 /// Who carried a decision to the harness.
+// The release paths of `DecidedVia` (its first four), as a type of their
+// own: a record's `release.via` can only be one of these, and the record's
+// published schema says so (tests/golden). `From` below is the one mapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Via {
+pub enum ReleaseVia {
     /// `approval::resolve`.
     Resolve,
     /// An approval link's POST.
@@ -193,39 +201,36 @@ pub enum Via {
     Timer,
 }
 
-impl Via {
+impl ReleaseVia {
     /// The wire spelling.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Via::Resolve => "resolve",
-            Via::Link => "link",
-            Via::Batch => "batch",
-            Via::Timer => "timer",
-        }
+        crate::wire::spelling(&self)
     }
 
     /// Whether a human decided (a resolve, a link, a batch), not a timer.
     pub fn is_human(self) -> bool {
-        !matches!(self, Via::Timer)
+        !matches!(self, ReleaseVia::Timer)
     }
 }
 
-impl From<Via> for DecidedVia {
+impl From<ReleaseVia> for DecidedVia {
     /// A release's path in the contract's provenance table.
-    fn from(via: Via) -> DecidedVia {
+    fn from(via: ReleaseVia) -> DecidedVia {
         match via {
-            Via::Resolve => DecidedVia::Resolve,
-            Via::Link => DecidedVia::Link,
-            Via::Batch => DecidedVia::Batch,
-            Via::Timer => DecidedVia::Timer,
+            ReleaseVia::Resolve => DecidedVia::Resolve,
+            ReleaseVia::Link => DecidedVia::Link,
+            ReleaseVia::Batch => DecidedVia::Batch,
+            ReleaseVia::Timer => DecidedVia::Timer,
         }
     }
 }
 
 /// What a release under way carries.
+// The kind of `release::Ruling`, which carries the data (a deny's reason, a
+// folder grant's scope) the note does not keep; `Ruling::kind` maps it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum NoteDecision {
+pub enum RulingKind {
     /// Run the call.
     Allow,
     /// Answer it with a human's denial.
@@ -234,13 +239,20 @@ pub enum NoteDecision {
     Timeout,
 }
 
+impl RulingKind {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        crate::wire::spelling(&self)
+    }
+}
+
 /// The decision a `releasing` record carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ReleaseNote {
     /// What was decided.
-    pub decision: NoteDecision,
+    pub decision: RulingKind,
     /// How the decision came.
-    pub via: Via,
+    pub via: ReleaseVia,
     /// When the release started (ms since the epoch).
     pub at: u64,
     /// A folder granted to the session for this release, to take back if
@@ -372,6 +384,8 @@ impl PendingRecord {
             release: _,
             uncertain: _,
             review,
+            runs,
+            suggested_prefix,
         } = self;
         *session_id == other.session_id
             && *turn_id == other.turn_id
@@ -391,6 +405,8 @@ impl PendingRecord {
             && *expires_at == other.expires_at
             && *escalate_at == other.escalate_at
             && *review == other.review
+            && *runs == other.runs
+            && *suggested_prefix == other.suggested_prefix
     }
 
     /// When the timer next has something to do for this record: the
@@ -453,6 +469,8 @@ mod tests {
             release: None,
             uncertain: false,
             review: None,
+            runs: None,
+            suggested_prefix: None,
         }
     }
 

@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::events::Outcome;
+use super::events::Resolution;
 
 /// How many removals are remembered (about 100 bytes each).
 pub(super) const REMEMBERED: usize = 4096;
@@ -18,7 +18,7 @@ pub(super) type RevisionKey = (String, String, u64);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Removal {
     /// allow, deny, aborted, ...
-    pub outcome: Outcome,
+    pub outcome: Resolution,
     /// `not_held`, `turn_completed`, `replaced`, the operator's text, ...
     pub reason: Option<String>,
 }
@@ -78,7 +78,7 @@ mod tests {
 
     fn allow() -> Removal {
         Removal {
-            outcome: Outcome::Allow,
+            outcome: Resolution::Allow,
             reason: None,
         }
     }
@@ -112,7 +112,7 @@ mod tests {
         removed.remember(
             key(1),
             Removal {
-                outcome: Outcome::Aborted,
+                outcome: Resolution::Aborted,
                 reason: Some("turn_completed".into()),
             },
         );

@@ -167,6 +167,26 @@ impl PatternTable {
         SCRATCH.with(|cell| cell.set(hits));
         best
     }
+
+    /// Every slot whose pattern matches `id`, in ascending order.
+    pub(crate) fn each_match(&self, id: &str, mut each: impl FnMut(u32)) {
+        let mut slots: Vec<u32> = self.exact.get(id).map(|s| s.to_vec()).unwrap_or_default();
+        if !self.glob_slots.is_empty() {
+            let candidate = Candidate::from_bytes(id.as_bytes());
+            let mut hits = SCRATCH.with(Cell::take);
+            self.globs.matches_candidate_into(&candidate, &mut hits);
+            slots.extend(
+                hits.iter()
+                    .filter_map(|&hit| self.glob_slots.get(hit).copied()),
+            );
+            SCRATCH.with(|cell| cell.set(hits));
+        }
+        slots.sort_unstable();
+        slots.dedup();
+        for slot in slots {
+            each(slot);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -51,6 +51,9 @@ pub(crate) struct EntryList {
     pub(crate) entries: Vec<Entry>,
     pub(crate) bounds: Vec<Bounds>,
     pub(crate) table: PatternTable,
+    /// Whether some entry has a constraint that may judge a command: when
+    /// none does, no call's command is read for this list.
+    pub(crate) commands: bool,
 }
 
 impl EntryList {
@@ -89,7 +92,7 @@ impl EntryList {
                     .unwrap_or_default()
             }
         };
-        let bounds = entries
+        let bounds: Vec<Bounds> = entries
             .iter()
             .map(|e| Bounds {
                 expires_at: e.expires_at,
@@ -100,10 +103,15 @@ impl EntryList {
                 },
             })
             .collect();
+        let commands = bounds.iter().any(|b| match &b.args {
+            GrantArgs::All(constraints) => constraints.iter().any(|c| c.may_judge_commands()),
+            GrantArgs::Any | GrantArgs::Invalid => false,
+        });
         EntryList {
             entries,
             bounds,
             table,
+            commands,
         }
     }
 }

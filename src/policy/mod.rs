@@ -20,6 +20,8 @@
 
 mod args;
 mod command;
+mod commands;
+mod compile_error;
 mod decide;
 mod envelope;
 mod glob;
@@ -31,13 +33,18 @@ mod trace;
 mod widening;
 
 pub(crate) use args::check_args;
+pub use commands::{
+    suggested_prefix, CommandHit, Needs, ReadingKind, Readings, Runs, DEFAULT_SUGGEST_PREFIXES,
+};
+pub use compile_error::CompileError;
 pub use decide::{
-    decide, decide_with, Basis, Call, DecideOptions, Decision, Verdict, HUMAN_ONLY_RULE,
+    decide, decide_with, needs, Basis, Call, DecideOptions, Decision, Verdict, HUMAN_ONLY_RULE,
     LOCKDOWN_RULE,
 };
 pub use envelope::DenialEnvelope;
 pub use grants::{CompiledSettings, GrantRef};
 pub use guard::{builtin_guard, is_guarded_scope, is_human_only, Family, Guard};
+pub use reasons::OPAQUE_COMMAND_RULE;
 pub use rules::{
     default_rules, CompiledRules, Probe, RuleAction, RuleError, RuleExamples, RuleObject,
     RulePrecedence, RuleSpec, MIN_DEADLINE_MS,

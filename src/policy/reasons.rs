@@ -9,8 +9,14 @@
 //! Allow and hold texts are short notes for logs and `approval::evaluate`.
 
 use super::args::MatchedConstraint;
+use super::commands::{self, CommandHit, Readings};
 use super::decide::{Basis, Decision, Verdict, HUMAN_ONLY_RULE, LOCKDOWN_RULE};
 use super::widening::WIDENING_ROOT_RULE;
+
+/// The rule id reported when a deny or ask rule is consulted on a command
+/// that cannot be known without running it (`architecture/contract.md`
+/// § Commands): denied under a deny rule, held under an ask rule.
+pub const OPAQUE_COMMAND_RULE: &str = "opaque_command";
 
 impl<'r> Decision<'r> {
     /// The rule behind the decision: `human_only_function` for a human-only
@@ -21,18 +27,49 @@ impl<'r> Decision<'r> {
             Basis::HumanOnly { .. } => Some(HUMAN_ONLY_RULE),
             Basis::Lockdown => Some(LOCKDOWN_RULE),
             Basis::WideningRoot { .. } => Some(WIDENING_ROOT_RULE),
+            Basis::Rule {
+                command: Some(hit), ..
+            }
+            | Basis::Ask {
+                command: Some(hit), ..
+            } if hit.is_opaque() => Some(OPAQUE_COMMAND_RULE),
             Basis::Rule { rule_id, .. } | Basis::Ask { rule_id, .. } => Some(rule_id),
             _ => None,
         }
     }
 
+    /// The rule the configuration names behind the decision (the rule id of
+    /// a rule or ask decision, also when it was consulted as
+    /// `opaque_command`).
+    pub fn configured_rule_id(&self) -> Option<&'r str> {
+        match self.basis {
+            Basis::Rule { rule_id, .. } | Basis::Ask { rule_id, .. } => Some(rule_id),
+            _ => self.rule_id(),
+        }
+    }
+
     /// The decision as text, for a call to `function_id`.
     pub fn reason(&self, function_id: &str) -> String {
+        self.reason_with(function_id, None)
+    }
+
+    /// The decision as text, for a call to `function_id`, naming the
+    /// program a command rule found when `readings` (the call's) are given.
+    pub fn reason_with(&self, function_id: &str, readings: Option<&Readings>) -> String {
         match (self.verdict, self.basis) {
             (_, Basis::HumanOnly { .. }) => format!(
                 "Permission denied by policy: {function_id} changes approvals or the gate \
                  itself, which only a human may do."
             ),
+            (
+                Verdict::Deny,
+                Basis::Rule {
+                    rule_id,
+                    constraint,
+                    command: Some(hit),
+                    ..
+                },
+            ) => command_deny_text(function_id, rule_id, constraint.as_ref(), hit, readings),
             (
                 Verdict::Deny,
                 Basis::Rule {
@@ -52,6 +89,20 @@ impl<'r> Decision<'r> {
                 Some(c) => format!("allowed: matched rule {rule_id} on {}", constraint_text(&c)),
                 None => format!("allowed: matched rule {rule_id}"),
             },
+            (
+                _,
+                Basis::Ask {
+                    rule_id,
+                    constraint: Some(c),
+                    command: Some(hit),
+                    ..
+                },
+            ) if hit.is_opaque() => format!(
+                "held: {OPAQUE_COMMAND_RULE} under ask rule {rule_id} on {}: it cannot be told \
+                 whether this runs {}; a human decides",
+                constraint_text(&c),
+                c.value
+            ),
             (
                 _,
                 Basis::Ask {
@@ -107,6 +158,47 @@ pub(crate) fn deny_text(
              This function is blocked by policy; try a different function."
         ),
     }
+}
+
+/// A deny reason of a command rule: what the program found was (never
+/// its arguments), or, for a command that cannot be known, that the model
+/// should write the program name literally.
+fn command_deny_text(
+    function_id: &str,
+    rule_id: &str,
+    constraint: Option<&MatchedConstraint<'_>>,
+    hit: CommandHit,
+    readings: Option<&Readings>,
+) -> String {
+    let on = constraint
+        .map(|c| format!(" on {}", constraint_text(c)))
+        .unwrap_or_default();
+    let prefix = constraint.map_or_else(String::new, |c| match c.value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    });
+    if hit.is_opaque() {
+        let why = readings
+            .and_then(|r| match hit {
+                CommandHit::Opaque { .. } => r.opaque(hit).map(|o| format!(" ({o})")),
+                _ => None,
+            })
+            .unwrap_or_default();
+        return format!(
+            "Permission denied by policy: {function_id} is denied as {OPAQUE_COMMAND_RULE} under \
+             rule {rule_id}{on}: it cannot be told whether this runs `{prefix}`{why}. Write the \
+             program name literally, without building it from a variable, a substitution or a \
+             glob."
+        );
+    }
+    let runs = readings
+        .and_then(|r| r.command(hit))
+        .map(|c| format!(" (it runs {})", commands::describe_program(c)))
+        .unwrap_or_default();
+    format!(
+        "Permission denied by policy: {function_id} matched rule {rule_id}{on}{runs}. \
+         Try different arguments or use a different function."
+    )
 }
 
 /// `<field> <equals|matches> <json value>`, the value as compact JSON.

@@ -34,7 +34,9 @@ use schemars::JsonSchema;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::args::{args_hold, compile_args, CompiledConstraint, Reading};
+use super::args::{compile_args, strict_failing, wide_hold, CompiledConstraint, Reading, Wide};
+use super::commands::{self, Needs};
+use super::compile_error::CompileError;
 use super::glob::{Pattern, PatternTable};
 use super::guard::{ConfiguredGuards, ExtraGuards, Guard};
 use crate::terms::{ArgConstraint, Mode};
@@ -274,15 +276,52 @@ impl CompiledRule {
         }
     }
 
-    /// Whether the rule applies to a call in `mode` with these arguments
-    /// (its function pattern already matched).
-    pub(crate) fn applies(&self, mode: Mode, args: Option<&serde_json::Value>) -> bool {
-        self.modes.contains(mode) && self.holds(args)
+    /// Whether the rule has a constraint that may judge a command.
+    pub(crate) fn may_judge_commands(&self) -> bool {
+        self.args
+            .iter()
+            .flat_map(|args| args.iter())
+            .any(CompiledConstraint::may_judge_commands)
     }
 
-    /// Whether the rule's `args` hold for these arguments.
-    pub(crate) fn holds(&self, args: Option<&serde_json::Value>) -> bool {
-        args_hold(self.args.as_deref(), args, self.reading())
+    /// Whether the rule alone matches a probe call (its examples): its
+    /// `args` read as its action reads them, a command constraint of an
+    /// allow rule covered by the rule's own words only; commands are read
+    /// here and now.
+    fn matches_probe(&self, function_id: &str, args: Option<&serde_json::Value>) -> bool {
+        let mut needs = Needs::default();
+        if let (Some(constraints), Some(serde_json::Value::Object(obj))) = (&self.args, args) {
+            for c in constraints.iter() {
+                c.add_needs(function_id, obj, &mut needs);
+            }
+        }
+        let readings = needs.read_inline();
+        match self.reading() {
+            Reading::Wide => {
+                wide_hold(self.args.as_deref(), function_id, args, &readings) != Wide::No
+            }
+            Reading::Strict => {
+                let Some(constraints) = self.args.as_deref() else {
+                    return true;
+                };
+                let Some(serde_json::Value::Object(obj)) = args else {
+                    return false;
+                };
+                strict_failing(Some(constraints), function_id, args).is_none()
+                    && constraints
+                        .iter()
+                        .all(|c| match c.command_words(function_id) {
+                            None => true,
+                            Some(words) => commands::strict_check(
+                                &readings,
+                                c.strict_plan(function_id, obj),
+                                obj,
+                                |command| commands::starts_exact(command, words),
+                            )
+                            .is_ok(),
+                        })
+            }
+        }
     }
 }
 
@@ -325,6 +364,9 @@ pub struct CompiledRules {
     configured: ConfiguredGuards,
     pub(crate) precedence: RulePrecedence,
     lockdown: bool,
+    /// Whether some rule has a constraint that may judge a command: when
+    /// none does, no call's command is ever read for the rules.
+    pub(crate) commands: bool,
 }
 
 impl CompiledRules {
@@ -346,11 +388,12 @@ impl CompiledRules {
                         ..
                     }) = spec
                     {
-                        errors.extend(
-                            check_examples(&rule, &pattern, examples)
-                                .into_iter()
-                                .map(|message| RuleError { index, message }),
-                        );
+                        errors.extend(check_examples(&rule, &pattern, examples).into_iter().map(
+                            |cause| RuleError {
+                                index,
+                                message: cause.to_string(),
+                            },
+                        ));
                     }
                     if rule.action == RuleAction::Ask {
                         asks.push((pattern, slot(index)));
@@ -359,7 +402,10 @@ impl CompiledRules {
                     }
                     rules.push(rule);
                 }
-                Err(message) => errors.push(RuleError { index, message }),
+                Err(cause) => errors.push(RuleError {
+                    index,
+                    message: cause.to_string(),
+                }),
             }
         }
         if !errors.is_empty() {
@@ -370,7 +416,9 @@ impl CompiledRules {
         {
             Ok((table, asks)) => {
                 let (seeds, seed_table) = seeds_of(&rules);
+                let commands = rules.iter().any(CompiledRule::may_judge_commands);
                 Ok(CompiledRules {
+                    commands,
                     rules,
                     table,
                     asks,
@@ -387,10 +435,7 @@ impl CompiledRules {
                     let index = specs.len().saturating_sub(1);
                     Err(vec![RuleError {
                         index,
-                        message: format!(
-                            "the globs are too large to compile together: {}",
-                            err.message
-                        ),
+                        message: CompileError::TooLarge(err.message).to_string(),
                     }])
                 } else {
                     Err(err
@@ -398,7 +443,7 @@ impl CompiledRules {
                         .into_iter()
                         .map(|(slot, message)| RuleError {
                             index: slot as usize,
-                            message: format!("invalid glob: {message}"),
+                            message: CompileError::Glob(message).to_string(),
                         })
                         .collect())
                 }
@@ -525,7 +570,7 @@ fn slot(index: usize) -> u32 {
     u32::try_from(index).unwrap_or(u32::MAX)
 }
 
-fn compile_one(spec: &RuleSpec) -> Result<(CompiledRule, Pattern), String> {
+fn compile_one(spec: &RuleSpec) -> Result<(CompiledRule, Pattern), CompileError> {
     match spec {
         RuleSpec::Shorthand(text) => {
             let (action, function) = if let Some(rest) = text.strip_prefix('!') {
@@ -536,15 +581,10 @@ fn compile_one(spec: &RuleSpec) -> Result<(CompiledRule, Pattern), String> {
                 (RuleAction::Allow, text.as_str())
             };
             if action != RuleAction::Allow && function.is_empty() {
-                return Err(format!(
-                    "`{}` must be followed by a function glob",
-                    action.marker()
-                ));
+                return Err(CompileError::MarkerAlone(action.marker()));
             }
             if function.starts_with('!') {
-                return Err(format!(
-                    "{text:?}: a shorthand has one marker (`!` denies, `?` asks)"
-                ));
+                return Err(CompileError::DoubleMarker(text.clone()));
             }
             let pattern = function_pattern(function)?;
             let rule = CompiledRule {
@@ -563,16 +603,11 @@ fn compile_one(spec: &RuleSpec) -> Result<(CompiledRule, Pattern), String> {
             if obj.function.starts_with('!') {
                 // Almost certainly the shorthand's deny marker: in an object it
                 // would be a literal `!` that no function id starts with.
-                return Err(format!(
-                    "the function glob {:?} must not start with `!`; use \"action\": \"deny\"",
-                    obj.function
-                ));
+                return Err(CompileError::MarkerInObject(obj.function.clone()));
             }
             let pattern = function_pattern(&obj.function)?;
             let rule_id = match &obj.rule_id {
-                Some(id) if id.trim().is_empty() => {
-                    return Err("`rule_id` must not be empty".to_owned());
-                }
+                Some(id) if id.trim().is_empty() => return Err(CompileError::EmptyRuleId),
                 Some(id) => id.as_str().into(),
                 None => format!("{}{}", obj.action.marker(), obj.function).into(),
             };
@@ -582,14 +617,14 @@ fn compile_one(spec: &RuleSpec) -> Result<(CompiledRule, Pattern), String> {
             ] {
                 match value {
                     Some(_) if obj.action != RuleAction::Ask => {
-                        return Err(format!(
-                            "`{name}` applies to ask rules only (\"action\": \"ask\")"
-                        ));
+                        return Err(CompileError::DeadlineNotAsk(name));
                     }
                     Some(ms) if ms < MIN_DEADLINE_MS => {
-                        return Err(format!(
-                            "`{name}` must be at least {MIN_DEADLINE_MS} ms, got {ms}"
-                        ));
+                        return Err(CompileError::DeadlineTooShort {
+                            field: name,
+                            min: MIN_DEADLINE_MS,
+                            ms,
+                        });
                     }
                     _ => {}
                 }
@@ -616,43 +651,47 @@ pub const MIN_DEADLINE_MS: u64 = 1000;
 
 /// Runs each example against the rule alone (its glob and `args`, not its
 /// modes); a message per example that fails.
-fn check_examples(rule: &CompiledRule, pattern: &Pattern, examples: &RuleExamples) -> Vec<String> {
-    let matches =
-        |probe: &Probe| pattern.matches(&probe.function_id) && rule.holds(probe.arguments.as_ref());
+fn check_examples(
+    rule: &CompiledRule,
+    pattern: &Pattern,
+    examples: &RuleExamples,
+) -> Vec<CompileError> {
+    let matches = |probe: &Probe| {
+        pattern.matches(&probe.function_id)
+            && rule.matches_probe(&probe.function_id, probe.arguments.as_ref())
+    };
     let show = |probe: &Probe| match &probe.arguments {
         Some(arguments) => format!("{} {}", probe.function_id, arguments),
         None => probe.function_id.clone(),
     };
+    let lists = [
+        ("match", &examples.matching, true),
+        ("no_match", &examples.no_match, false),
+    ];
     let mut out = Vec::new();
-    for (i, probe) in examples.matching.iter().enumerate() {
-        if !matches(probe) {
-            out.push(format!(
-                "example match[{i}] ({}) does not match the rule",
-                show(probe)
-            ));
-        }
-    }
-    for (i, probe) in examples.no_match.iter().enumerate() {
-        if matches(probe) {
-            out.push(format!(
-                "example no_match[{i}] ({}) matches the rule",
-                show(probe)
-            ));
+    for (which, probes, must_match) in lists {
+        for (index, probe) in probes.iter().enumerate() {
+            if matches(probe) != must_match {
+                out.push(CompileError::Example {
+                    which,
+                    index,
+                    probe: show(probe),
+                    must_match,
+                });
+            }
         }
     }
     out
 }
 
-fn function_pattern(function: &str) -> Result<Pattern, String> {
+fn function_pattern(function: &str) -> Result<Pattern, CompileError> {
     if function.trim().is_empty() {
-        return Err("the function glob must not be empty".to_owned());
+        return Err(CompileError::EmptyFunction);
     }
     if function.trim() != function {
-        return Err(format!(
-            "the function glob {function:?} must not start or end with whitespace"
-        ));
+        return Err(CompileError::PaddedFunction(function.to_owned()));
     }
-    Pattern::parse(function).map_err(|e| format!("invalid glob: {e}"))
+    Pattern::parse(function).map_err(|e| CompileError::Glob(e.to_string()))
 }
 
 #[cfg(test)]

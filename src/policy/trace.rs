@@ -200,14 +200,19 @@ impl Recorder<'_> {
 
     /// Every rule of `lane` missed below `hit` passes (in slot order, with
     /// why), then `hit` decides.
-    fn rule_step(&mut self, step: Step, lane: Lane, hit: Option<(u32, &CompiledRule)>) {
+    fn rule_step(
+        &mut self,
+        step: Step,
+        lane: Lane,
+        hit: Option<(u32, &CompiledRule, Option<String>)>,
+    ) {
         let mut missed: Vec<_> = self
             .missed
             .iter()
             .filter(|(slot, rule, _)| {
-                in_lane(lane, rule.action) && hit.is_none_or(|(h, _)| *slot < h)
+                in_lane(lane, rule.action) && hit.as_ref().is_none_or(|(h, _, _)| slot < h)
             })
-            .map(|(slot, rule, why)| (*slot, describe_miss(*slot, rule, *why)))
+            .map(|(slot, rule, why)| (*slot, describe_miss(*slot, rule, why)))
             .collect();
         missed.sort_unstable_by_key(|(slot, _)| *slot);
         missed.dedup_by_key(|(slot, _)| *slot);
@@ -216,7 +221,7 @@ impl Recorder<'_> {
             self.push(step, Outcome::Pass, Some(text));
         }
         match hit {
-            Some((slot, rule)) => {
+            Some((slot, rule, command)) => {
                 let outcome = match rule.action {
                     RuleAction::Allow => Outcome::Allow,
                     RuleAction::Deny => Outcome::Deny,
@@ -234,6 +239,10 @@ impl Recorder<'_> {
                         )
                     }
                     None => format!("{} matched", describe_rule(slot, rule)),
+                };
+                let detail = match command {
+                    Some(command) => format!("{detail}: {command}"),
+                    None => detail,
                 };
                 self.push(step, outcome, Some(detail));
             }
@@ -277,7 +286,7 @@ fn in_lane(lane: Lane, action: RuleAction) -> bool {
 }
 
 /// Why a rule did not apply, for an operator.
-fn describe_miss(slot: u32, rule: &CompiledRule, why: Miss<'_>) -> String {
+fn describe_miss(slot: u32, rule: &CompiledRule, why: &Miss<'_>) -> String {
     match why {
         Miss::Mode(mode) => format!(
             "{} does not apply in mode {}",
@@ -295,6 +304,16 @@ fn describe_miss(slot: u32, rule: &CompiledRule, why: Miss<'_>) -> String {
             )
         }
         Miss::NotAnObject => format!("{} does not apply", describe_rule(slot, rule)),
+        Miss::Command(c, why) => {
+            let c = c.matched();
+            format!(
+                "{} does not apply: {} {} {}: {why}",
+                describe_rule(slot, rule),
+                c.field,
+                c.operator.as_str(),
+                c.value
+            )
+        }
     }
 }
 

@@ -87,17 +87,7 @@ impl DecidedVia {
 
     /// The wire spelling.
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            DecidedVia::Resolve => "resolve",
-            DecidedVia::Link => "link",
-            DecidedVia::Batch => "batch",
-            DecidedVia::Timer => "timer",
-            DecidedVia::TurnCompleted => "turn_completed",
-            DecidedVia::SessionDeleted => "session_deleted",
-            DecidedVia::Reconcile => "reconcile",
-            DecidedVia::Replaced => "replaced",
-            DecidedVia::Gate => "gate",
-        }
+        crate::wire::spelling(&self)
     }
 }
 

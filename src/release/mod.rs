@@ -38,17 +38,20 @@ pub(crate) mod timer;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::backoff::Backoff;
 use crate::config::ConfigCell;
 use crate::engine::{CallError, Engine, ReleaseAction};
+use crate::error::StateError;
 use crate::folders::{contains, Folders, GrantScope};
 use crate::pending::{
-    timeout_denial, Claim, NoteDecision, Outcome, PendingRecord, PendingStore, RecordKind,
-    ReleaseNote, StoreError, Take, Via,
+    timeout_denial, Claim, PendingRecord, PendingStore, RecordKind, ReleaseNote, ReleaseVia,
+    Resolution, RulingKind, Take,
 };
 use crate::provenance::Caller;
 use crate::review::Reviews;
 use crate::settings::store::SettingsStore;
 use crate::terms::leads::{self, led};
+use crate::terms::{Bounds, GrantList};
 use crate::time::now_ms;
 
 /// The `pending-resolved` reason of a call the harness no longer held.
@@ -65,18 +68,22 @@ pub(crate) const OPERATOR_REJECTED: &str = "Rejected by operator.";
 
 /// How long the durable grants of a session are looked up for.
 const ROOTS_BUDGET: Duration = Duration::from_secs(3);
-/// How many times a settled release retries its emit-gated removal.
-const FINISH_ATTEMPTS: u32 = 5;
+/// How many times a settled release tries its emit-gated removal (or its
+/// give-back), and the waits after each failed try (250 ms doubling).
+const FINISH_ATTEMPTS: usize = 5;
+const FINISH_RETRY: Backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(4));
 
-/// A decision to carry.
+/// A decision to carry: a human's, or the timer's. Its kind is what the
+/// record's note keeps ([`RulingKind`]); its data (the deny's reason, the
+/// folder grant's scope, `remember`) lives only as long as the release.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Decision {
+pub(crate) enum Ruling {
     /// Run the call. Folder prompts: `grant_scope` (default once). Function
     /// holds: `remember` approves the function always for the session, once
     /// the harness confirmed.
     Allow {
         grant_scope: Option<GrantScope>,
-        remember: bool,
+        remember: Remember,
     },
     /// Answer it with a human's denial (`reason`, else the default text).
     Deny { reason: Option<String> },
@@ -84,31 +91,52 @@ pub(crate) enum Decision {
     Timeout,
 }
 
-impl Decision {
-    fn note(&self) -> NoteDecision {
+/// What an allowed function hold leaves behind for the rest of its session,
+/// once the harness confirmed it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Remember {
+    /// Nothing: this call only.
+    Nothing,
+    /// "Allow and don't ask again in this session": the exact function.
+    Function,
+    /// "Allow `<prefix> …` in this session": the exact function, for the
+    /// commands the record's `suggested_prefix` covers.
+    Prefix,
+}
+
+impl Remember {
+    /// From a link's two choices (the prefix wins when both are set).
+    pub(crate) fn of(function: bool, prefix: bool) -> Remember {
+        match (function, prefix) {
+            (_, true) => Remember::Prefix,
+            (true, false) => Remember::Function,
+            (false, false) => Remember::Nothing,
+        }
+    }
+}
+
+impl Ruling {
+    /// What the record's note says was decided (`release.decision`).
+    pub(crate) fn kind(&self) -> RulingKind {
         match self {
-            Decision::Allow { .. } => NoteDecision::Allow,
-            Decision::Deny { .. } => NoteDecision::Deny,
-            Decision::Timeout => NoteDecision::Timeout,
+            Ruling::Allow { .. } => RulingKind::Allow,
+            Ruling::Deny { .. } => RulingKind::Deny,
+            Ruling::Timeout => RulingKind::Timeout,
         }
     }
 
     /// The outcome a taken decision is announced with, and its reason.
-    fn outcome(&self) -> (Outcome, Option<String>) {
+    fn outcome(&self) -> (Resolution, Option<String>) {
         match self {
-            Decision::Allow { .. } => (Outcome::Allow, None),
-            Decision::Deny { reason } => (Outcome::Deny, reason.clone()),
-            Decision::Timeout => (Outcome::Timeout, Some(TIMEOUT.to_string())),
+            Ruling::Allow { .. } => (Resolution::Allow, None),
+            Ruling::Deny { reason } => (Resolution::Deny, reason.clone()),
+            Ruling::Timeout => (Resolution::Timeout, Some(TIMEOUT.to_string())),
         }
     }
 
-    /// The name logs give it.
+    /// The name logs give it: its kind's wire spelling.
     pub(crate) fn as_str(&self) -> &'static str {
-        match self {
-            Decision::Allow { .. } => "allow",
-            Decision::Deny { .. } => "deny",
-            Decision::Timeout => "timeout",
-        }
+        self.kind().as_str()
     }
 }
 
@@ -123,9 +151,9 @@ pub(crate) struct Request {
     /// (a link, a batch item, the timer): any other record is left alone.
     pub expected: Option<(u64, RecordKind)>,
     /// What was decided.
-    pub decision: Decision,
+    pub decision: Ruling,
     /// How the decision came.
-    pub via: Via,
+    pub via: ReleaseVia,
     /// Who carried it (`pending-resolved`'s `decided_by.caller`).
     pub caller: Option<Caller>,
 }
@@ -154,13 +182,13 @@ pub(crate) enum Answer {
     /// The harness did not take the decision; the record is pending again.
     Unavailable(CallError),
     /// The record could not be marked; nothing was asked.
-    State(StoreError),
+    State(StateError),
 }
 
 /// What the release path needs, each part from a lower module.
 pub(crate) struct Releaser {
     engine: Engine,
-    inbox: Arc<PendingStore>,
+    pending: Arc<PendingStore>,
     settings: Arc<SettingsStore>,
     folders: Arc<Folders>,
     config: Arc<ConfigCell>,
@@ -172,14 +200,14 @@ pub(crate) struct Releaser {
 impl Releaser {
     pub(crate) fn new(
         engine: Engine,
-        inbox: Arc<PendingStore>,
+        pending: Arc<PendingStore>,
         settings: Arc<SettingsStore>,
         folders: Arc<Folders>,
         config: Arc<ConfigCell>,
     ) -> Arc<Releaser> {
         Arc::new(Releaser {
             engine,
-            inbox,
+            pending,
             settings,
             folders,
             config,
@@ -228,14 +256,14 @@ impl Releaser {
     /// every record first, then carries them ([`Releaser::carry`]).
     pub(crate) async fn claim(&self, request: &Request) -> Result<Claim, Answer> {
         let note = ReleaseNote {
-            decision: request.decision.note(),
+            decision: request.decision.kind(),
             via: request.via,
             at: now_ms(),
             granted: None,
             caller: request.caller.clone(),
         };
         match self
-            .inbox
+            .pending
             .claim(
                 &request.session_id,
                 &request.function_call_id,
@@ -276,9 +304,9 @@ impl Releaser {
                 self.after_confirmed(&record, &request.decision).await;
                 let (outcome, reason) = request.decision.outcome();
                 let announced = finish(claim, outcome, reason).await;
-                if request.via != Via::Timer {
+                if request.via != ReleaseVia::Timer {
                     let (grant_scope, remembered) = match &request.decision {
-                        Decision::Allow {
+                        Ruling::Allow {
                             grant_scope,
                             remember,
                         } => (
@@ -286,7 +314,7 @@ impl Releaser {
                                 .kind
                                 .is_folder()
                                 .then(|| grant_scope.unwrap_or(GrantScope::Once).as_str()),
-                            *remember && record.kind == RecordKind::Function,
+                            *remember != Remember::Nothing && record.kind == RecordKind::Function,
                         ),
                         _ => (None, false),
                     };
@@ -302,13 +330,13 @@ impl Releaser {
                 // not holding it now says nothing about that.
                 self.take_back(sid, granted.as_deref()).await;
                 tracing::warn!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, "the harness no longer holds a call an earlier decision may have run; its outcome is unknown");
-                finish(claim, Outcome::Unknown, Some(UNKNOWN.to_string())).await;
+                finish(claim, Resolution::Unknown, Some(UNKNOWN.to_string())).await;
                 Answer::Unknown
             }
             Ok(_) => {
                 self.take_back(sid, granted.as_deref()).await;
                 tracing::warn!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, decision = request.decision.as_str(), "the harness no longer held the call; its record is removed and nothing ran on this decision");
-                finish(claim, Outcome::Aborted, Some(NOT_HELD.to_string())).await;
+                finish(claim, Resolution::Aborted, Some(NOT_HELD.to_string())).await;
                 Answer::NotHeld
             }
             Err(err) if !err.answer_lost() => {
@@ -328,28 +356,28 @@ impl Releaser {
     async fn prepare(
         &self,
         claim: &mut Claim,
-        decision: &Decision,
+        decision: &Ruling,
     ) -> (ReleaseAction, Option<String>) {
         let record = claim.record().clone();
         let dir = record.grant_request.as_ref().map(|g| g.dir.clone());
         match (record.kind, decision, dir) {
-            (_, Decision::Timeout, _) => (timeout_denial(&record), None),
-            (RecordKind::Function, Decision::Allow { grant_scope, .. }, _) => {
+            (_, Ruling::Timeout, _) => (timeout_denial(&record), None),
+            (RecordKind::Function, Ruling::Allow { grant_scope, .. }, _) => {
                 if grant_scope.is_some() {
                     tracing::info!(session_id = %record.session_id, function_call_id = %record.function_call_id, "grant_scope ignored: the record is not a folder-access prompt");
                 }
                 (ReleaseAction::execute(None), None)
             }
-            (RecordKind::Function, Decision::Deny { reason }, _)
-            | (_, Decision::Deny { reason }, None) => (
+            (RecordKind::Function, Ruling::Deny { reason }, _)
+            | (_, Ruling::Deny { reason }, None) => (
                 record.user_denial(&led(
                     leads::HUMAN,
                     reason.as_deref().unwrap_or(OPERATOR_REJECTED),
                 )),
                 None,
             ),
-            (_, Decision::Allow { .. }, None) => (ReleaseAction::execute(None), None),
-            (_, Decision::Deny { reason }, Some(dir)) => {
+            (_, Ruling::Allow { .. }, None) => (ReleaseAction::execute(None), None),
+            (_, Ruling::Deny { reason }, Some(dir)) => {
                 if let Err(err) = self
                     .folders
                     .memory
@@ -363,7 +391,7 @@ impl Releaser {
                     .unwrap_or_else(|| format!("user denied folder access to {dir}"));
                 (record.user_denial(&led(leads::HUMAN, &text)), None)
             }
-            (_, Decision::Allow { grant_scope, .. }, Some(dir)) => {
+            (_, Ruling::Allow { grant_scope, .. }, Some(dir)) => {
                 match grant_scope.unwrap_or(GrantScope::Once) {
                     GrantScope::Once => (ReleaseAction::execute(Some(&dir)), None),
                     GrantScope::Session | GrantScope::Always => self.grant_first(claim, &dir).await,
@@ -397,8 +425,8 @@ impl Releaser {
     }
 
     /// The effects that wait for the harness's confirmation.
-    async fn after_confirmed(&self, record: &PendingRecord, decision: &Decision) {
-        let Decision::Allow {
+    async fn after_confirmed(&self, record: &PendingRecord, decision: &Ruling) {
+        let Ruling::Allow {
             grant_scope,
             remember,
         } = decision
@@ -407,15 +435,43 @@ impl Releaser {
         };
         let sid = record.session_id.as_str();
         match record.kind {
-            RecordKind::Function if *remember => {
+            RecordKind::Function if *remember != Remember::Nothing => {
                 let function_id = record.function_id.clone();
-                match self
+                let prefix = match remember {
+                    Remember::Prefix => match &record.suggested_prefix {
+                        Some(prefix) => Some(prefix.clone()),
+                        None => {
+                            tracing::info!(session_id = sid, function_call_id = %record.function_call_id, "remember_prefix ignored: the record suggests no prefix");
+                            return;
+                        }
+                    },
+                    _ => None,
+                };
+                let stored = self
                     .settings
-                    .mutate(sid, |s, now| s.approve_always(&function_id, now))
-                    .await
-                {
+                    .mutate(sid, |s, now| match &prefix {
+                        None => s.approve_always(&function_id, now),
+                        Some(prefix) => {
+                            let args = [(
+                                "command".to_owned(),
+                                crate::terms::ArgConstraint::Prefix(prefix.clone()),
+                            )];
+                            s.grant(
+                                GrantList::ApprovedAlways,
+                                &function_id,
+                                false,
+                                &Bounds {
+                                    args: Some(args.into_iter().collect()),
+                                    ..Bounds::default()
+                                },
+                                now,
+                            )
+                        }
+                    })
+                    .await;
+                match stored {
                     Ok(_) => {
-                        tracing::info!(session_id = sid, function_id = %record.function_id, "approved always")
+                        tracing::info!(session_id = sid, function_id = %record.function_id, prefix = prefix.as_deref(), "approved always")
                     }
                     Err(err) => {
                         tracing::warn!(session_id = sid, function_id = %record.function_id, error = %err, "the call ran, but approve-always was not stored")
@@ -436,7 +492,7 @@ impl Releaser {
                 }
             }
             RecordKind::Function if grant_scope.is_some() => {}
-            _ if *remember => {
+            _ if *remember != Remember::Nothing => {
                 tracing::info!(session_id = sid, function_call_id = %record.function_call_id, "remember ignored: only an allowed function hold is remembered")
             }
             _ => {}
@@ -479,7 +535,7 @@ impl Releaser {
                     Err(status_err) => format!("harness::status failed: {status_err}"),
                 };
                 tracing::warn!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, error = %err, why, granted = granted.as_deref(), "the harness's answer to a release was lost; the call may have run, its outcome is unknown (any folder grant stays)");
-                finish(claim, Outcome::Unknown, Some(UNKNOWN.to_string())).await;
+                finish(claim, Resolution::Unknown, Some(UNKNOWN.to_string())).await;
                 Answer::Unknown
             }
         }
@@ -488,14 +544,14 @@ impl Releaser {
 
 /// Settles a claim, retrying the emit-gated removal a few times; a claim
 /// that still cannot settle is dropped to the recovery.
-async fn finish(mut claim: Claim, outcome: Outcome, reason: Option<String>) -> bool {
-    for attempt in 0..FINISH_ATTEMPTS {
+async fn finish(mut claim: Claim, outcome: Resolution, reason: Option<String>) -> bool {
+    for (attempt, wait) in FINISH_RETRY.take(FINISH_ATTEMPTS).enumerate() {
         match claim.finish(outcome, reason.clone()).await {
             Ok(announced) => return announced,
             Err((back, err)) => {
                 tracing::warn!(session_id = %back.record().session_id, function_call_id = %back.record().function_call_id, attempt, error = %err, "the released call's record was not removed; retrying");
                 claim = back;
-                tokio::time::sleep(Duration::from_millis(250 << attempt)).await;
+                tokio::time::sleep(wait).await;
             }
         }
     }
@@ -505,13 +561,13 @@ async fn finish(mut claim: Claim, outcome: Outcome, reason: Option<String>) -> b
 /// Gives a claim back (pending again), retrying a few times; `uncertain`
 /// marks that the decision given back may have run the call.
 async fn give_back(mut claim: Claim, uncertain: bool) {
-    for attempt in 0..FINISH_ATTEMPTS {
+    for (attempt, wait) in FINISH_RETRY.take(FINISH_ATTEMPTS).enumerate() {
         match claim.give_back(uncertain).await {
             Ok(()) => return,
             Err((back, err)) => {
                 tracing::warn!(session_id = %back.record().session_id, function_call_id = %back.record().function_call_id, attempt, error = %err, "the record was not made pending again; retrying");
                 claim = back;
-                tokio::time::sleep(Duration::from_millis(250 << attempt)).await;
+                tokio::time::sleep(wait).await;
             }
         }
     }

@@ -10,14 +10,14 @@ use futures_util::stream::{self, StreamExt};
 
 use super::{Answer, Releaser};
 use crate::engine::{CallError, ErrorCode};
-use crate::pending::{NoteDecision, RecordKey};
+use crate::pending::{RecordKey, RulingKind};
 
 /// Releases recovered at once.
 const CONCURRENCY: usize = 8;
 
 /// Recovers every record marked `releasing` (boot, after the ready line).
 pub(crate) async fn at_boot(releaser: Arc<Releaser>) {
-    let keys = releaser.inbox.releasing_keys();
+    let keys = releaser.pending.releasing_keys();
     if keys.is_empty() {
         return;
     }
@@ -43,7 +43,7 @@ pub(crate) async fn at_boot(releaser: Arc<Releaser>) {
 /// Recovers the claims dropped after the harness was asked, for the
 /// worker's life.
 pub(crate) async fn orphans(releaser: Arc<Releaser>) {
-    let Some(mut orphaned) = releaser.inbox.take_orphans() else {
+    let Some(mut orphaned) = releaser.pending.take_orphans() else {
         return;
     };
     while let Some(key) = orphaned.recv().await {
@@ -65,10 +65,13 @@ pub(crate) async fn recover(
     (session_id, function_call_id): RecordKey,
     why: &str,
 ) -> Option<Answer> {
-    let claim = releaser.inbox.adopt(&session_id, &function_call_id).await?;
+    let claim = releaser
+        .pending
+        .adopt(&session_id, &function_call_id)
+        .await?;
     let note = claim.record().release.clone();
     let granted = note.as_ref().and_then(|n| n.granted.clone());
-    let runs = note.is_none_or(|n| n.decision == NoteDecision::Allow);
+    let runs = note.is_none_or(|n| n.decision == RulingKind::Allow);
     let lost = CallError {
         function_id: "harness::function::resolve".into(),
         code: ErrorCode::Other("lost".into()),

@@ -142,21 +142,21 @@ async fn setup(url: &str, kind: RecordKind) -> (Arc<Releaser>, Arc<PendingStore>
     (releaser, inbox)
 }
 
-fn request(decision: Decision) -> Request {
+fn request(decision: Ruling) -> Request {
     Request {
         session_id: "s1".into(),
         function_call_id: "c1".into(),
         expected: None,
         decision,
-        via: Via::Resolve,
+        via: ReleaseVia::Resolve,
         caller: None,
     }
 }
 
 fn claim_note() -> ReleaseNote {
     ReleaseNote {
-        decision: NoteDecision::Allow,
-        via: Via::Resolve,
+        decision: RulingKind::Allow,
+        via: ReleaseVia::Resolve,
         at: now_ms(),
         granted: None,
         caller: None,
@@ -194,9 +194,9 @@ async fn rule_20_a_release_dropped_before_the_harness_is_asked_gives_the_record_
     // harness is asked; its future is dropped there.
     let carry = releaser.carry(
         claim,
-        request(Decision::Allow {
+        request(Ruling::Allow {
             grant_scope: Some(GrantScope::Session),
-            remember: false,
+            remember: Remember::Nothing,
         }),
     );
     assert!(tokio::time::timeout(Duration::from_millis(500), carry)
@@ -209,7 +209,7 @@ async fn rule_20_a_release_dropped_before_the_harness_is_asked_gives_the_record_
     assert_eq!(harness.resolve_calls.load(Ordering::SeqCst), 0);
     // And a new decision releases it.
     let answer = releaser
-        .release(request(Decision::Deny { reason: None }), None)
+        .release(request(Ruling::Deny { reason: None }), None)
         .await;
     assert!(
         matches!(
@@ -235,9 +235,9 @@ async fn rule_20_a_release_dropped_after_the_harness_is_asked_stays_releasing_un
     let claim = claimed(&inbox).await;
     let carry = releaser.carry(
         claim,
-        request(Decision::Allow {
+        request(Ruling::Allow {
             grant_scope: None,
-            remember: false,
+            remember: Remember::Nothing,
         }),
     );
     assert!(tokio::time::timeout(Duration::from_millis(800), carry)
@@ -252,7 +252,7 @@ async fn rule_20_a_release_dropped_after_the_harness_is_asked_stays_releasing_un
     // decision answers so.
     assert!(inbox.get("s1", "c1").unwrap().releasing);
     let other = releaser
-        .release(request(Decision::Deny { reason: None }), None)
+        .release(request(Ruling::Deny { reason: None }), None)
         .await;
     assert!(matches!(other, Answer::Releasing), "{other:?}");
     // The recovery gets the orphan; the harness still lists the call as
@@ -274,9 +274,9 @@ async fn rule_20_a_release_dropped_after_the_harness_is_asked_stays_releasing_un
     *harness.resolves.lock().unwrap() = Resolves::Take;
     let answer = releaser
         .release(
-            request(Decision::Allow {
+            request(Ruling::Allow {
                 grant_scope: None,
-                remember: false,
+                remember: Remember::Nothing,
             }),
             None,
         )
@@ -301,7 +301,7 @@ async fn rule_20_a_recovered_release_the_harness_no_longer_lists_is_unknown() {
     let (releaser, inbox) = setup(&engine.url(), RecordKind::Function).await;
     *harness.resolves.lock().unwrap() = Resolves::Hang;
     let claim = claimed(&inbox).await;
-    let carry = releaser.carry(claim, request(Decision::Deny { reason: None }));
+    let carry = releaser.carry(claim, request(Ruling::Deny { reason: None }));
     assert!(tokio::time::timeout(Duration::from_millis(800), carry)
         .await
         .is_err());

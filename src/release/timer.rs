@@ -2,7 +2,7 @@
 //! task that escalates held calls at their `escalate_at` and denies them at
 //! their `expires_at`.
 //!
-//! It is driven by the index's deadline view ([`super::index`]), which holds
+//! It is driven by the index's deadline view (`crate::pending::index`), which holds
 //! only the records that have a deadline ahead, ordered by it: the task sleeps
 //! until the first one (at most [`MAX_SLEEP`], so a wall clock that jumps is
 //! caught up with), takes every record whose deadline has come, and acts on
@@ -34,18 +34,18 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::{Answer, Decision, Releaser, Request};
-use crate::pending::{PendingRecord, PendingStore, Via};
+use super::{Answer, Releaser, Request, Ruling};
+use crate::backoff::Backoff;
+use crate::pending::{PendingRecord, PendingStore, ReleaseVia};
 use crate::time::now_ms;
 
 /// Records acted on at once (each is one harness call and two state calls).
 pub(crate) const IN_FLIGHT: usize = 16;
 /// The longest the timer sleeps without looking at the clock again.
 const MAX_SLEEP: Duration = Duration::from_secs(30);
-/// The first retry after a harness or state failure; doubled each time.
-const FIRST_RETRY_MS: u64 = 1_000;
-/// The longest wait between two retries of one record.
-const MAX_RETRY_MS: u64 = 60_000;
+/// The retries after a harness or state failure: a second, doubled each
+/// time, at most a minute between two retries of one record.
+const RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 /// How long the timer waits when another decision on the record is under
 /// way (if it ends the hold, the retry finds nothing to do).
 const BUSY_RETRY_MS: u64 = 1_000;
@@ -97,7 +97,7 @@ impl Drop for Timer {
 
 /// The timer's loop.
 async fn run(releaser: Arc<Releaser>, mut stopped: watch::Receiver<bool>) {
-    let store = &releaser.inbox;
+    let store = &releaser.pending;
     let mut jobs: JoinSet<Done> = JoinSet::new();
     // Records to act on again, by time (and a sequence number, so two
     // retries at the same millisecond are both kept).
@@ -168,16 +168,14 @@ async fn run(releaser: Arc<Releaser>, mut stopped: watch::Receiver<bool>) {
     while jobs.join_next().await.is_some() {}
 }
 
-/// The wait before retry number `attempt + 1`.
+/// The wait before retry number `attempt + 1`, in ms.
 fn backoff(attempt: u32) -> u64 {
-    FIRST_RETRY_MS
-        .saturating_mul(1u64 << attempt.min(16))
-        .min(MAX_RETRY_MS)
+    RETRY.delay(attempt).as_millis() as u64
 }
 
 /// Acts on one record whose deadline has come: expires it, or escalates it.
 async fn act(releaser: Arc<Releaser>, record: Arc<PendingRecord>, attempt: u32) -> Done {
-    let store = &releaser.inbox;
+    let store = &releaser.pending;
     let Some(current) = store.get(&record.session_id, &record.function_call_id) else {
         return Done::Finished;
     };
@@ -224,8 +222,8 @@ async fn expire(releaser: &Arc<Releaser>, record: Arc<PendingRecord>, attempt: u
         session_id: sid.to_string(),
         function_call_id: cid.to_string(),
         expected: Some((record.pending_at, record.kind)),
-        decision: Decision::Timeout,
-        via: Via::Timer,
+        decision: Ruling::Timeout,
+        via: ReleaseVia::Timer,
         caller: None,
     };
     match releaser.release(request, None).await {
@@ -297,6 +295,6 @@ mod tests {
             waits,
             [1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000, 60_000]
         );
-        assert_eq!(backoff(u32::MAX), MAX_RETRY_MS);
+        assert_eq!(backoff(u32::MAX), 60_000);
     }
 }

@@ -561,6 +561,81 @@ impl<'l> Reading<'l> {
                 self.ssh_options(words, here);
                 return None;
             }
+            "zip" => {
+                for value in option_values(words, &["-TT", "--unzip-command"]) {
+                    self.hand_on_source("zip -TT", &value, here);
+                }
+                return None;
+            }
+            "man" => {
+                for value in option_values(words, &["-P", "--pager", "-H", "--html"]) {
+                    self.hand_on_source("man -P", &value, here);
+                }
+                return None;
+            }
+            "less" | "more" | "most" => {
+                if words[1..]
+                    .iter()
+                    .any(|w| w.text.starts_with('+') && w.text.contains(['!', '|']))
+                {
+                    self.tool_commands(name, here);
+                }
+                return None;
+            }
+            "vim" | "vi" | "nvim" | "view" | "ex" | "gvim" | "vimdiff" | "nano" | "emacs" => {
+                let commands = words[1..].iter().any(|w| {
+                    let t = w.text.as_str();
+                    (t.starts_with('+') && !t[1..].chars().all(|c| c.is_ascii_digit()))
+                        || matches!(
+                            t,
+                            "-c" | "--cmd"
+                                | "-S"
+                                | "-s"
+                                | "--eval"
+                                | "-l"
+                                | "--load"
+                                | "-f"
+                                | "--funcall"
+                                | "-x"
+                                | "--script"
+                        )
+                        || t.starts_with("--eval=")
+                        || t.starts_with("--cmd=")
+                });
+                if commands {
+                    self.tool_commands(name, here);
+                }
+                return None;
+            }
+            "psql" | "mysql" | "mariadb" | "sqlite3" | "duckdb" | "sqlplus" | "ftp" | "ed" => {
+                let shells = words[1..].iter().any(|w| {
+                    let t = w.text.to_ascii_lowercase();
+                    t.contains("\\!")
+                        || t.contains(".shell")
+                        || t.contains(".system")
+                        || t.contains("system ")
+                        || t.starts_with('!')
+                }) || matches!(name, "ed" | "ftp");
+                let script = words[1..]
+                    .iter()
+                    .any(|w| w.text == "-f" || w.text.starts_with("--file"));
+                if shells || script {
+                    self.tool_commands(name, here);
+                }
+                return None;
+            }
+            "make" | "gmake" => {
+                if words[1..].iter().any(|w| {
+                    let t = w.text.as_str();
+                    t.starts_with("SHELL=")
+                        || t.starts_with(".SHELLFLAGS=")
+                        || t.starts_with("--eval")
+                        || t == "-E"
+                }) {
+                    self.tool_commands(name, here);
+                }
+                return None;
+            }
             "rsync" => {
                 for value in option_values(words, &["-e", "--rsh", "--rsync-path"]) {
                     self.hand_on_source("rsync -e", &value, here);
@@ -598,6 +673,18 @@ impl<'l> Reading<'l> {
         }
         let wrapper = tables::wrapper(name)?;
         self.wrapper(wrapper, argv, start, here, speculated)
+    }
+
+    /// A program that runs its own command language, which can start a
+    /// shell (`vim -c '!…'`, `less +!…`, `psql -c '\\! …'`).
+    fn tool_commands(&mut self, tool: &str, here: &Frame) {
+        self.opaque(
+            OpaqueWhy::ToolCommands {
+                tool: tool.to_string(),
+            },
+            here,
+            here.span.clone(),
+        );
     }
 
     fn runs_later(&mut self, builtin: &str, here: &Frame) {

@@ -41,14 +41,7 @@ pub enum ReviewVerdict {
 impl ReviewVerdict {
     /// The wire spelling.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ReviewVerdict::Allow => "allow",
-            ReviewVerdict::Deny => "deny",
-            ReviewVerdict::Escalate => "escalate",
-            ReviewVerdict::Error => "error",
-            ReviewVerdict::Timeout => "timeout",
-            ReviewVerdict::Malformed => "malformed",
-        }
+        crate::wire::spelling(&self)
     }
 }
 

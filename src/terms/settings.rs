@@ -166,7 +166,8 @@ pub struct Bounds {
 }
 
 /// Which allow-list of a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum GrantList {
     /// `approved_always`: remembered human decisions, every mode.
     ApprovedAlways,
@@ -177,10 +178,7 @@ pub enum GrantList {
 impl GrantList {
     /// The list's field name.
     pub fn as_str(self) -> &'static str {
-        match self {
-            GrantList::ApprovedAlways => "approved_always",
-            GrantList::AlwaysAllow => "always_allow",
-        }
+        crate::wire::spelling(&self)
     }
 }
 

@@ -8,6 +8,7 @@
 //! engine, as its peers do. The worker's tests, examples and benches use it
 //! as a dev-dependency.
 pub mod commands;
+pub mod console;
 pub mod engine;
 pub mod fixture;
 pub mod harness;

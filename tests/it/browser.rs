@@ -35,7 +35,7 @@ const SCREENSHOT: &str = "architecture/img/approval-page.png";
 
 /// `(chromium, chromedriver)`: `CHROMIUM_BIN` / `CHROMEDRIVER_BIN`, else
 /// the Debian packages' paths; `None` when either is missing.
-fn browser_binaries() -> Option<(PathBuf, PathBuf)> {
+pub(crate) fn browser_binaries() -> Option<(PathBuf, PathBuf)> {
     let pick = |var: &str, default: &str| {
         std::env::var_os(var)
             .map(PathBuf::from)
@@ -54,17 +54,17 @@ fn free_port() -> u16 {
 }
 
 /// One chromedriver and one browser session.
-struct Browser {
+pub(crate) struct Browser {
     driver: Child,
     base: String,
     session: String,
     http: reqwest::Client,
     /// The fresh profile; its path also finds this test's Chromium processes.
-    profile: tempfile::TempDir,
+    pub(crate) profile: tempfile::TempDir,
 }
 
 impl Browser {
-    async fn start(chromium: &Path, driver: &Path) -> Browser {
+    pub(crate) async fn start(chromium: &Path, driver: &Path) -> Browser {
         let port = free_port();
         let profile = tempfile::Builder::new()
             .prefix("approval-gate-chromium-")
@@ -125,7 +125,7 @@ impl Browser {
     }
 
     /// One WebDriver command; its `value`.
-    async fn command(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+    pub(crate) async fn command(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
         let url = format!("{}{path}", self.base);
         let mut request = self.http.request(method.clone(), &url);
         if method != reqwest::Method::GET && method != reqwest::Method::DELETE {
@@ -146,17 +146,17 @@ impl Browser {
         value
     }
 
-    async fn session(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+    pub(crate) async fn session(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
         let path = format!("/session/{}{path}", self.session);
         self.command(method, &path, body).await
     }
 
-    async fn goto(&self, url: &str) {
+    pub(crate) async fn goto(&self, url: &str) {
         self.session(reqwest::Method::POST, "/url", json!({ "url": url }))
             .await;
     }
 
-    async fn resize(&self, width: u32, height: u32) {
+    pub(crate) async fn resize(&self, width: u32, height: u32) {
         self.session(
             reqwest::Method::POST,
             "/window/rect",
@@ -165,7 +165,7 @@ impl Browser {
         .await;
     }
 
-    async fn find(&self, css: &str) -> String {
+    pub(crate) async fn find(&self, css: &str) -> String {
         let found = self
             .session(
                 reqwest::Method::POST,
@@ -179,7 +179,7 @@ impl Browser {
             .to_string()
     }
 
-    async fn click(&self, css: &str) {
+    pub(crate) async fn click(&self, css: &str) {
         let element = self.find(css).await;
         self.session(
             reqwest::Method::POST,
@@ -189,7 +189,7 @@ impl Browser {
         .await;
     }
 
-    async fn type_into(&self, css: &str, text: &str) {
+    pub(crate) async fn type_into(&self, css: &str, text: &str) {
         let element = self.find(css).await;
         self.session(
             reqwest::Method::POST,
@@ -199,13 +199,30 @@ impl Browser {
         .await;
     }
 
-    async fn script(&self, script: &str) -> Value {
+    pub(crate) async fn script(&self, script: &str) -> Value {
         self.session(
             reqwest::Method::POST,
             "/execute/sync",
             json!({"script": script, "args": []}),
         )
         .await
+    }
+
+    /// Evaluates `script` (a function body that returns a value) every
+    /// 50 ms until it returns something truthy or `timeout` passes; the
+    /// last value.
+    pub(crate) async fn wait_until(&self, script: &str, timeout: Duration) -> Value {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let value = self.script(script).await;
+            let truthy = !matches!(&value, Value::Null | Value::Bool(false))
+                && value != json!(0)
+                && value != json!("");
+            if truthy || tokio::time::Instant::now() >= deadline {
+                return value;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Waits until the result panel `outcome` is shown; the panels shown.
@@ -223,7 +240,7 @@ impl Browser {
     }
 
     /// A PNG of the whole page (not only the viewport).
-    async fn screenshot(&self) -> Vec<u8> {
+    pub(crate) async fn screenshot(&self) -> Vec<u8> {
         let metrics = self
             .session(
                 reqwest::Method::POST,
@@ -250,7 +267,7 @@ impl Browser {
 
     /// Ends the session, then chromedriver and any Chromium process of this
     /// test's profile, each by its PID.
-    async fn quit(mut self) {
+    pub(crate) async fn quit(mut self) {
         if !self.session.is_empty() {
             let path = format!("/session/{}", self.session);
             let _ = self
@@ -318,7 +335,7 @@ async fn eventually_ready(browser: &Browser) -> bool {
 
 /// PIDs of the processes whose command line names `profile` (this test's
 /// Chromium and its helpers), read from /proc.
-fn processes_using(profile: &Path) -> Vec<u32> {
+pub(crate) fn processes_using(profile: &Path) -> Vec<u32> {
     let needle = profile.to_string_lossy().to_string();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();

@@ -250,7 +250,7 @@ async fn fault_engine_restart_keeps_everything_live() {
         // Everything comes back by itself.
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let functions = scene.call("engine::functions::list", json!({})).await.unwrap_or(Value::Null);
+            let functions = scene.call("engine::functions::list", json!({"include_internal": true})).await.unwrap_or(Value::Null);
             let triggers = scene.call("engine::triggers::list", json!({})).await.unwrap_or(Value::Null);
             let bound = scene.call("engine::registered-triggers::list", json!({})).await.unwrap_or(Value::Null);
             let f = ids(&functions, "functions", "function_id");

@@ -42,8 +42,12 @@ fn golden_dir() -> PathBuf {
 /// Golden file path (relative to `tests/golden`) → its content.
 type Goldens = BTreeMap<String, Value>;
 
-fn short(id: &str) -> &str {
-    id.strip_prefix("approval::").unwrap_or(id)
+/// A function's golden file name: `approval::resolve` → `resolve`,
+/// `approval-gate::ui-content` → `approval-gate.ui-content`.
+fn short(id: &str) -> String {
+    id.strip_prefix("approval::")
+        .unwrap_or(id)
+        .replace("::", ".")
 }
 
 async fn info(probe: &iii_sdk::IIIClient, function_id: &str, payload: Value) -> Value {
@@ -58,10 +62,11 @@ async fn registered(engine: &EngineFixture) -> Goldens {
     let probe = engine.client("golden-probe").await;
     let mut out = Goldens::new();
 
+    // Both families (`approval::*`, `approval-gate::*`), internal ones too.
     let listed = info(
         &probe,
         "engine::functions::list",
-        json!({"prefix": "approval::"}),
+        json!({"prefix": "approval", "include_internal": true}),
     )
     .await;
     let live: BTreeSet<&str> = listed["functions"]

@@ -9,15 +9,14 @@ use std::process::Command;
 use approval_gate::ApprovalConfig;
 use approval_gate::{DESCRIPTION, WORKER_NAME};
 use serde_json::{json, Value};
-use serde_yaml::Value as Yaml;
 
-fn manifest_yaml() -> BTreeMap<String, Yaml> {
+fn manifest_yaml() -> BTreeMap<String, Value> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/iii.worker.yaml");
     let text = std::fs::read_to_string(path).expect("iii.worker.yaml at the repo root");
-    serde_yaml::from_str(&text).expect("iii.worker.yaml is a YAML mapping")
+    serde_saphyr::from_str(&text).expect("iii.worker.yaml is a YAML mapping")
 }
 
-fn string(value: &Yaml, what: &str) -> String {
+fn string(value: &Value, what: &str) -> String {
     value
         .as_str()
         .unwrap_or_else(|| panic!("{what} must be a string, got {value:?}"))
@@ -119,16 +118,16 @@ fn iii_worker_yaml_uses_only_documented_keys() {
     );
 
     let scripts = manifest["scripts"]
-        .as_mapping()
+        .as_object()
         .expect("scripts is a mapping");
     for key in scripts.keys() {
-        let key = string(key, "a scripts key");
+        let key = key.as_str();
         assert!(
-            SCRIPTS.contains(&key.as_str()),
+            SCRIPTS.contains(&key),
             "scripts.{key} is not a documented script"
         );
     }
-    let start = string(&scripts[&Yaml::from("start")], "scripts.start");
+    let start = string(&scripts["start"], "scripts.start");
     assert!(
         start
             .split_whitespace()
@@ -140,7 +139,7 @@ fn iii_worker_yaml_uses_only_documented_keys() {
         !start.contains("--url"),
         "scripts.start must not pin --url: the engine passes III_URL, which the binary reads"
     );
-    if let Some(install) = scripts.get(Yaml::from("install")) {
+    if let Some(install) = scripts.get("install") {
         let install = string(install, "scripts.install");
         assert!(
             install.contains("cargo build --release"),
@@ -150,11 +149,10 @@ fn iii_worker_yaml_uses_only_documented_keys() {
 
     if let Some(resources) = manifest.get("resources") {
         for key in resources
-            .as_mapping()
+            .as_object()
             .expect("resources is a mapping")
             .keys()
         {
-            let key = string(key, "a resources key");
             assert!(
                 RESOURCES.contains(&key.as_str()),
                 "resources.{key} is not documented"
@@ -162,18 +160,16 @@ fn iii_worker_yaml_uses_only_documented_keys() {
         }
     }
     if let Some(env) = manifest.get("env") {
-        for (k, v) in env.as_mapping().expect("env is a mapping") {
-            string(k, "an env name");
-            string(v, "an env value");
+        for (name, v) in env.as_object().expect("env is a mapping") {
+            string(v, &format!("env.{name}"));
         }
     }
 
     let dependencies = manifest["dependencies"]
-        .as_mapping()
+        .as_object()
         .expect("dependencies is a mapping of worker name to semver range");
     let mut names = Vec::new();
     for (dep, range) in dependencies {
-        let dep = string(dep, "a dependency name");
         let range = string(range, &format!("dependencies.{dep}"));
         assert!(
             is_semver_range(&range),

@@ -1090,6 +1090,7 @@ mod ladder {
                 trace: None,
                 turn: None,
                 mode: None,
+                readings: None,
             };
             let d = decide_with(&compiled, rules, &call, options);
             let expected = policy.decide(
@@ -1110,6 +1111,7 @@ mod ladder {
                 trace: Some(&mut trace),
                 turn: None,
                 mode: None,
+                readings: None,
             };
             let traced = decide_with(&compiled, rules, &call, options);
             prop_assert_eq!(traced, d);

@@ -37,7 +37,12 @@
 
 use serde_json::{Map, Value};
 
-use super::args::{args_hold, MatchedConstraint, Reading};
+use std::cell::{Cell, OnceCell};
+
+use super::args::{
+    failing_wide, strict_failing, wide_hold, CompiledConstraint, MatchedConstraint, Reading, Wide,
+};
+use super::commands::{self, CommandHit, Needs, Readings};
 use super::grants::{CompiledSettings, GrantArgs, GrantRef};
 use super::guard::{builtin_guard, Guard};
 use super::rules::{CompiledRule, CompiledRules, RuleAction, RulePrecedence};
@@ -115,6 +120,8 @@ pub enum Basis<'r> {
         escalate_after_ms: Option<u64>,
         /// Its first argument constraint, when it has `args`.
         constraint: Option<MatchedConstraint<'r>>,
+        /// The command (or the doubt) that made a command constraint hold.
+        command: Option<CommandHit>,
     },
     /// The session mode is `full`.
     ModeFull,
@@ -149,6 +156,9 @@ pub enum Basis<'r> {
         action: RuleAction,
         /// Its first argument constraint, when it has `args`.
         constraint: Option<MatchedConstraint<'r>>,
+        /// Deny rules: the command (or the doubt) that made a command
+        /// constraint hold.
+        command: Option<CommandHit>,
     },
     /// No rule matched.
     NoMatch,
@@ -189,6 +199,10 @@ impl<'r> Decision<'r> {
 /// no trace.
 #[derive(Debug, Default)]
 pub struct DecideOptions<'t> {
+    /// The models of the call's command fields, read off the hook's thread
+    /// before the ladder runs ([`needs`]); `None`: read here when a command
+    /// constraint needs them (tests, benches, the offline what-if).
+    pub readings: Option<&'t Readings>,
     /// The time to judge expiring grants at (ms since the epoch).
     pub now_ms: Option<u64>,
     /// Grants to pass over: uses-bounded grants whose use could not be
@@ -205,13 +219,55 @@ pub struct DecideOptions<'t> {
     pub mode: Option<Mode>,
 }
 
-/// Runs the ladder for one call, as the gate does.
+/// Runs the ladder for one call, as the gate does (reading its command
+/// fields here when a command constraint needs them).
 pub fn decide<'r>(
     settings: &'r CompiledSettings,
     rules: &'r CompiledRules,
     call: &Call<'r>,
 ) -> Decision<'r> {
     decide_with(settings, rules, call, DecideOptions::default())
+}
+
+/// What the call's command constraints will look at: the values to read
+/// before the ladder runs. Empty — and nothing allocated — unless a rule or
+/// grant with a command constraint applies to the call's function
+/// (`architecture/contract.md` § Commands: other calls never parse).
+pub fn needs(settings: &CompiledSettings, rules: &CompiledRules, call: &Call<'_>) -> Needs {
+    let mut needs = Needs::default();
+    let fid = call.function_id;
+    let Some(Value::Object(obj)) = call.arguments else {
+        return needs;
+    };
+    let mut add = |constraints: Option<&[CompiledConstraint]>| {
+        for c in constraints.into_iter().flatten() {
+            c.add_needs(fid, obj, &mut needs);
+        }
+    };
+    if rules.commands {
+        for table in [&rules.table, &rules.asks] {
+            table.each_match(fid, |slot| {
+                add(rules
+                    .rules
+                    .get(slot as usize)
+                    .and_then(|r| r.args.as_deref()));
+            });
+        }
+    }
+    for list in [GrantList::ApprovedAlways, GrantList::AlwaysAllow] {
+        let entries = settings.list(list);
+        if !entries.commands {
+            continue;
+        }
+        entries.table.each_match(fid, |slot| {
+            if let Some(GrantArgs::All(constraints)) =
+                entries.bounds.get(slot as usize).map(|b| &b.args)
+            {
+                add(Some(constraints));
+            }
+        });
+    }
+    needs
 }
 
 /// Runs the ladder for one call with `options`: the one implementation the
@@ -223,19 +279,27 @@ pub fn decide_with<'r>(
     call: &Call<'r>,
     options: DecideOptions<'_>,
 ) -> Decision<'r> {
+    let inline;
+    let readings = match options.readings {
+        Some(readings) => readings,
+        None => {
+            inline = needs(settings, rules, call).read_inline();
+            &inline
+        }
+    };
     match options.trace {
-        None => observed(settings, rules, call, &options, Silent).0,
+        None => observed(settings, rules, call, readings, &options, Silent).0,
         Some(out) => {
-            let recorder = Recorder::default();
             let (decision, recorder) = observed(
                 settings,
                 rules,
                 call,
+                readings,
                 &DecideOptions {
                     trace: None,
                     ..options
                 },
-                recorder,
+                Recorder::default(),
             );
             out.extend(recorder.finish());
             decision
@@ -249,16 +313,22 @@ pub(crate) fn observed<'r, O: Observer<'r>>(
     settings: &'r CompiledSettings,
     rules: &'r CompiledRules,
     call: &Call<'r>,
+    readings: &Readings,
     options: &DecideOptions<'_>,
     observer: O,
 ) -> (Decision<'r>, O) {
+    let mode = options.mode.unwrap_or(settings.mode);
     Ladder {
-        settings,
-        rules,
-        call: *call,
-        mode: options.mode.unwrap_or(settings.mode),
-        now: options.now_ms,
-        passed_over: options.passed_over,
+        judge: Judge {
+            settings,
+            rules,
+            call: *call,
+            mode,
+            now: Cell::new(options.now_ms),
+            passed_over: options.passed_over,
+            readings,
+            partners: OnceCell::new(),
+        },
         turn: options.turn,
         scan: None,
         observer,
@@ -271,20 +341,300 @@ pub(crate) fn observed<'r, O: Observer<'r>>(
 struct Scan {
     /// `first_match`: the first rule that applies. `deny_ask_allow`: the
     /// first deny rule that applies.
-    first: Option<u32>,
+    first: Option<(u32, Option<CommandHit>)>,
     /// `deny_ask_allow`: the first allow rule that applies (complete only
     /// when no deny rule applies).
-    allow: Option<u32>,
+    allow: Option<(u32, Option<CommandHit>)>,
 }
 
-/// One decision in progress, reporting to `O` as it goes.
-struct Ladder<'r, 't, O> {
+/// Where an allow source stands in the ladder: its step, then its slot.
+/// An allow rule or grant covers commands together with the grants of its
+/// own and earlier steps in force and, for an allow rule, the allow rules
+/// before it (`first_match`: so an allow never reaches past a deny rule
+/// placed between them) or all of them (`deny_ask_allow`, where every deny
+/// rule was consulted first). A source applies only when it covers at
+/// least one of the commands itself.
+type Position = (u8, u32);
+
+const APPROVED_ALWAYS: u8 = 0;
+const ALWAYS_ALLOW: u8 = 1;
+const RULES: u8 = 2;
+
+fn step_of(list: GrantList) -> u8 {
+    match list {
+        GrantList::ApprovedAlways => APPROVED_ALWAYS,
+        GrantList::AlwaysAllow => ALWAYS_ALLOW,
+    }
+}
+
+/// An allow rule or grant that applies to the call and whose command
+/// constraints all name one field: it covers commands of that field for
+/// the sources at or after it.
+struct Partner<'r> {
+    at: Position,
+    field: &'r str,
+    words: &'r [Box<str>],
+}
+
+/// What a rule made of the call.
+enum RuleCheck {
+    /// It applies (a deny or ask rule: with the command that made it).
+    Applies(Option<CommandHit>),
+    /// It does not.
+    Misses,
+}
+
+/// Judges rules and entries for one call; shared by the ladder's scans
+/// (which also lend the observer), so it holds no `&mut`.
+struct Judge<'r, 't> {
     settings: &'r CompiledSettings,
     rules: &'r CompiledRules,
     call: Call<'r>,
     mode: Mode,
-    now: Option<u64>,
+    /// Read once per decision, and only when an expiring entry matches.
+    now: Cell<Option<u64>>,
     passed_over: &'t [GrantRef],
+    readings: &'t Readings,
+    /// The allow sources that cover commands, found on first need.
+    partners: OnceCell<Vec<Partner<'r>>>,
+}
+
+impl<'r> Judge<'r, '_> {
+    fn args(&self) -> Option<&'r Value> {
+        self.call.arguments
+    }
+
+    /// Whether `rule` (its glob matched) applies in the session's mode.
+    fn rule(&self, slot: u32, rule: &'r CompiledRule) -> RuleCheck {
+        if !rule.modes.contains(self.mode) {
+            return RuleCheck::Misses;
+        }
+        let fid = self.call.function_id;
+        match rule.reading() {
+            Reading::Wide => match wide_hold(rule.args.as_deref(), fid, self.args(), self.readings)
+            {
+                Wide::Yes(hit) => RuleCheck::Applies(hit),
+                Wide::No => RuleCheck::Misses,
+            },
+            Reading::Strict => {
+                if self.strict(rule.args.as_deref(), (RULES, slot)).is_ok() {
+                    RuleCheck::Applies(None)
+                } else {
+                    RuleCheck::Misses
+                }
+            }
+        }
+    }
+
+    /// Why `rule` does not apply (for traces).
+    fn miss(&self, slot: u32, rule: &'r CompiledRule) -> Miss<'r> {
+        if !rule.modes.contains(self.mode) {
+            return Miss::Mode(self.mode);
+        }
+        let fid = self.call.function_id;
+        let args = self.args();
+        match rule.reading() {
+            Reading::Wide => match failing_wide(rule.args.as_deref(), fid, args, self.readings) {
+                Some(c) => Miss::Constraint(c),
+                None => Miss::NotAnObject,
+            },
+            Reading::Strict => match self.strict(rule.args.as_deref(), (RULES, slot)) {
+                Err(StrictFail::Constraint(c)) => Miss::Constraint(c),
+                Err(StrictFail::NotAnObject) | Ok(()) => Miss::NotAnObject,
+                Err(StrictFail::Command(c, why)) => Miss::Command(c, why),
+            },
+        }
+    }
+
+    /// An allow rule's or grant's `args`, read strictly: every other
+    /// constraint holds, and every command constraint's field runs only
+    /// commands covered by this source or one at or before it.
+    fn strict(
+        &self,
+        constraints: Option<&'r [CompiledConstraint]>,
+        at: Position,
+    ) -> Result<(), StrictFail<'r>> {
+        let Some(constraints) = constraints else {
+            return Ok(());
+        };
+        let fid = self.call.function_id;
+        let Some(Value::Object(obj)) = self.args() else {
+            return Err(StrictFail::NotAnObject);
+        };
+        if let Some(c) = strict_failing(Some(constraints), fid, self.args()) {
+            return Err(StrictFail::Constraint(c));
+        }
+        for c in constraints {
+            let Some(words) = c.command_words(fid) else {
+                continue;
+            };
+            let mut own = false;
+            let checked =
+                commands::strict_check(self.readings, c.strict_plan(fid, obj), obj, |command| {
+                    if commands::starts_exact(command, words) {
+                        own = true;
+                        return true;
+                    }
+                    self.partners().iter().any(|p| {
+                        self.reaches(p.at, at)
+                            && p.field == c.field()
+                            && commands::starts_exact(command, p.words)
+                    })
+                });
+            if let Err(why) = checked {
+                return Err(StrictFail::Command(c, commands::describe_miss(&why)));
+            }
+            if !own {
+                return Err(StrictFail::Command(
+                    c,
+                    "it covers none of the commands itself".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a partner at `partner` covers for a source at `source`.
+    fn reaches(&self, partner: Position, source: Position) -> bool {
+        match partner.0.cmp(&source.0) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => {
+                source.0 != RULES
+                    || self.rules.precedence == RulePrecedence::DenyAskAllow
+                    || partner.1 <= source.1
+            }
+        }
+    }
+
+    /// The allow sources that cover commands: the unbounded entries of the
+    /// lists in force and the allow rules, each applying to the call (its
+    /// other constraints held, in the session's mode) with every command
+    /// constraint on one field. A uses-bounded grant covers only for
+    /// itself: a use is spent for it alone.
+    fn partners(&self) -> &Vec<Partner<'r>> {
+        self.partners.get_or_init(|| {
+            let mut out = Vec::new();
+            let fid = self.call.function_id;
+            let args = self.args();
+            let mut add = |at: Position, constraints: &'r [CompiledConstraint]| {
+                let mut fields = constraints
+                    .iter()
+                    .filter_map(|c| Some((c.field(), c.command_words(fid)?)));
+                let Some((field, _)) = fields.clone().next() else {
+                    return;
+                };
+                if fields.clone().any(|(f, _)| f != field) {
+                    return;
+                }
+                if strict_failing(Some(constraints), fid, args).is_some() {
+                    return;
+                }
+                out.extend(
+                    fields
+                        .by_ref()
+                        .map(|(field, words)| Partner { at, field, words }),
+                );
+            };
+            let mut lists = vec![GrantList::ApprovedAlways];
+            if self.mode == Mode::Auto {
+                lists.push(GrantList::AlwaysAllow);
+            }
+            for list in lists {
+                let entries = self.settings.list(list);
+                if !entries.commands {
+                    continue;
+                }
+                entries.table.each_match(fid, |slot| {
+                    let Some(bounds) = entries.bounds.get(slot as usize) else {
+                        return;
+                    };
+                    let GrantArgs::All(constraints) = &bounds.args else {
+                        return;
+                    };
+                    let bounded = entries
+                        .entries
+                        .get(slot as usize)
+                        .is_none_or(|e| e.uses_left.is_some());
+                    if bounded || self.entry_bounds(list, slot).is_err() {
+                        return;
+                    }
+                    add((step_of(list), slot), constraints);
+                });
+            }
+            let rules = self.rules;
+            if rules.commands {
+                rules.table.each_match(fid, |slot| {
+                    let Some(rule) = rules.rules.get(slot as usize) else {
+                        return;
+                    };
+                    if rule.action != RuleAction::Allow || !rule.modes.contains(self.mode) {
+                        return;
+                    }
+                    if let Some(constraints) = rule.args.as_deref() {
+                        add((RULES, slot), constraints);
+                    }
+                });
+            }
+            out
+        })
+    }
+
+    /// Whether an entry's bounds (uses, expiry, a use that could not be
+    /// written) let it apply.
+    fn entry_bounds(&self, list: GrantList, slot: u32) -> Result<(), PassedOver> {
+        let Some(bounds) = self.settings.list(list).bounds.get(slot as usize) else {
+            return Err(PassedOver::Args);
+        };
+        if bounds.used_up {
+            return Err(PassedOver::UsedUp);
+        }
+        if let Some(at) = bounds.expires_at {
+            let now = match self.now.get() {
+                Some(now) => now,
+                None => {
+                    let now = crate::time::now_ms();
+                    self.now.set(Some(now));
+                    now
+                }
+            };
+            if now >= at {
+                return Err(PassedOver::Expired);
+            }
+        }
+        if self.passed_over.contains(&GrantRef { list, slot }) {
+            return Err(PassedOver::Unwritten);
+        }
+        Ok(())
+    }
+
+    /// Whether a matching entry of `list` applies to the call, or why not.
+    fn entry(&self, list: GrantList, slot: u32) -> Result<(), PassedOver> {
+        self.entry_bounds(list, slot)?;
+        let Some(bounds) = self.settings.list(list).bounds.get(slot as usize) else {
+            return Err(PassedOver::Args);
+        };
+        match &bounds.args {
+            GrantArgs::Any => Ok(()),
+            GrantArgs::All(constraints) => self
+                .strict(Some(constraints), (step_of(list), slot))
+                .map_err(|_| PassedOver::Args),
+            GrantArgs::Invalid => Err(PassedOver::Args),
+        }
+    }
+}
+
+/// Why an allow rule's or a grant's `args` do not hold.
+enum StrictFail<'r> {
+    Constraint(&'r CompiledConstraint),
+    NotAnObject,
+    /// A command constraint: what its field runs that nothing covers.
+    Command(&'r CompiledConstraint, String),
+}
+
+/// One decision in progress, reporting to `O` as it goes.
+struct Ladder<'r, 't, O> {
+    judge: Judge<'r, 't>,
     turn: Option<&'t Map<String, Value>>,
     scan: Option<Scan>,
     observer: O,
@@ -297,8 +647,10 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
     }
 
     fn decide(&mut self) -> Decision<'r> {
-        let fid = self.call.function_id;
-        let guard = builtin_guard(fid, self.call.arguments).or_else(|| self.rules.extra_guard(fid));
+        let call = self.judge.call;
+        let rules = self.judge.rules;
+        let fid = call.function_id;
+        let guard = builtin_guard(fid, call.arguments).or_else(|| rules.extra_guard(fid));
         self.observer.see(Event::Guard(guard));
         if let Some(guard) = guard {
             return Decision {
@@ -306,14 +658,14 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
                 basis: Basis::HumanOnly { guard },
             };
         }
-        if self.rules.is_lockdown() {
+        if rules.is_lockdown() {
             self.observer.see(Event::Lockdown);
             return Decision {
                 verdict: Verdict::Hold,
                 basis: Basis::Lockdown,
             };
         }
-        if self.rules.precedence == RulePrecedence::DenyAskAllow {
+        if rules.precedence == RulePrecedence::DenyAskAllow {
             if let Some(decision) = self.deny_rules() {
                 return decision;
             }
@@ -324,7 +676,7 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
         if let Some(decision) = self.ask_rules() {
             return decision;
         }
-        let mode = self.mode;
+        let mode = self.judge.mode;
         self.observer.see(Event::Mode {
             mode,
             allows: mode == Mode::Full,
@@ -349,7 +701,7 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
     }
 
     fn rule(&self, slot: u32) -> Option<&'r CompiledRule> {
-        self.rules.rules.get(slot as usize)
+        self.judge.rules.rules.get(slot as usize)
     }
 
     /// The allow and deny rules, looked at once per call (the seeds' check
@@ -359,31 +711,39 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
         if let Some(scan) = self.scan {
             return scan;
         }
-        let rules = self.rules;
-        let (mode, args) = (self.mode, self.call.arguments);
+        let judge = &self.judge;
+        let rules = judge.rules;
         let deny_first = rules.precedence == RulePrecedence::DenyAskAllow;
         let observer = &mut self.observer;
-        let mut allow: Option<u32> = None;
-        let first = rules.table.first_match(self.call.function_id, |slot| {
+        let mut allow: Option<(u32, Option<CommandHit>)> = None;
+        let mut first_hit = None;
+        let first = rules.table.first_match(judge.call.function_id, |slot| {
             let Some(rule) = rules.rules.get(slot as usize) else {
                 return false;
             };
-            let applies = rule.applies(mode, args);
-            if !applies && O::ON {
-                observer.see(Event::RuleMissed {
-                    slot,
-                    rule,
-                    why: Miss::of(rule, mode, args),
-                });
-            }
+            let hit = match judge.rule(slot, rule) {
+                RuleCheck::Applies(hit) => hit,
+                RuleCheck::Misses => {
+                    if O::ON {
+                        observer.see(Event::RuleMissed {
+                            slot,
+                            rule,
+                            why: judge.miss(slot, rule),
+                        });
+                    }
+                    return false;
+                }
+            };
             if deny_first && rule.action != RuleAction::Deny {
-                if applies && allow.is_none_or(|a| slot < a) {
-                    allow = Some(slot);
+                if allow.is_none_or(|(a, _)| slot < a) {
+                    allow = Some((slot, hit));
                 }
                 return false;
             }
-            applies
+            first_hit = hit;
+            true
         });
+        let first = first.map(|slot| (slot, first_hit));
         let scan = Scan {
             first,
             allow: if deny_first { allow } else { first },
@@ -397,7 +757,7 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
     fn rules_deny(&mut self) -> bool {
         let first = self.scan().first;
         first
-            .and_then(|slot| self.rule(slot))
+            .and_then(|(slot, _)| self.rule(slot))
             .is_some_and(|rule| rule.action == RuleAction::Deny)
     }
 
@@ -406,12 +766,13 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
     fn deny_rules(&mut self) -> Option<Decision<'r>> {
         let first = self.scan().first;
         self.rule_step(Step::DenyRule, Lane::Deny, first);
-        self.rule_decision(first?)
+        let (slot, hit) = first?;
+        self.rule_decision(slot, hit)
     }
 
     /// A root outside the calling turn's roots holds the call for a human.
     fn widening_root(&mut self) -> Option<Decision<'r>> {
-        let call = self.call;
+        let call = self.judge.call;
         let widening = widening_root(call.function_id, call.arguments, self.turn);
         if widening.is_some() || super::widening::asks_for_roots(call.function_id) {
             self.observer.see(Event::Widening(widening));
@@ -426,29 +787,39 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
 
     /// Ask rules: the first that applies holds the call for a human.
     fn ask_rules(&mut self) -> Option<Decision<'r>> {
-        let rules = self.rules;
+        let judge = &self.judge;
+        let rules = judge.rules;
         if rules.asks.is_empty() {
             self.observer.see(Event::NoAskRules);
             return None;
         }
-        let (mode, args) = (self.mode, self.call.arguments);
         let observer = &mut self.observer;
-        let hit = rules.asks.first_match(self.call.function_id, |slot| {
+        let mut ask_hit = None;
+        let hit = rules.asks.first_match(judge.call.function_id, |slot| {
             let Some(rule) = rules.rules.get(slot as usize) else {
                 return false;
             };
-            let applies = rule.applies(mode, args);
-            if !applies && O::ON {
-                observer.see(Event::RuleMissed {
-                    slot,
-                    rule,
-                    why: Miss::of(rule, mode, args),
-                });
+            match judge.rule(slot, rule) {
+                RuleCheck::Applies(hit) => {
+                    ask_hit = hit;
+                    true
+                }
+                RuleCheck::Misses => {
+                    if O::ON {
+                        observer.see(Event::RuleMissed {
+                            slot,
+                            rule,
+                            why: judge.miss(slot, rule),
+                        });
+                    }
+                    false
+                }
             }
-            applies
         });
+        let hit = hit.map(|slot| (slot, ask_hit));
         self.rule_step(Step::Ask, Lane::Ask, hit);
-        let index = hit? as usize;
+        let (slot, command) = hit?;
+        let index = slot as usize;
         let rule = rules.rules.get(index)?;
         Some(Decision {
             verdict: Verdict::Hold,
@@ -458,6 +829,7 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
                 timeout_ms: rule.timeout_ms,
                 escalate_after_ms: rule.escalate_after_ms,
                 constraint: first_constraint(rule),
+                command,
             },
         })
     }
@@ -467,12 +839,12 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
     /// (no deny applies, or the call was denied already). Else hold.
     fn allow_or_deny_rules(&mut self) -> Decision<'r> {
         let hit = self.scan().allow;
-        let lane = match self.rules.precedence {
+        let lane = match self.judge.rules.precedence {
             RulePrecedence::DenyAskAllow => Lane::Allow,
             RulePrecedence::FirstMatch => Lane::AllowOrDeny,
         };
         self.rule_step(Step::Rule, lane, hit);
-        if let Some(decision) = hit.and_then(|slot| self.rule_decision(slot)) {
+        if let Some(decision) = hit.and_then(|(slot, command)| self.rule_decision(slot, command)) {
             return decision;
         }
         self.observer.see(Event::Default);
@@ -483,14 +855,18 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
     }
 
     /// Reports the end of a rule step.
-    fn rule_step(&mut self, step: Step, lane: Lane, hit: Option<u32>) {
+    fn rule_step(&mut self, step: Step, lane: Lane, hit: Option<(u32, Option<CommandHit>)>) {
         if O::ON {
-            let hit = hit.and_then(|slot| Some((slot, self.rule(slot)?)));
+            let readings = self.judge.readings;
+            let hit = hit.and_then(|(slot, command)| {
+                let text = command.map(|hit| commands::describe_hit(readings, hit));
+                Some((slot, self.rule(slot)?, text))
+            });
             self.observer.see(Event::RuleStep { step, lane, hit });
         }
     }
 
-    fn rule_decision(&self, slot: u32) -> Option<Decision<'r>> {
+    fn rule_decision(&self, slot: u32, command: Option<CommandHit>) -> Option<Decision<'r>> {
         let rule = self.rule(slot)?;
         Some(Decision {
             verdict: match rule.action {
@@ -503,6 +879,7 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
                 rule_id: &rule.rule_id,
                 action: rule.action,
                 constraint: first_constraint(rule),
+                command,
             },
         })
     }
@@ -528,34 +905,37 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
     /// table's match (the glob matcher's scratch buffer is one per thread),
     /// so one pass over the seeds both decides and explains.
     fn seeds(&mut self) -> Option<Decision<'r>> {
-        let rules = self.rules;
+        let rules = self.judge.rules;
         if rules.seed_table.is_empty() {
             return None;
         }
-        let settings = self.settings;
+        let settings = self.judge.settings;
         let denied = self.rules_deny();
         let observer = &mut self.observer;
-        let hit = rules.seed_table.first_match(self.call.function_id, |slot| {
-            let Some(seed) = rules.seeds.get(slot as usize) else {
-                return false;
-            };
-            let why = if settings.suppresses(&seed.entry.function_id) {
-                PassedOver::Suppressed
-            } else if denied {
-                PassedOver::SeedUnderDeny
-            } else {
-                return true;
-            };
-            observer.see(Event::EntryMissed {
-                slot,
-                entry: &seed.entry,
-                why,
+        let hit = rules
+            .seed_table
+            .first_match(self.judge.call.function_id, |slot| {
+                let Some(seed) = rules.seeds.get(slot as usize) else {
+                    return false;
+                };
+                let why = if settings.suppresses(&seed.entry.function_id) {
+                    PassedOver::Suppressed
+                } else if denied {
+                    PassedOver::SeedUnderDeny
+                } else {
+                    return true;
+                };
+                observer.see(Event::EntryMissed {
+                    slot,
+                    entry: &seed.entry,
+                    why,
+                });
+                false
             });
-            false
-        });
-        let seed = rules.seeds.get(hit? as usize)?;
+        let slot = hit?;
+        let seed = rules.seeds.get(slot as usize)?;
         self.observer.see(Event::EntryHit {
-            slot: hit?,
+            slot,
             entry: &seed.entry,
         });
         Some(Decision {
@@ -569,14 +949,11 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
 
     /// The session's own entries of `list`: the first that applies allows.
     fn entries(&mut self, list: GrantList) -> Option<Decision<'r>> {
-        let settings = self.settings;
-        let entries = settings.list(list);
-        let mut now = self.now;
-        let passed_over = self.passed_over;
-        let args = self.call.arguments;
+        let judge = &self.judge;
+        let entries = judge.settings.list(list);
         let observer = &mut self.observer;
-        let hit = entries.table.first_match(self.call.function_id, |slot| {
-            match entry_applies(settings, list, slot, args, passed_over, &mut now) {
+        let hit = entries.table.first_match(judge.call.function_id, |slot| {
+            match judge.entry(list, slot) {
                 Ok(()) => true,
                 Err(why) => {
                     if let Some(entry) = entries.entries.get(slot as usize) {
@@ -586,7 +963,6 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
                 }
             }
         });
-        self.now = now;
         let slot = hit?;
         let entry = entries.entries.get(slot as usize)?;
         self.observer.see(Event::EntryHit { slot, entry });
@@ -600,42 +976,6 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
     }
 }
 
-/// Whether a matching entry of `list` applies to a call, or why not. The
-/// clock is read (once per decision) only when an expiring entry matches.
-fn entry_applies(
-    settings: &CompiledSettings,
-    list: GrantList,
-    slot: u32,
-    args: Option<&Value>,
-    passed_over: &[GrantRef],
-    now: &mut Option<u64>,
-) -> Result<(), PassedOver> {
-    let Some(bounds) = settings.list(list).bounds.get(slot as usize) else {
-        return Err(PassedOver::Args);
-    };
-    if bounds.used_up {
-        return Err(PassedOver::UsedUp);
-    }
-    if let Some(at) = bounds.expires_at {
-        let now = *now.get_or_insert_with(crate::time::now_ms);
-        if now >= at {
-            return Err(PassedOver::Expired);
-        }
-    }
-    let args_hold = match &bounds.args {
-        GrantArgs::Any => true,
-        GrantArgs::All(constraints) => args_hold(Some(constraints), args, Reading::Strict),
-        GrantArgs::Invalid => false,
-    };
-    if !args_hold {
-        return Err(PassedOver::Args);
-    }
-    if passed_over.contains(&GrantRef { list, slot }) {
-        return Err(PassedOver::Unwritten);
-    }
-    Ok(())
-}
-
 /// A rule's first argument constraint (what decisions report).
 fn first_constraint(rule: &CompiledRule) -> Option<MatchedConstraint<'_>> {
     rule.args
@@ -646,3 +986,6 @@ fn first_constraint(rule: &CompiledRule) -> Option<MatchedConstraint<'_>> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod command_tests;

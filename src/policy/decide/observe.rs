@@ -5,9 +5,7 @@
 //! operator reads. The gate decides with [`Silent`], whose `ON` is false:
 //! the compiler drops every event and the work of describing one.
 
-use serde_json::Value;
-
-use crate::policy::args::{failing_constraint, CompiledConstraint};
+use crate::policy::args::CompiledConstraint;
 use crate::policy::guard::Guard;
 use crate::policy::rules::CompiledRule;
 use crate::policy::trace::Step;
@@ -48,7 +46,7 @@ pub(crate) enum Lane {
 }
 
 /// Why a rule whose function glob matched did not apply.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum Miss<'r> {
     /// Its `modes` leave out the session's mode.
     Mode(Mode),
@@ -56,20 +54,9 @@ pub(crate) enum Miss<'r> {
     Constraint(&'r CompiledConstraint),
     /// Its `args` need an arguments object (read strictly).
     NotAnObject,
-}
-
-impl<'r> Miss<'r> {
-    /// Why `rule` does not apply to a call with `args` in `mode` (it does
-    /// not: the caller checked).
-    pub(crate) fn of(rule: &'r CompiledRule, mode: Mode, args: Option<&Value>) -> Miss<'r> {
-        if !rule.modes.contains(mode) {
-            return Miss::Mode(mode);
-        }
-        match failing_constraint(rule.args.as_deref(), args, rule.reading()) {
-            Some(c) => Miss::Constraint(c),
-            None => Miss::NotAnObject,
-        }
-    }
+    /// This command constraint of an allow rule: what its field runs that
+    /// no allow rule or grant covers, or why it cannot be allowed.
+    Command(&'r CompiledConstraint, String),
 }
 
 /// Why a matching entry (or seed) did not apply.
@@ -84,7 +71,7 @@ pub(crate) enum PassedOver {
 }
 
 /// One thing the ladder did.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum Event<'r> {
     /// Step 1: the guard that matched, or none.
     Guard(Option<Guard<'r>>),
@@ -105,7 +92,8 @@ pub(crate) enum Event<'r> {
     RuleStep {
         step: Step,
         lane: Lane,
-        hit: Option<(u32, &'r CompiledRule)>,
+        /// The rule that decided, with what it found in a command field.
+        hit: Option<(u32, &'r CompiledRule, Option<String>)>,
     },
     /// The session's mode; `allows` when it is `full`.
     Mode { mode: Mode, allows: bool },

@@ -505,7 +505,8 @@ fn ask_rules_hold_before_full_mode_and_every_grant_wherever_they_stand() {
             rule_id: "db",
             timeout_ms: Some(60000),
             escalate_after_ms: Some(30000),
-            constraint: None
+            constraint: None,
+            command: None,
         }
     );
     // The guard still comes first.

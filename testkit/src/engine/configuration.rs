@@ -215,7 +215,7 @@ fn expand_string(text: &str, missing: &mut Vec<String>) -> Value {
         if trimmed.is_empty() {
             return Value::String(substituted);
         }
-        if let Ok(parsed) = serde_yaml::from_str::<Value>(trimmed) {
+        if let Ok(parsed) = serde_saphyr::from_str::<Value>(trimmed) {
             return parsed;
         }
     }

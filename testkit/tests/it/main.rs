@@ -4,6 +4,7 @@
 //! engine also run on one when `III_ENGINE_BIN` points at it (or `iii` is on
 //! `PATH`).
 
+mod console;
 mod doubles;
 mod http;
 mod name_lease;
