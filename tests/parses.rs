@@ -96,7 +96,8 @@ async fn rule_25_10_calls_without_a_command_rule_never_parse() {
         "{CALLS} calls with no command rule on their function parsed a command"
     );
 
-    // A command rule on shell::exec: now its calls parse.
+    // A command rule on shell::exec: now its calls parse (ten different
+    // values, as the worker keeps the models of values it read before).
     configure(
         &probe,
         &worker,
@@ -108,11 +109,12 @@ async fn rule_25_10_calls_without_a_command_rule_never_parse() {
     .await;
     let before = parses();
     for i in 0..10 {
+        let command = format!("ls -la /tmp/{i}");
         gate(
             &probe,
             CALLS + i,
             "shell::exec",
-            json!({"command": "ls -la"}),
+            json!({ "command": command }),
         )
         .await;
     }

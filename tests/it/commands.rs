@@ -19,12 +19,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use approval_gate::{base_name, read, Command, Limits, Model, Source, WordKind};
-use approval_gate_testkit::commands::{self, Case, Outcome, Reading};
+use approval_gate::{base_name, Command, Model, WordKind};
+use approval_gate_testkit::commands::{self, Case, Outcome};
 use serde_json::{json, Value};
 
 use crate::common::*;
-use crate::oracle::CORPUS;
+use crate::oracle::{model_of, CORPUS};
 
 /// Which rule a run of the corpus is under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,15 +216,6 @@ async fn rule_25_6_every_corpus_case_gets_its_outcome_under_allow_rules() {
 
 // ------------------------------------------------------------------------
 // §25.6 read from the contract over the model's facts.
-
-fn model_of(reading: &Reading) -> Model {
-    let limits = Limits::default();
-    match reading {
-        Reading::Bash(text) => read(Source::Bash(text), &limits),
-        Reading::Argv(argv) => read(Source::Argv(argv), &limits),
-        Reading::Words(text) => read(Source::Words(text), &limits),
-    }
-}
 
 /// A prefix split into words like a command (§25.6).
 fn prefix_words(prefix: &str) -> Vec<&str> {
