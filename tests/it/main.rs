@@ -20,6 +20,7 @@ mod common;
 
 mod batch;
 mod browser;
+mod commands;
 mod configuration;
 mod console;
 mod deadlines;
@@ -41,6 +42,7 @@ mod lost_replies;
 mod manifest;
 mod no_fail_open;
 mod operator_logs;
+mod oracle;
 mod playground;
 mod policy;
 mod properties;
