@@ -624,9 +624,12 @@ impl Runs {
                 opaque: false,
                 why: None,
             });
+            // A program word is the agent's text: it passes the detectors
+            // like every other shown text (a URL with a `sig=` is a word).
             for program in model.programs() {
-                if !runs.programs.iter().any(|p| p == program) {
-                    runs.programs.push(program.to_owned());
+                let program = crate::redact::redact_text(program);
+                if !runs.programs.iter().any(|p| *p == program) {
+                    runs.programs.push(program.into_owned());
                 }
             }
             if let Some(why) = model.why() {
