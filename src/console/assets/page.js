@@ -1069,6 +1069,10 @@ function Facts({ record, now }) {
     const programs = Array.isArray(record.runs.programs) ? record.runs.programs.map(visible).join(", ") : "";
     row("Runs", `${programs || "(nothing it can name)"}${record.runs.opaque ? ` — opaque${record.runs.why ? `: ${visible(record.runs.why)}` : ""}` : ""}`);
   }
+  if (isObject(record.protected_path)) {
+    const where = record.protected_path.path ? visible(record.protected_path.path) : "a path that cannot be known";
+    row("Protected path", `${where} (matches ${visible(record.protected_path.glob || "")}) — an engine worker's configuration`);
+  }
   if (record.held_by_rule) row("Held by", h("code", null, visible(record.held_by_rule)));
   if (isObject(record.review)) {
     row("Reviewer", reviewSummary(record.review));
