@@ -1110,8 +1110,13 @@ function HeldCall({ host, record, now, onDecided }) {
     setBusy(true);
     setSaid(null);
     try {
-      let answer;
-      for (const [fid, payload] of steps) answer = await host.iii.trigger(fid, payload, { timeoutMs: 15000 });
+      // The decision first; what it remembers only once the harness has
+      // confirmed it (contract §20: side effects follow the harness).
+      const [[fid, payload], ...after] = steps;
+      const answer = await host.iii.trigger(fid, payload, { timeoutMs: 15000 });
+      if (answer?.resolved === true && !answer?.unknown) {
+        for (const [next, body] of after) await host.iii.trigger(next, body, { timeoutMs: 15000 });
+      }
       const text = answerText(answer, allowText);
       setSaid({ ok: Boolean(answer?.resolved), text });
       onDecided(record, label, text);
@@ -1136,7 +1141,7 @@ function HeldCall({ host, record, now, onDecided }) {
           className: "ag-button",
           "data-decision": "allow-remember",
           disabled: busy,
-          onClick: () => act("allow-remember", [["approval::approve-always", { session_id: record.session_id, function_id: record.function_id }], resolve("allow")], "Allowed, and this function will not ask again in this session."),
+          onClick: () => act("allow-remember", [resolve("allow"), ["approval::approve-always", { session_id: record.session_id, function_id: record.function_id }]], "Allowed, and this function will not ask again in this session."),
         },
         "Allow and don't ask again in this session",
       ),
@@ -1155,8 +1160,8 @@ function HeldCall({ host, record, now, onDecided }) {
               act(
                 "allow-prefix",
                 [
-                  ["approval::approve-always", { session_id: record.session_id, function_id: record.function_id, args: { command: { prefix: record.suggested_prefix } } }],
                   resolve("allow"),
+                  ["approval::approve-always", { session_id: record.session_id, function_id: record.function_id, args: { command: { prefix: record.suggested_prefix } } }],
                 ],
                 `Allowed, and ${record.suggested_prefix} … runs without asking in this session.`,
               ),
