@@ -9,6 +9,7 @@
 //! under a budget, durable write before answering, `pending-created` after.
 
 mod judge;
+mod live;
 mod review;
 
 use std::sync::Arc;
@@ -63,6 +64,21 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
         return deny(judge::NO_CALL);
     };
     let known = if ids_are_valid(&input, call) {
+        // A live record under the key decides alone (§26.1).
+        if let Some(record) = worker.pending.get(&input.session_id, &call.id) {
+            let (out, rule) = live::answer(worker, &input, call, &record);
+            let config = worker.config.load();
+            log_verdict(
+                worker,
+                &config.config,
+                &input,
+                call,
+                &out,
+                Some(rule),
+                false,
+            );
+            return out;
+        }
         let budget = deadline.cap(SETTINGS_BUDGET, WRITE_RESERVE);
         match worker.settings.known(&input.session_id, budget).await {
             Ok(known) => known,
@@ -155,7 +171,7 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                     escalate_after_ms: a.escalate_after_ms,
                 });
                 let reviewer = snapshot.config.reviewer_for(by_default, settings.mode);
-                let out = hold(
+                let (out, met) = hold(
                     worker,
                     &input,
                     call,
@@ -173,6 +189,7 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                 // A continue, or a deny with the reviewer's envelope, is the
                 // reviewer's verdict; any other deny is the gate's budget.
                 let by_reviewer = reviewer.is_some()
+                    && met.is_none()
                     && matches!(
                         out,
                         HookOutput::Continue
@@ -181,8 +198,9 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                                 ..
                             }
                     );
-                let logged = match out {
-                    HookOutput::Hold => rule,
+                let logged = match (met, &out) {
+                    (Some(met), _) => met,
+                    (None, HookOutput::Hold) => rule,
                     _ if by_reviewer => "reviewer",
                     _ => GATE_UNAVAILABLE,
                 };
@@ -326,14 +344,34 @@ struct Held<'a> {
 /// The hold path: idempotent on redelivery, context under a budget, the
 /// reviewer asked when one applies (its allow continues, its deny denies),
 /// the record written durably before the answer — all before the deadline,
-/// or the call is denied and nothing is left behind.
+/// or the call is denied and nothing is left behind. A record found under
+/// the key meanwhile decides as at the gate's entry (§26.1): the answer,
+/// and the rule it names.
 async fn hold(
     worker: &Worker,
     input: &HookInput,
     call: &HookCall,
     held: Held<'_>,
     deadline: Deadline,
-) -> HookOutput {
+) -> (HookOutput, Option<&'static str>) {
+    let out = hold_unless_met(worker, input, call, held, deadline).await;
+    match out {
+        Ok(out) => (out, None),
+        Err(record) => {
+            let (out, rule) = live::answer(worker, input, call, &record);
+            (out, Some(rule))
+        }
+    }
+}
+
+/// [`hold`]'s steps; `Err` with the live record found under the key.
+async fn hold_unless_met(
+    worker: &Worker,
+    input: &HookInput,
+    call: &HookCall,
+    held: Held<'_>,
+    deadline: Deadline,
+) -> Result<HookOutput, Arc<crate::pending::PendingRecord>> {
     let Held {
         limits,
         config,
@@ -343,15 +381,17 @@ async fn hold(
         readings,
     } = held;
     let (sid, cid) = (input.session_id.as_str(), call.id.as_str());
-    if worker.pending.get(sid, cid).is_some() {
-        return HookOutput::Hold;
+    if let Some(record) = worker.pending.get(sid, cid) {
+        return Err(record);
     }
     let budget = deadline.cap(record::SESSION_BUDGET, WRITE_RESERVE);
     let mut fetched = None;
     let mut reviewed = None;
     if let Some(reviewer) = reviewer {
-        // One review per call: a redelivery waits for the first one's slot.
-        let slot = worker.reviews.slot(sid, cid);
+        // One review per call, by its identity (§26.1): a redelivery waits
+        // for the first one's slot; another call under the same id is
+        // reviewed on its own.
+        let slot = worker.reviews.slot(live::identity(input, call));
         let answer = slot
             .get_or_init(|| async {
                 let context = record::session_context(&worker.engine, sid, budget).await;
@@ -362,14 +402,14 @@ async fn hold(
             })
             .await;
         match answer {
-            Reviewed::Continue(_) => return HookOutput::Continue,
+            Reviewed::Continue(_) => return Ok(HookOutput::Continue),
             Reviewed::Deny {
                 reason, envelope, ..
             } => {
-                return HookOutput::Deny {
+                return Ok(HookOutput::Deny {
                     reason: reason.clone(),
                     details: Some(envelope.clone()),
-                }
+                })
             }
             Reviewed::Hold(review) => reviewed = Some(Box::new(review.clone())),
         }
@@ -392,19 +432,19 @@ async fn hold(
     // made under, counted from when the record is built.
     record::set_deadlines(&mut record, limits, config);
     let lock = worker.pending.lock(sid, cid).await;
-    if lock.get().is_some() {
-        return HookOutput::Hold;
+    if let Some(record) = lock.get() {
+        return Err(record);
     }
     let written = tokio::time::timeout_at(deadline.instant(), lock.write(record, arguments)).await;
     let Ok(written) = written else {
         lock.discard().await;
         tracing::warn!(session_id = sid, function_call_id = cid, function_id = %call.function_id, decision = "deny", "hold not recorded within the hook's budget; denying");
-        return deny(format!(
+        return Ok(deny(format!(
             "Approval gate unavailable (retry later): approval-gate could not record the held call to {} in time; the call is denied rather than held without a record",
             call.function_id
-        ));
+        )));
     };
-    match written {
+    Ok(match written {
         Err(err) => {
             tracing::warn!(session_id = sid, function_call_id = cid, function_id = %call.function_id, error = %err, "hold not recorded; denying");
             deny(format!(
@@ -418,7 +458,7 @@ async fn hold(
             tracing::info!(session_id = sid, function_call_id = cid, function_id = %call.function_id, decision = "hold", rule, "call held");
             HookOutput::Hold
         }
-    }
+    })
 }
 
 /// Keeps a durable binding (the gate's, the watch's) in place for as long

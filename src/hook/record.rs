@@ -14,7 +14,7 @@ use crate::redact::{redact, redact_full, redact_text, Full};
 
 /// The argument today's harness stamps onto shell, coder and pipe calls:
 /// its trusted filesystem scope, not the agent's.
-pub(crate) const FS_SCOPE: &str = "fs_scope";
+pub(crate) const FS_SCOPE: &str = crate::policy::STAMP;
 
 /// How long a hold may wait for `session::get` (well inside the hook's 5 s).
 pub(crate) const SESSION_BUDGET: Duration = Duration::from_millis(1500);
@@ -97,6 +97,10 @@ pub fn build_record(
         review: None,
         runs: None,
         suggested_prefix: None,
+        digest: Some(crate::pending::digest(
+            &call.function_id,
+            call.arguments.as_ref(),
+        )),
     }
 }
 

@@ -182,6 +182,14 @@ pub struct PendingRecord {
     /// this one call (one plain command of a configured read-only form).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suggested_prefix: Option<String>,
+    /// The digest of the call's arguments (`pending::identity`): what tells
+    /// this call from another one under the same id. Kept in state only
+    /// ([`PendingRecord::stored`]), never shown: a digest of unredacted
+    /// arguments would let a reader test guesses of a short secret. Absent
+    /// on records written before identities were kept.
+    #[serde(rename = "arguments_digest", default, skip_serializing)]
+    #[schemars(skip)]
+    pub digest: Option<String>,
 }
 
 /// Who carried a decision to the harness.
@@ -328,7 +336,17 @@ impl PendingRecord {
         )
     }
 
-    /// The record's identity.
+    /// The record as state keeps it: what it shows plus its
+    /// `arguments_digest`.
+    pub(crate) fn stored(&self) -> Result<Value, serde_json::Error> {
+        let mut value = serde_json::to_value(self)?;
+        if let (Value::Object(map), Some(digest)) = (&mut value, &self.digest) {
+            map.insert("arguments_digest".into(), Value::String(digest.clone()));
+        }
+        Ok(value)
+    }
+
+    /// The record's key.
     pub fn key(&self) -> RecordKey {
         (self.session_id.clone(), self.function_call_id.clone())
     }
@@ -386,6 +404,7 @@ impl PendingRecord {
             review,
             runs,
             suggested_prefix,
+            digest,
         } = self;
         *session_id == other.session_id
             && *turn_id == other.turn_id
@@ -407,6 +426,7 @@ impl PendingRecord {
             && *review == other.review
             && *runs == other.runs
             && *suggested_prefix == other.suggested_prefix
+            && *digest == other.digest
     }
 
     /// When the timer next has something to do for this record: the
@@ -471,6 +491,7 @@ mod tests {
             review: None,
             runs: None,
             suggested_prefix: None,
+            digest: None,
         }
     }
 

@@ -37,6 +37,20 @@ pub(crate) const SPAWN: &str = "harness::spawn";
 /// The function that sends a turn to a session.
 pub(crate) const SEND: &str = "harness::send";
 
+/// The argument today's harness stamps onto the calls it stamps: its
+/// trusted filesystem scope, not the agent's.
+pub(crate) const STAMP: &str = "fs_scope";
+
+/// Whether today's harness stamps `function_id`'s arguments with its
+/// `fs_scope` (`shell::*` except `shell::filesystem::*`, `coder::*`,
+/// `fp::pipe`), overwriting whatever the agent put there. By the id's exact
+/// bytes, as the harness compares them.
+pub(crate) fn harness_stamps(function_id: &str) -> bool {
+    (function_id.starts_with("shell::") && !function_id.starts_with("shell::filesystem::"))
+        || function_id.starts_with("coder::")
+        || function_id == "fp::pipe"
+}
+
 /// Whether `function_id` is one whose arguments can ask for a root.
 pub(crate) fn asks_for_roots(function_id: &str) -> bool {
     function_id == SPAWN || function_id == SEND
