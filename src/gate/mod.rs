@@ -66,7 +66,7 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
     let known = if ids_are_valid(&input, call) {
         // A live record under the key decides alone (§26.1).
         if let Some(record) = worker.pending.get(&input.session_id, &call.id) {
-            let (out, rule) = live::answer(worker, &input, call, &record);
+            let (out, rule) = live::answer(worker, &input, call, &record, deadline).await;
             let config = worker.config.load();
             log_verdict(
                 worker,
@@ -358,7 +358,7 @@ async fn hold(
     match out {
         Ok(out) => (out, None),
         Err(record) => {
-            let (out, rule) = live::answer(worker, input, call, &record);
+            let (out, rule) = live::answer(worker, input, call, &record, deadline).await;
             (out, Some(rule))
         }
     }

@@ -187,3 +187,100 @@ async fn rule_26_1_a_reviewers_verdict_belongs_to_the_call_it_reviewed() {
     })
     .await;
 }
+
+/// Registers, as an operator would, another durable binding of the gate on
+/// the pre-trigger point at `priority`, and waits until the harness has
+/// `n` bindings of the gate. The worker's next check would remove it, so
+/// the scene first sets a check interval longer than the test.
+async fn another_gate_binding(scene: &Scene, priority: i64, n: usize) {
+    scene
+        .ok(
+            "engine::register_trigger",
+            json!({"trigger_type": "harness::hook::pre-trigger", "function_id": "approval::gate",
+                   "config": {"priority": priority, "timeout_ms": 5000, "on_error": "fail_closed"}}),
+        )
+        .await;
+    assert!(
+        scene
+            .harness
+            .wait_until(WAIT, |h| h
+                .bindings("harness::hook::pre-trigger")
+                .iter()
+                .filter(|b| b.function_id == "approval::gate")
+                .count()
+                == n)
+            .await,
+        "the harness never saw {n} bindings of the gate"
+    );
+}
+
+each_generation! {
+    /// Issue 36, item 7 (harness issue #797): with the gate bound twice (a
+    /// `gate_priority` change makes the new binding before the old one
+    /// goes), the harness resumes a released call after the first holder
+    /// only, so the second binding runs the gate inside `execute`. The gate
+    /// answered `hold`, the release then removed the record, and the turn
+    /// stayed parked with nothing left to resolve.
+    async fn rule_26_1_a_second_gate_binding_lets_a_released_call_run_once_and_strands_no_turn(generation) {
+        on_each_engine(&label("rule_26_1_two_bindings", generation), |engine| async move {
+            let scene = Scene::start_with(engine, HarnessOptions::generation(generation)).await;
+            scene
+                .ok(
+                    "configuration::set",
+                    json!({"id": "approval-gate", "value": {"rules": ["!approval::*"], "binding_check_interval_ms": 600000}}),
+                )
+                .await;
+            let w = scene.worker.as_ref().unwrap();
+            assert!(eventually(WAIT, || w.config().binding_check_interval_ms == 600_000).await);
+            let resolved = scene
+                .sink("two-resolved", "approval::pending-resolved", json!({}))
+                .await;
+            another_gate_binding(&scene, 1001, 2).await;
+            scene.hold(first("c1")).await;
+            let answer = scene
+                .ok("approval::resolve", json!({"session_id": "s_id", "function_call_id": "c1", "decision": "allow"}))
+                .await;
+            assert_eq!(answer["resolved"], true, "{answer}");
+            let state = scene
+                .harness
+                .wait_for_state("s_id", "c1", WAIT, |s| !s.is_held() && *s != CallState::Running)
+                .await;
+            assert!(matches!(state, Some(CallState::Completed { .. })), "the released call did not run: {state:?}");
+            assert!(scene.harness.held_calls("s_id", "t_1").is_empty(), "the turn is stranded");
+            let runs = scene.harness.runs_of("demo::echo");
+            assert_eq!(runs.len(), 1, "{runs:?}");
+            assert_eq!(runs[0].arguments["path"], "README");
+            let ev = resolved.wait_for(1, WAIT).await;
+            assert_eq!(ev.len(), 1, "{ev:?}");
+            assert_eq!(ev[0]["outcome"], "allow");
+            // The gate was asked twice about the call: its hold, then the
+            // second binding inside the release, which it let through.
+            let gate: Vec<_> = scene
+                .harness
+                .hook_calls()
+                .into_iter()
+                .filter(|h| h.function_id == "approval::gate" && h.call_id == "c1")
+                .collect();
+            assert_eq!(gate.len(), 2, "{gate:?}");
+            assert!(scene.inbox().await.is_empty());
+
+            // A third binding: the release passes the gate once; the third
+            // run of the gate is denied, and nothing runs twice.
+            another_gate_binding(&scene, 1002, 3).await;
+            scene.hold(first("c2")).await;
+            scene
+                .ok("approval::resolve", json!({"session_id": "s_id", "function_call_id": "c2", "decision": "allow"}))
+                .await;
+            let state = scene
+                .harness
+                .wait_for_state("s_id", "c2", WAIT, |s| !s.is_held() && *s != CallState::Running)
+                .await;
+            let reason = state.as_ref().and_then(CallState::deny_reason).unwrap_or_else(|| panic!("{state:?}"));
+            assert!(reason.starts_with("Permission denied by policy:"), "{reason}");
+            assert_eq!(scene.harness.runs_of("demo::echo").len(), 1, "nothing ran twice");
+            assert!(scene.harness.held_calls("s_id", "t_1").is_empty(), "the turn is stranded");
+            assert!(scene.inbox().await.is_empty());
+        })
+        .await;
+    }
+}
