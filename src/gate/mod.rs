@@ -543,7 +543,8 @@ pub(crate) fn register(worker: &Arc<Worker>) {
 /// metadata carries its root and the grants it was sent with; the harness's
 /// durable grants of the session are granted roots too, read only when a
 /// root asked for lies outside the metadata's (so no other call pays for
-/// it). Returns the metadata with those grants added to `fs_scope.grants`;
+/// it). Returns the metadata with those grants added to `fs_scope.grants`
+/// (the scope made when only the brief's `working_dir` names the root);
 /// `None` (judge with the input's metadata) when nothing widens, the turn
 /// has no root of its own, or the grants cannot be read in time — the call
 /// is then held, and a human decides.
@@ -557,8 +558,16 @@ pub(crate) async fn turn_with_durable_grants(
 ) -> Option<Map<String, Value>> {
     crate::policy::widening_root(function_id, arguments, metadata)?;
     let mut metadata = metadata?.clone();
-    let scope = metadata.get_mut("fs_scope")?.as_object_mut()?;
-    scope.get("root")?.as_str()?;
+    // The turn's own root: its scope's, else the brief's session workspace.
+    let own = metadata
+        .get("fs_scope")
+        .and_then(|scope| scope.get("root"))
+        .or_else(|| metadata.get("working_dir"));
+    own?.as_str()?;
+    let scope = metadata
+        .entry("fs_scope")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()?;
     let roots = match worker.folders.granted_roots(session_id, budget).await {
         Ok(Some(roots)) if !roots.is_empty() => roots,
         Ok(_) => return None,
