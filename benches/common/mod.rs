@@ -130,6 +130,7 @@ pub fn record(i: usize) -> PendingRecord {
         runs: None,
         suggested_prefix: None,
         digest: None,
+        held_by_rule: Some("no_match".into()),
     }
 }
 

@@ -159,13 +159,17 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                 log_verdict(worker, &snapshot.config, &input, call, &out, rule, false);
                 return out;
             }
-            Judgement::Hold { ask, by_default } => {
+            Judgement::Hold {
+                ask,
+                by_default,
+                rule,
+            } => {
                 let fallback = if snapshot.rules.is_lockdown() {
                     "lockdown"
                 } else {
-                    "no_match"
+                    crate::pending::NO_MATCH_HOLD
                 };
-                let rule = ask.map_or(fallback, |a| a.rule_id);
+                let rule = ask.map(|a| a.rule_id).or(rule).unwrap_or(fallback);
                 let limits = ask.map_or_else(HoldLimits::default, |a| HoldLimits {
                     timeout_ms: a.timeout_ms,
                     escalate_after_ms: a.escalate_after_ms,
@@ -423,6 +427,12 @@ async fn hold_unless_met(
     };
     let mut record = record::build_record(input, call, RecordKind::Function, context);
     let arguments = record::whole_arguments(call);
+    // What held it, for a batch to tell a floor from a plain hold (§26.4).
+    let held_by = match reviewed {
+        Some(_) => crate::pending::REVIEWER_HOLD,
+        None => rule,
+    };
+    record.held_by_rule = Some(held_by.to_string());
     record.review = reviewed;
     let shown = shown_commands(worker, call, readings).await;
     let models = || shown.as_ref().unwrap_or(readings).models();

@@ -101,6 +101,8 @@ pub fn build_record(
             &call.function_id,
             call.arguments.as_ref(),
         )),
+        // The gate sets it at its hold; a folder prompt has none.
+        held_by_rule: None,
     }
 }
 

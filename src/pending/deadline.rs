@@ -267,6 +267,7 @@ mod tests {
             runs: None,
             suggested_prefix: None,
             digest: None,
+            held_by_rule: None,
         }
     }
 

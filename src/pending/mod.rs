@@ -48,6 +48,7 @@ pub use load::LOAD_CONCURRENCY;
 pub(crate) use record::ShownRecord;
 pub(crate) use record::{AccessRequest, Metadata, RecordKey, ReleaseNote, ReleaseVia, RulingKind};
 pub use record::{GrantRequest, PendingRecord, RecordKind, SortKey};
+pub(crate) use record::{NO_MATCH_HOLD, REVIEWER_HOLD};
 pub(crate) use removed::Removal;
 pub(crate) use store::{PendingStore, WholeArguments};
 pub(crate) use unreadable::UnreadableRecord;

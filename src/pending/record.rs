@@ -17,6 +17,12 @@ use crate::policy::Runs;
 use crate::provenance::{Caller, DecidedBy, DecidedVia};
 use crate::terms::review::Review;
 
+/// `held_by_rule` of a hold no rule decided: a batch may carry it.
+pub(crate) const NO_MATCH_HOLD: &str = "no_match";
+/// `held_by_rule` of a hold the reviewer sent to a human: a batch may
+/// carry it.
+pub(crate) const REVIEWER_HOLD: &str = "reviewer";
+
 /// Which prompt a console renders for a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -190,6 +196,13 @@ pub struct PendingRecord {
     #[serde(rename = "arguments_digest", default, skip_serializing)]
     #[schemars(skip)]
     pub digest: Option<String>,
+    /// What held the call: the deciding rule's id, or `no_match`,
+    /// `lockdown`, `opaque_command`, `widening_root`, `reviewer`
+    /// (`architecture/contract.md` § Batch decisions show what they
+    /// release). Absent on folder prompts and on records written before it
+    /// was kept; such a function record is decided on its own page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_by_rule: Option<String>,
 }
 
 /// Who carried a decision to the harness.
@@ -405,6 +418,7 @@ impl PendingRecord {
             runs,
             suggested_prefix,
             digest,
+            held_by_rule,
         } = self;
         *session_id == other.session_id
             && *turn_id == other.turn_id
@@ -427,6 +441,21 @@ impl PendingRecord {
             && *runs == other.runs
             && *suggested_prefix == other.suggested_prefix
             && *digest == other.digest
+            && *held_by_rule == other.held_by_rule
+    }
+
+    /// Why an "Allow all" must leave this held function call out, if it
+    /// must (`architecture/contract.md` § Batch decisions show what they
+    /// release): a human floor held it (an ask rule, `opaque_command`,
+    /// `widening_root`, `lockdown`), or what held it is not known (a record
+    /// written before it was kept). Only a hold no rule decided
+    /// (`no_match`) or the reviewer's may ride in a batch. Whether its
+    /// arguments are clipped is read apart, from the whole arguments.
+    pub fn decide_separately(&self) -> bool {
+        !matches!(
+            self.held_by_rule.as_deref(),
+            Some(NO_MATCH_HOLD | REVIEWER_HOLD)
+        )
     }
 
     /// When the timer next has something to do for this record: the
@@ -492,6 +521,7 @@ mod tests {
             runs: None,
             suggested_prefix: None,
             digest: None,
+            held_by_rule: None,
         }
     }
 
