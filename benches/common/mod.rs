@@ -130,6 +130,8 @@ pub fn record(i: usize) -> PendingRecord {
         runs: None,
         suggested_prefix: None,
         protected_path: None,
+        digest: None,
+        held_by_rule: Some("no_match".into()),
     }
 }
 

@@ -5,8 +5,11 @@
 //! 1. **Choose.** With `items`: exactly those revisions — a held call whose
 //!    `pending_at` differs is skipped (the human did not see it). Without:
 //!    every record of the turn held now. A record of another turn, one
-//!    already releasing, and (on allow) a folder prompt are skipped; each
-//!    skipped record is listed with why ([`plan`], pure).
+//!    already releasing, and (on allow) a folder prompt are skipped; so is,
+//!    on an allow without `items`, a call to decide separately (§26.4: held
+//!    by a human floor, held before `held_by_rule` was kept, or with its
+//!    arguments clipped — nobody saw it whole in a list); each skipped
+//!    record is listed with why ([`plan`], pure).
 //! 2. **Claim**, in `pending_at` order: each through the one release path's
 //!    claim (`ReleaseVia::Batch`, `expected` = the revision), so a record that
 //!    expired, was purged, changed or is being released by someone else
@@ -120,6 +123,11 @@ pub(crate) enum SkipWhy {
     /// A folder prompt: each names its own folder, so none is allowed in a
     /// batch (a batch deny denies it).
     FolderPrompt,
+    /// An allow without `items`: a call held by a human floor (an ask rule,
+    /// `opaque_command`, `widening_root`, `lockdown`), held before
+    /// `held_by_rule` was kept, or whose arguments are clipped — a human
+    /// decides it on its own (a batch deny denies it).
+    DecideSeparately,
 }
 
 /// A record left alone.
@@ -153,11 +161,12 @@ pub(crate) struct Target {
 pub(crate) type Candidate = (String, Option<Arc<PendingRecord>>, Option<u64>);
 
 /// Step 1 (PURE): which candidates to decide, in `pending_at` order, and
-/// which to skip.
+/// which to skip. `clipped`: the calls whose whole arguments are clipped.
 pub(crate) fn plan(
     turn_id: &str,
     allow: bool,
     candidates: Vec<Candidate>,
+    clipped: &HashSet<String>,
 ) -> (Vec<Target>, Vec<Skipped>) {
     let mut targets = Vec::new();
     let mut skipped = Vec::new();
@@ -168,6 +177,14 @@ pub(crate) fn plan(
             Some(r) if seen.is_some_and(|at| at != r.pending_at) => Some(SkipWhy::Stale),
             Some(r) if r.releasing => Some(SkipWhy::Releasing),
             Some(r) if allow && r.kind.is_folder() => Some(SkipWhy::FolderPrompt),
+            // No list of revisions: nobody was shown these calls together.
+            Some(r)
+                if allow
+                    && seen.is_none()
+                    && (r.decide_separately() || clipped.contains(&function_call_id)) =>
+            {
+                Some(SkipWhy::DecideSeparately)
+            }
             Some(_) => None,
         };
         match (why, record) {
@@ -265,6 +282,7 @@ pub(crate) async fn decide(
 ) -> BatchResponse {
     let (via, caller) = by;
     let started = tokio::time::Instant::now();
+    let sweep = items.is_none();
     let candidates: Vec<Candidate> = match items {
         Some(items) => items
             .into_iter()
@@ -285,7 +303,27 @@ pub(crate) async fn decide(
             .collect(),
     };
     let allow = matches!(decision, Ruling::Allow { .. });
-    let (targets, mut skipped) = plan(turn_id, allow, candidates);
+    // An allow of the whole turn leaves out what a page would list to
+    // decide separately; whether the arguments are clipped is read from
+    // the whole arguments (only for calls that could ride otherwise).
+    let mut clipped = HashSet::new();
+    if allow && sweep {
+        for (cid, record, _) in &candidates {
+            let rides = |r: &&Arc<PendingRecord>| {
+                r.kind == RecordKind::Function
+                    && r.turn_id == turn_id
+                    && !r.releasing
+                    && !r.decide_separately()
+            };
+            let Some(record) = record.as_ref().filter(rides) else {
+                continue;
+            };
+            if worker.pending.arguments(record).await.arguments_clipped {
+                clipped.insert(cid.clone());
+            }
+        }
+    }
+    let (targets, mut skipped) = plan(turn_id, allow, candidates, &clipped);
 
     // Claim each, in pending_at order.
     let requests = targets.into_iter().map(|t| Request {
@@ -404,7 +442,7 @@ mod tests {
         let value = serde_json::json!({
             "session_id": "s", "turn_id": turn, "function_call_id": cid,
             "function_id": "demo::echo", "kind": kind, "arguments_excerpt": {},
-            "pending_at": at, "depth": 0,
+            "pending_at": at, "depth": 0, "held_by_rule": "no_match",
         });
         Arc::new(serde_json::from_value(value).expect("a record"))
     }
@@ -447,7 +485,7 @@ mod tests {
                 Some(80),
             ),
         ];
-        let (targets, skipped) = plan("t", true, candidates.clone());
+        let (targets, skipped) = plan("t", true, candidates.clone(), &HashSet::new());
         let order: Vec<_> = targets
             .iter()
             .map(|t| t.function_call_id.as_str())
@@ -468,13 +506,72 @@ mod tests {
             ]
         );
         // A deny takes the folder prompt too.
-        let (targets, _) = plan("t", false, candidates);
+        let (targets, _) = plan("t", false, candidates, &HashSet::new());
         let order: Vec<_> = targets
             .iter()
             .map(|t| t.function_call_id.as_str())
             .collect();
         assert_eq!(order, ["c1", "c2", "c3", "c8"]);
         assert_eq!(targets[1].kind, RecordKind::FilesystemAccess);
+    }
+
+    /// Contract §26.4: an allow of the whole turn leaves out the calls a
+    /// page lists to decide separately; a deny, or a list of revisions a
+    /// human saw, takes them.
+    #[test]
+    fn rule_26_4_an_allow_without_items_skips_what_must_be_decided_separately() {
+        let held_by = |cid: &str, at: u64, rule: Option<&str>| {
+            let mut r = (*record(cid, "t", at, RecordKind::Function)).clone();
+            r.held_by_rule = rule.map(str::to_string);
+            Arc::new(r)
+        };
+        let cases = [
+            ("c1", Some("no_match")),
+            ("c2", Some("reviewer")),
+            ("c3", Some("ask-deploys")),
+            ("c4", Some("opaque_command")),
+            ("c5", Some("widening_root")),
+            ("c6", Some("lockdown")),
+            ("c7", None),
+            ("c8", Some("no_match")),
+        ];
+        let sweep: Vec<Candidate> = cases
+            .iter()
+            .zip(1u64..)
+            .map(|((cid, rule), at)| (cid.to_string(), Some(held_by(cid, at, *rule)), None))
+            .collect();
+        let clipped: HashSet<String> = ["c8".to_string()].into();
+        let (targets, skipped) = plan("t", true, sweep.clone(), &clipped);
+        let order: Vec<_> = targets
+            .iter()
+            .map(|t| t.function_call_id.as_str())
+            .collect();
+        assert_eq!(order, ["c1", "c2"]);
+        let why: Vec<_> = skipped
+            .iter()
+            .map(|s| (s.function_call_id.as_str(), s.why))
+            .collect();
+        assert_eq!(
+            why,
+            ["c3", "c4", "c5", "c6", "c7", "c8"].map(|c| (c, SkipWhy::DecideSeparately))
+        );
+        let (targets, skipped) = plan("t", false, sweep.clone(), &clipped);
+        assert_eq!(
+            (targets.len(), skipped.len()),
+            (8, 0),
+            "a deny takes them all"
+        );
+        let seen: Vec<Candidate> = sweep
+            .into_iter()
+            .zip(1u64..)
+            .map(|((cid, r, _), at)| (cid, r, Some(at)))
+            .collect();
+        let (targets, skipped) = plan("t", true, seen, &clipped);
+        assert_eq!(
+            (targets.len(), skipped.len()),
+            (8, 0),
+            "items the human saw"
+        );
     }
 
     #[test]

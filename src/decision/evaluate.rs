@@ -13,7 +13,7 @@
 //!
 //! In: `{ session_id, function_id, arguments?, metadata? }` (`metadata`: the
 //! calling turn's, as the hook input carries it; its `fs_scope` is what a
-//! widening root of `harness::spawn` / `harness::send` is judged against)
+//! widening root asked for by any call is judged against)
 //! Out: `{ verdict: "allow"|"deny"|"needs_approval", rule_id?, reason,
 //!         trace: [{step, outcome, detail?}], rule_errors?, deadline_ms?, reviewer? }`
 

@@ -43,6 +43,9 @@ pub enum Judgement<'r> {
         /// no rule decided and it is not the lockdown — the only hold a
         /// configured reviewer may be asked about.
         by_default: bool,
+        /// The rule (or ladder step) that holds it, when one decided
+        /// (`opaque_command` for an opaque command's hold).
+        rule: Option<&'r str>,
     },
 }
 
@@ -214,6 +217,7 @@ pub(crate) fn judge_in_turn<'r>(
         },
         Verdict::Hold => Judgement::Hold {
             by_default: decision.is_default_hold(),
+            rule,
             ask: match decision.basis {
                 Basis::Ask {
                     timeout_ms,

@@ -9,6 +9,7 @@
 //! under a budget, durable write before answering, `pending-created` after.
 
 mod judge;
+mod live;
 mod review;
 
 use std::sync::Arc;
@@ -77,6 +78,21 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
         return out;
     }
     let known = if ids_are_valid(&input, call) {
+        // A live record under the key decides alone (§26.1).
+        if let Some(record) = worker.pending.get(&input.session_id, &call.id) {
+            let (out, rule) = live::answer(worker, &input, call, &record, deadline).await;
+            let config = worker.config.load();
+            log_verdict(
+                worker,
+                &config.config,
+                &input,
+                call,
+                &out,
+                Some(rule),
+                false,
+            );
+            return out;
+        }
         let budget = deadline.cap(SETTINGS_BUDGET, WRITE_RESERVE);
         match worker.settings.known(&input.session_id, budget).await {
             Ok(known) => known,
@@ -157,13 +173,17 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                 log_verdict(worker, &snapshot.config, &input, call, &out, rule, false);
                 return out;
             }
-            Judgement::Hold { ask, by_default } => {
+            Judgement::Hold {
+                ask,
+                by_default,
+                rule,
+            } => {
                 let fallback = if snapshot.rules.is_lockdown() {
                     "lockdown"
                 } else {
-                    "no_match"
+                    crate::pending::NO_MATCH_HOLD
                 };
-                let rule = ask.map_or(fallback, |a| a.rule_id);
+                let rule = ask.map(|a| a.rule_id).or(rule).unwrap_or(fallback);
                 let limits = ask.map_or_else(HoldLimits::default, |a| HoldLimits {
                     timeout_ms: a.timeout_ms,
                     escalate_after_ms: a.escalate_after_ms,
@@ -181,7 +201,7 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                     })
                     .flatten()
                     .map(Into::into);
-                let out = hold(
+                let (out, met) = hold(
                     worker,
                     &input,
                     call,
@@ -200,6 +220,7 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                 // A continue, or a deny with the reviewer's envelope, is the
                 // reviewer's verdict; any other deny is the gate's budget.
                 let by_reviewer = reviewer.is_some()
+                    && met.is_none()
                     && matches!(
                         out,
                         HookOutput::Continue
@@ -208,8 +229,9 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                                 ..
                             }
                     );
-                let logged = match out {
-                    HookOutput::Hold => rule,
+                let logged = match (met, &out) {
+                    (Some(met), _) => met,
+                    (None, HookOutput::Hold) => rule,
                     _ if by_reviewer => "reviewer",
                     _ => GATE_UNAVAILABLE,
                 };
@@ -375,14 +397,34 @@ struct Held<'a> {
 /// The hold path: idempotent on redelivery, context under a budget, the
 /// reviewer asked when one applies (its allow continues, its deny denies),
 /// the record written durably before the answer — all before the deadline,
-/// or the call is denied and nothing is left behind.
+/// or the call is denied and nothing is left behind. A record found under
+/// the key meanwhile decides as at the gate's entry (§26.1): the answer,
+/// and the rule it names.
 async fn hold(
     worker: &Worker,
     input: &HookInput,
     call: &HookCall,
     held: Held<'_>,
     deadline: Deadline,
-) -> HookOutput {
+) -> (HookOutput, Option<&'static str>) {
+    let out = hold_unless_met(worker, input, call, held, deadline).await;
+    match out {
+        Ok(out) => (out, None),
+        Err(record) => {
+            let (out, rule) = live::answer(worker, input, call, &record, deadline).await;
+            (out, Some(rule))
+        }
+    }
+}
+
+/// [`hold`]'s steps; `Err` with the live record found under the key.
+async fn hold_unless_met(
+    worker: &Worker,
+    input: &HookInput,
+    call: &HookCall,
+    held: Held<'_>,
+    deadline: Deadline,
+) -> Result<HookOutput, Arc<crate::pending::PendingRecord>> {
     let Held {
         limits,
         config,
@@ -393,15 +435,17 @@ async fn hold(
         protected,
     } = held;
     let (sid, cid) = (input.session_id.as_str(), call.id.as_str());
-    if worker.pending.get(sid, cid).is_some() {
-        return HookOutput::Hold;
+    if let Some(record) = worker.pending.get(sid, cid) {
+        return Err(record);
     }
     let budget = deadline.cap(record::SESSION_BUDGET, WRITE_RESERVE);
     let mut fetched = None;
     let mut reviewed = None;
     if let Some(reviewer) = reviewer {
-        // One review per call: a redelivery waits for the first one's slot.
-        let slot = worker.reviews.slot(sid, cid);
+        // One review per call, by its identity (§26.1): a redelivery waits
+        // for the first one's slot; another call under the same id is
+        // reviewed on its own.
+        let slot = worker.reviews.slot(live::identity(input, call));
         let answer = slot
             .get_or_init(|| async {
                 let context = record::session_context(&worker.engine, sid, budget).await;
@@ -412,14 +456,14 @@ async fn hold(
             })
             .await;
         match answer {
-            Reviewed::Continue(_) => return HookOutput::Continue,
+            Reviewed::Continue(_) => return Ok(HookOutput::Continue),
             Reviewed::Deny {
                 reason, envelope, ..
             } => {
-                return HookOutput::Deny {
+                return Ok(HookOutput::Deny {
                     reason: reason.clone(),
                     details: Some(envelope.clone()),
-                }
+                })
             }
             Reviewed::Hold(review) => reviewed = Some(Box::new(review.clone())),
         }
@@ -433,6 +477,12 @@ async fn hold(
     };
     let mut record = record::build_record(input, call, RecordKind::Function, context);
     let arguments = record::whole_arguments(call);
+    // What held it, for a batch to tell a floor from a plain hold (§26.4).
+    let held_by = match reviewed {
+        Some(_) => crate::pending::REVIEWER_HOLD,
+        None => rule,
+    };
+    record.held_by_rule = Some(held_by.to_string());
     record.review = reviewed;
     // What an approver reads of the command: the `shell::*` call's
     // `command` (read now: holds only), else the `runs` fields the ladder
@@ -446,19 +496,19 @@ async fn hold(
     // made under, counted from when the record is built.
     record::set_deadlines(&mut record, limits, config);
     let lock = worker.pending.lock(sid, cid).await;
-    if lock.get().is_some() {
-        return HookOutput::Hold;
+    if let Some(record) = lock.get() {
+        return Err(record);
     }
     let written = tokio::time::timeout_at(deadline.instant(), lock.write(record, arguments)).await;
     let Ok(written) = written else {
         lock.discard().await;
         tracing::warn!(session_id = sid, function_call_id = cid, function_id = %call.function_id, decision = "deny", "hold not recorded within the hook's budget; denying");
-        return deny(format!(
+        return Ok(deny(format!(
             "Approval gate unavailable (retry later): approval-gate could not record the held call to {} in time; the call is denied rather than held without a record",
             call.function_id
-        ));
+        )));
     };
-    match written {
+    Ok(match written {
         Err(err) => {
             tracing::warn!(session_id = sid, function_call_id = cid, function_id = %call.function_id, error = %err, "hold not recorded; denying");
             deny(format!(
@@ -472,7 +522,7 @@ async fn hold(
             tracing::info!(session_id = sid, function_call_id = cid, function_id = %call.function_id, decision = "hold", rule, "call held");
             HookOutput::Hold
         }
-    }
+    })
 }
 
 /// Keeps a durable binding (the gate's, the watch's) in place for as long
@@ -557,7 +607,8 @@ pub(crate) fn register(worker: &Arc<Worker>) {
 /// metadata carries its root and the grants it was sent with; the harness's
 /// durable grants of the session are granted roots too, read only when a
 /// root asked for lies outside the metadata's (so no other call pays for
-/// it). Returns the metadata with those grants added to `fs_scope.grants`;
+/// it). Returns the metadata with those grants added to `fs_scope.grants`
+/// (the scope made when only the brief's `working_dir` names the root);
 /// `None` (judge with the input's metadata) when nothing widens, the turn
 /// has no root of its own, or the grants cannot be read in time — the call
 /// is then held, and a human decides.
@@ -571,8 +622,16 @@ pub(crate) async fn turn_with_durable_grants(
 ) -> Option<Map<String, Value>> {
     crate::policy::widening_root(function_id, arguments, metadata)?;
     let mut metadata = metadata?.clone();
-    let scope = metadata.get_mut("fs_scope")?.as_object_mut()?;
-    scope.get("root")?.as_str()?;
+    // The turn's own root: its scope's, else the brief's session workspace.
+    let own = metadata
+        .get("fs_scope")
+        .and_then(|scope| scope.get("root"))
+        .or_else(|| metadata.get("working_dir"));
+    own?.as_str()?;
+    let scope = metadata
+        .entry("fs_scope")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()?;
     let roots = match worker.folders.granted_roots(session_id, budget).await {
         Ok(Some(roots)) if !roots.is_empty() => roots,
         Ok(_) => return None,

@@ -14,7 +14,7 @@ use crate::redact::{redact, redact_full, redact_text, Full};
 
 /// The argument today's harness stamps onto shell, coder and pipe calls:
 /// its trusted filesystem scope, not the agent's.
-pub(crate) const FS_SCOPE: &str = "fs_scope";
+pub(crate) const FS_SCOPE: &str = crate::policy::STAMP;
 
 /// How long a hold may wait for `session::get` (well inside the hook's 5 s).
 pub(crate) const SESSION_BUDGET: Duration = Duration::from_millis(1500);
@@ -98,6 +98,12 @@ pub fn build_record(
         runs: None,
         suggested_prefix: None,
         protected_path: None,
+        digest: Some(crate::pending::digest(
+            &call.function_id,
+            call.arguments.as_ref(),
+        )),
+        // The gate sets it at its hold; a folder prompt has none.
+        held_by_rule: None,
     }
 }
 

@@ -176,16 +176,38 @@ impl GoneReason {
     }
 }
 
-/// The "Allow all" offer of a call page: the other held function calls of
-/// its turn, listed, and the batch token that names exactly them.
+/// The "Allow all" offer of a call page (§26.4): every held function call
+/// of its turn the token covers, each shown as its own page shows it, the
+/// calls left out to decide separately, and the batch token that names
+/// exactly the covered ones.
 #[derive(Debug, Clone)]
 pub(crate) struct BatchOffer {
     /// The batch token (`b.…`, base64url: never agent text), the last path
     /// segment the offer POSTs to.
     pub token: String,
-    /// `(function_id, function_call_id)` of every call offered, this one
-    /// included, in `pending_at` order. Agent text.
-    pub calls: Vec<(String, String)>,
+    /// Every call the token covers, this one included when it rides, in
+    /// `pending_at` order. Agent text.
+    pub calls: Vec<OfferedCall>,
+    /// The held function calls of the turn left out (a human floor held
+    /// them, or their arguments are clipped), in `pending_at` order.
+    pub separately: Vec<OfferedCall>,
+}
+
+/// One call of an "Allow all" offer.
+#[derive(Debug, Clone)]
+pub(crate) struct OfferedCall {
+    /// The function the call targets.
+    pub function_id: String,
+    /// The call's id.
+    pub function_call_id: String,
+    /// Its whole redacted arguments (for a call left out: not shown).
+    pub arguments: Value,
+    /// Whether anything of them is missing.
+    pub arguments_clipped: bool,
+    /// What its command fields run.
+    pub runs: Option<Runs>,
+    /// What held it (`held_by_rule`; absent on an old record).
+    pub held_by_rule: Option<String>,
 }
 
 /// The page for `GET /approvals/<token>` while its revision is held, with
@@ -241,8 +263,29 @@ pub(crate) fn call_page_offering(view: &CallView<'_>, offer: Option<&BatchOffer>
                             small { "Runs each call listed below; one decided or changed meanwhile is left alone." }
                         }
                         ul.batch aria-label="The held calls of this turn" {
-                            @for (function_id, call_id) in &offer.calls {
-                                li { code { (visible_id(function_id)) } " " small { (visible_id(call_id)) } }
+                            @for call in &offer.calls {
+                                li {
+                                    code { (visible(&call.function_id)) } " " small { (visible(&call.function_call_id)) }
+                                    @if let Some(runs) = &call.runs {
+                                        p.note { "Runs: " (runs_text(runs)) }
+                                    }
+                                    @if call.arguments_clipped {
+                                        p.note { "Arguments clipped." }
+                                    }
+                                    pre { code { (visible_multiline(&pretty(&call.arguments))) } }
+                                }
+                            }
+                        }
+                        @if !offer.separately.is_empty() {
+                            h2 { "Decide separately" }
+                            p.note { "Not in \"Allow all\": each needs its own decision on its own page." }
+                            ul.separately aria-label="Held calls of this turn to decide separately" {
+                                @for call in &offer.separately {
+                                    li {
+                                        code { (visible(&call.function_id)) } " " small { (visible(&call.function_call_id)) }
+                                        " — " (separately_why(call))
+                                    }
+                                }
                             }
                         }
                     }
@@ -340,15 +383,7 @@ fn details(view: &CallView<'_>) -> Markup {
             }
             @if let Some(runs) = view.runs {
                 dt { "Runs" }
-                dd {
-                    @if runs.programs.is_empty() { "nothing known" } @else {
-                        code { (visible(&runs.programs.join(", "))) }
-                    }
-                    @if runs.opaque {
-                        " — and what else runs cannot be known without running it"
-                        @if let Some(why) = &runs.why { ": " (visible(why)) }
-                    }
-                }
+                dd { (runs_text(runs)) }
             }
             @if let Some(protected) = view.protected {
                 dt { "Protected path" }
@@ -372,6 +407,39 @@ fn details(view: &CallView<'_>) -> Markup {
                     dd { (visible(&review.rationale)) }
                 }
             }
+        }
+    }
+}
+
+/// What a call's command fields run, for a human: the programs, and
+/// whether part of it cannot be known without running it.
+fn runs_text(runs: &Runs) -> Markup {
+    html! {
+        @if runs.programs.is_empty() {
+            "nothing known"
+        } @else {
+            code { (visible(&runs.programs.join(", "))) }
+        }
+        @if runs.opaque {
+            " — and what else runs cannot be known without running it"
+            @if let Some(why) = &runs.why { ": " (visible(why)) }
+        }
+    }
+}
+
+/// Why an "Allow all" leaves a call out.
+fn separately_why(call: &OfferedCall) -> Markup {
+    html! {
+        @if call.arguments_clipped {
+            "its arguments are clipped"
+        } @else {
+          @match call.held_by_rule.as_deref() {
+            Some("opaque_command") => "held because part of its command cannot be known",
+            Some("widening_root") => "held because it asks for a folder root outside the turn's",
+            Some("lockdown") => "held by the lockdown",
+            Some(rule) => { "held by rule " code { (visible(rule)) } },
+            None => "held before the gate kept what held it",
+          }
         }
     }
 }

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::http::{gone_reason, same_origin_json, HttpRequest, HttpResponse};
-use super::page::{self, BatchOffer, CallView, GoneReason, InboxRow};
+use super::page::{self, BatchOffer, CallView, GoneReason, InboxRow, OfferedCall};
 use crate::config::Snapshot;
 use crate::decision::batch;
 use crate::decision::resolve::{operator_reason, response, ResolveDecision};
@@ -170,10 +170,14 @@ fn view(record: &PendingRecord, whole: &WholeArguments, offer: Option<&BatchOffe
 }
 
 /// "Allow all N held calls of this turn" for a held function call whose
-/// turn holds other function calls (not releasing) — at most
-/// [`MAX_BATCH_ITEMS`]: the calls, in `pending_at` order, and the token over
-/// exactly their revisions.
-fn batch_offer(worker: &Worker, links: &Links, record: &PendingRecord) -> Option<BatchOffer> {
+/// turn holds other function calls (not releasing), §26.4: each call it
+/// covers is listed with its whole redacted arguments and `runs`; a call a
+/// human floor held, one held before `held_by_rule` was kept, or one whose
+/// arguments are clipped is listed to decide separately and left out of the
+/// token. Offered when at least two calls ride — at most
+/// [`MAX_BATCH_ITEMS`] — with the token over exactly their revisions, in
+/// `pending_at` order.
+async fn batch_offer(worker: &Worker, links: &Links, record: &PendingRecord) -> Option<BatchOffer> {
     if record.kind != RecordKind::Function || record.releasing {
         return None;
     }
@@ -191,20 +195,38 @@ fn batch_offer(worker: &Worker, links: &Links, record: &PendingRecord) -> Option
     held.sort_by(|a, b| {
         (a.pending_at, &a.function_call_id).cmp(&(b.pending_at, &b.function_call_id))
     });
+    let mut calls = Vec::new();
+    let mut separately = Vec::new();
+    let mut revisions = Vec::new();
+    for r in &held {
+        let whole = worker.pending.arguments(r).await;
+        let offered = OfferedCall {
+            function_id: r.function_id.clone(),
+            function_call_id: r.function_call_id.clone(),
+            arguments: whole.arguments,
+            arguments_clipped: whole.arguments_clipped,
+            runs: r.runs.as_deref().cloned(),
+            held_by_rule: r.held_by_rule.clone(),
+        };
+        if r.decide_separately() || offered.arguments_clipped {
+            separately.push(offered);
+        } else {
+            revisions.push((r.function_call_id.clone(), r.pending_at));
+            calls.push(offered);
+        }
+    }
+    if calls.len() < 2 {
+        return None;
+    }
     let token = links.batch_token(&BatchRevisions {
         session_id: record.session_id.clone(),
         turn_id: record.turn_id.clone(),
-        items: held
-            .iter()
-            .map(|r| (r.function_call_id.clone(), r.pending_at))
-            .collect(),
+        items: revisions,
     })?;
     Some(BatchOffer {
         token,
-        calls: held
-            .iter()
-            .map(|r| (r.function_id.clone(), r.function_call_id.clone()))
-            .collect(),
+        calls,
+        separately,
     })
 }
 
@@ -247,7 +269,7 @@ async fn call_page(worker: &Worker, request: &HttpRequest) -> HttpResponse {
     match find(worker, &revision) {
         Found::Held(record) => {
             let whole = worker.pending.arguments(&record).await;
-            let offer = batch_offer(worker, &links, &record);
+            let offer = batch_offer(worker, &links, &record).await;
             HttpResponse::html(200, view(&record, &whole, offer.as_ref()))
         }
         Found::Gone(reason) => HttpResponse::html(410, page::gone_page(reason)),

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use super::announce::Exit;
 use super::events::Resolution;
-use super::record::{PendingRecord, RecordKey, RecordKind, ReleaseNote};
+use super::record::{PendingRecord, RecordKey, RecordKind, ReleaseNote, RulingKind};
 use super::store::PendingStore;
 use crate::backoff::Backoff;
 use crate::engine::CallError;
@@ -48,6 +48,9 @@ struct Releasing {
     /// A [`Claim`] in this process carries it (false: its claim was dropped
     /// after the harness was asked, and the recovery may adopt it).
     owned: bool,
+    /// The gate let the released call continue once on this release (a
+    /// second gate binding runs inside the harness's `execute`, §26.1).
+    passed: bool,
 }
 
 /// PURE: the releases under way, by key — the in-memory half of every
@@ -66,6 +69,7 @@ impl Releases {
                 record,
                 superseded: false,
                 owned: true,
+                passed: false,
             },
         );
     }
@@ -85,6 +89,19 @@ impl Releases {
         self.by_key
             .get(&record.key())
             .is_some_and(|r| r.record.is_same_hold(record))
+    }
+
+    /// The gate may let `record`'s released call continue: a release of
+    /// exactly this hold is under way here and has not let it continue yet.
+    /// Marks it, so it happens at most once per release.
+    fn pass(&mut self, record: &PendingRecord) -> bool {
+        match self.by_key.get_mut(&record.key()) {
+            Some(releasing) if releasing.record.is_same_hold(record) && !releasing.passed => {
+                releasing.passed = true;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// A new record was written over `previous`: if a release carries
@@ -207,6 +224,18 @@ impl PendingStore {
     /// Whether a release of exactly this record is under way.
     pub(crate) fn is_releasing(&self, record: &PendingRecord) -> bool {
         record.releasing || self.with_memory(|m| m.releasing.carries(record))
+    }
+
+    /// Whether the gate may let the released call of `record` continue
+    /// (§26.1): its release, an allow, is under way in this process and has
+    /// not let it continue before. At most once per release: a second ask
+    /// answers false.
+    pub(crate) fn pass_release(&self, record: &PendingRecord) -> bool {
+        let allow = record
+            .release
+            .as_ref()
+            .is_some_and(|note| note.decision == RulingKind::Allow);
+        allow && self.with_memory(|m| m.releasing.pass(record))
     }
 
     /// The keys of records marked `releasing` (boot's recovery).

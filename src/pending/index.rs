@@ -527,6 +527,8 @@ mod tests {
             runs: None,
             suggested_prefix: None,
             protected_path: None,
+            digest: None,
+            held_by_rule: None,
         }
     }
 

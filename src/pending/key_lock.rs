@@ -124,7 +124,7 @@ impl KeyLock<'_> {
         let store = self.store;
         let key = state_key(&record.session_id, &record.function_call_id);
         let scope = bucket(&record.session_id, &record.function_call_id);
-        let value = serde_json::to_value(&record)?;
+        let value = record.stored()?;
         let whole = serde_json::to_value(&arguments)?;
         let (outcome, whole) = tokio::join!(
             store.engine.state_set(&scope, &key, value),
@@ -188,7 +188,7 @@ impl KeyLock<'_> {
     ) -> Result<Arc<PendingRecord>, StateError> {
         self.check(&record)?;
         let store = self.store;
-        let value = serde_json::to_value(&record)?;
+        let value = record.stored()?;
         store
             .engine
             .state_set(

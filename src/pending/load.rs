@@ -103,7 +103,7 @@ impl PendingStore {
                 .is_none()
             {
                 let scope = bucket(&record.session_id, &record.function_call_id);
-                let value = serde_json::to_value(&record).unwrap_or(Value::Null);
+                let value = record.stored().unwrap_or(Value::Null);
                 self.engine.state_set(&scope, &key, value).await?;
                 self.with_memory(|memory| memory.index.insert(record));
                 moved += 1;

@@ -16,7 +16,9 @@
 //!   decision log record, the recent removals);
 //! * [`load`] — boot's read of the buckets; [`bucket`] (PURE) — where a
 //!   record is stored;
-//! * [`events`] — the trigger types, their bindings and the fan-out.
+//! * [`events`] — the trigger types, their bindings and the fan-out;
+//! * [`identity`] (PURE) — a call's identity, and how it meets the record
+//!   under its key.
 
 mod announce;
 mod bucket;
@@ -25,6 +27,7 @@ mod compact;
 pub(crate) mod cursor;
 mod deadline;
 mod events;
+mod identity;
 pub(crate) mod index;
 mod key_lock;
 mod load;
@@ -39,11 +42,13 @@ pub use deadline::HoldLimits;
 pub(crate) use deadline::{deadlines, timeout_denial, timeout_ms};
 pub(crate) use events::Resolution;
 pub use events::{PENDING_CREATED, PENDING_ESCALATED, PENDING_RESOLVED};
+pub(crate) use identity::{digest, Identity, Meeting};
 pub(crate) use key_lock::{Purged, Written};
 pub use load::LOAD_CONCURRENCY;
 pub(crate) use record::ShownRecord;
 pub(crate) use record::{AccessRequest, Metadata, RecordKey, ReleaseNote, ReleaseVia, RulingKind};
 pub use record::{GrantRequest, PendingRecord, RecordKind, SortKey};
+pub(crate) use record::{NO_MATCH_HOLD, REVIEWER_HOLD};
 pub(crate) use removed::Removal;
 pub(crate) use store::{PendingStore, WholeArguments};
 pub(crate) use unreadable::UnreadableRecord;

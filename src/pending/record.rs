@@ -17,6 +17,12 @@ use crate::policy::Runs;
 use crate::provenance::{Caller, DecidedBy, DecidedVia};
 use crate::terms::review::Review;
 
+/// `held_by_rule` of a hold no rule decided: a batch may carry it.
+pub(crate) const NO_MATCH_HOLD: &str = "no_match";
+/// `held_by_rule` of a hold the reviewer sent to a human: a batch may
+/// carry it.
+pub(crate) const REVIEWER_HOLD: &str = "reviewer";
+
 /// Which prompt a console renders for a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -186,6 +192,21 @@ pub struct PendingRecord {
     /// § Protected paths), when that is why it is held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protected_path: Option<Box<crate::policy::ProtectedNote>>,
+    /// The digest of the call's arguments (`pending::identity`): what tells
+    /// this call from another one under the same id. Kept in state only
+    /// ([`PendingRecord::stored`]), never shown: a digest of unredacted
+    /// arguments would let a reader test guesses of a short secret. Absent
+    /// on records written before identities were kept.
+    #[serde(rename = "arguments_digest", default, skip_serializing)]
+    #[schemars(skip)]
+    pub digest: Option<String>,
+    /// What held the call: the deciding rule's id, or `no_match`,
+    /// `lockdown`, `opaque_command`, `widening_root`, `reviewer`
+    /// (`architecture/contract.md` § Batch decisions show what they
+    /// release). Absent on folder prompts and on records written before it
+    /// was kept; such a function record is decided on its own page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_by_rule: Option<String>,
 }
 
 /// Who carried a decision to the harness.
@@ -332,7 +353,17 @@ impl PendingRecord {
         )
     }
 
-    /// The record's identity.
+    /// The record as state keeps it: what it shows plus its
+    /// `arguments_digest`.
+    pub(crate) fn stored(&self) -> Result<Value, serde_json::Error> {
+        let mut value = serde_json::to_value(self)?;
+        if let (Value::Object(map), Some(digest)) = (&mut value, &self.digest) {
+            map.insert("arguments_digest".into(), Value::String(digest.clone()));
+        }
+        Ok(value)
+    }
+
+    /// The record's key.
     pub fn key(&self) -> RecordKey {
         (self.session_id.clone(), self.function_call_id.clone())
     }
@@ -391,6 +422,8 @@ impl PendingRecord {
             runs,
             suggested_prefix,
             protected_path,
+            digest,
+            held_by_rule,
         } = self;
         *session_id == other.session_id
             && *turn_id == other.turn_id
@@ -413,6 +446,22 @@ impl PendingRecord {
             && *runs == other.runs
             && *suggested_prefix == other.suggested_prefix
             && *protected_path == other.protected_path
+            && *digest == other.digest
+            && *held_by_rule == other.held_by_rule
+    }
+
+    /// Why an "Allow all" must leave this held function call out, if it
+    /// must (`architecture/contract.md` § Batch decisions show what they
+    /// release): a human floor held it (an ask rule, `opaque_command`,
+    /// `widening_root`, `lockdown`), or what held it is not known (a record
+    /// written before it was kept). Only a hold no rule decided
+    /// (`no_match`) or the reviewer's may ride in a batch. Whether its
+    /// arguments are clipped is read apart, from the whole arguments.
+    pub fn decide_separately(&self) -> bool {
+        !matches!(
+            self.held_by_rule.as_deref(),
+            Some(NO_MATCH_HOLD | REVIEWER_HOLD)
+        )
     }
 
     /// When the timer next has something to do for this record: the
@@ -478,6 +527,8 @@ mod tests {
             runs: None,
             suggested_prefix: None,
             protected_path: None,
+            digest: None,
+            held_by_rule: None,
         }
     }
 

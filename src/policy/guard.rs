@@ -7,9 +7,10 @@
 //!
 //! | family | calls | why |
 //! |---|---|---|
-//! | `approval` | the `approval::` and `approval-gate::` namespaces | resolving one's own held call, changing one's own settings |
+//! | `approval` | the `approval::` namespace | resolving one's own held call, changing one's own settings |
+//! | `approval-gate` | the `approval-gate::` namespace (`ui-content`, `configuration-id`) | the worker's console family: nothing for an agent to call |
 //! | `configuration` | the `configuration::` namespace | rewriting the gate's policy (or any worker's) |
-//! | `release` | `harness::function::resolve`, `harness::{workspace,filesystem}::grant`, `harness::{workspace,filesystem}::revoke` | releasing a held call and granting a folder are human decisions |
+//! | `release` | `harness::function::resolve`, `::cancel`, `::trigger`, `harness::{workspace,filesystem}::grant`, `harness::{workspace,filesystem}::revoke` | releasing a held call, stopping any session's running call, running a call in any session, and granting a folder are human decisions |
 //! | `bindings` | `engine::register_trigger`, `engine::unregister_trigger` | the gate is a binding: removing it ungates everyone |
 //! | `state` | every `state::` function whose `scope` argument is one of this worker's scopes (`approval`, `approval_…`, `approval.…`, ASCII case ignored) | settings, held calls and grant memory are the gate's state |
 //! | `extra` | the operator's `human_only_extra` globs | anything else a deployment wants behind a human |
@@ -43,13 +44,16 @@ use super::glob::{Pattern, PatternTable};
 /// Namespaces only a human may call.
 const NAMESPACES: [(&str, Family); 3] = [
     ("approval::", Family::Approval),
-    ("approval-gate::", Family::Approval),
+    ("approval-gate::", Family::ApprovalGate),
     ("configuration::", Family::Configuration),
 ];
 
 /// Single functions only a human may call.
-const FUNCTIONS: [(&str, Family); 7] = [
+const FUNCTIONS: [(&str, Family); 9] = [
     ("harness::function::resolve", Family::Release),
+    // Stop any session's running call; run a call in any session.
+    ("harness::function::cancel", Family::Release),
+    ("harness::function::trigger", Family::Release),
     ("harness::workspace::grant", Family::Release),
     ("harness::workspace::revoke", Family::Release),
     // Today's harness: the same grants under another family.
@@ -70,6 +74,8 @@ const SCOPE_ROOT: &str = "approval";
 pub enum Family {
     /// The `approval::` namespace.
     Approval,
+    /// The `approval-gate::` namespace (the console family).
+    ApprovalGate,
     /// The `configuration::` namespace.
     Configuration,
     /// Releasing held calls and granting folders through the harness.
@@ -90,6 +96,7 @@ impl Family {
     pub fn as_str(self) -> &'static str {
         match self {
             Family::Approval => "approval",
+            Family::ApprovalGate => "approval-gate",
             Family::Configuration => "configuration",
             Family::Release => "release",
             Family::Bindings => "bindings",
@@ -239,8 +246,8 @@ impl ConfiguredGuards {
     }
 }
 
-/// Whether `function_id` targets the `approval::` or `configuration::`
-/// namespace (the version-1 human-only surface).
+/// Whether `function_id` targets the `approval::`, `approval-gate::` or
+/// `configuration::` namespace (the worker's own human-only surface).
 pub fn is_human_only(function_id: &str) -> bool {
     NAMESPACES
         .iter()

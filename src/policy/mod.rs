@@ -52,4 +52,5 @@ pub use rules::{
     RulePrecedence, RuleSpec, MIN_DEADLINE_MS,
 };
 pub use trace::{Outcome, Step, TraceStep};
+pub(crate) use widening::{harness_stamps, STAMP};
 pub use widening::{widening_root, Widening, WIDENING_ROOT_RULE};

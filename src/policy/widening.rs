@@ -1,27 +1,39 @@
 //! A widening root is a human's call (`architecture/contract.md` § Two
-//! harness generations, "A widening root"). Today's harness lets the model
-//! give a child session its own root (`harness::spawn`'s
-//! `options.filesystem_root`) and a turn its own scope (`harness::send`'s
-//! `options.metadata.fs_scope`, a `root` and `grants`). A root that is not
-//! inside the calling turn's own root (`metadata.fs_scope.root`) or one of
-//! its granted roots (`metadata.fs_scope.grants`, to which the gate adds the
-//! session's durable grants when a root would otherwise widen) would reach
-//! folders no human granted: such a call is held for a human in every mode,
-//! like an ask rule, with rule id [`WIDENING_ROOT_RULE`]. A root inside them
-//! follows the ladder.
+//! harness generations, "A widening root", and § Levers by shape). The
+//! harness lets the model give a child session its own root
+//! (`harness::spawn`'s `options.filesystem_root`), a turn its own scope
+//! (`harness::send`'s or `harness::run`'s `options.metadata.fs_scope`, a
+//! `root` and `grants`), and the brief's harness read a session workspace
+//! from `working_dir`. A root that is not inside the calling turn's own root
+//! (`metadata.fs_scope.root`, else the brief's `metadata.working_dir`) or one
+//! of its granted roots (`metadata.fs_scope.grants`, to which the gate adds
+//! the session's durable grants when a root would otherwise widen) would
+//! reach folders no human granted: such a call is held for a human in every
+//! mode, like an ask rule, with rule id [`WIDENING_ROOT_RULE`]. A root
+//! inside them follows the ladder.
 //!
-//! Only those arguments are read. Containment is by path components after
-//! `.` and `..` are folded (`/w/s/../../etc` is `/etc`); a relative root, a
-//! root that is not a string, or a turn without a root of its own is never
-//! inside anything: a human decides. Pure; reads nothing for any other
-//! function, so the gate's hot path pays one string comparison.
+//! **By shape, not by name.** Any `fs_scope`, `filesystem_root` or
+//! `working_dir` key, at any depth of any call's arguments, is judged — the
+//! same options reach the harness through more doors than `spawn` and
+//! `send` (`harness::run` flattens `send`'s), and a wrapper can nest them.
+//! The one exception is exactly the top-level `fs_scope` of the calls the
+//! harness stamps ([`harness_stamps`]): the harness overwrites it with its
+//! own. Containment is by path components after `.` and `..` are folded
+//! (`/w/s/../../etc` is `/etc`); a relative root, a root that is not a
+//! string (an `fs_scope` that is not an object, `grants` that are not an
+//! array), or a turn without a root of its own is never inside anything: a
+//! human decides. A `null` asks for nothing.
+//!
+//! Pure, and allocation-free for arguments up to [`MAX_DEPTH`] levels deep
+//! (the walk recurses: no heap); below that it goes on with a stack on the
+//! heap, so no depth exhausts the thread's stack and no key is missed.
 //!
 //! # Format (what is read)
 //!
 //! ```json
 //! // the call to harness::spawn
 //! { "options": { "filesystem_root": "/w/s1/worktree" } }
-//! // the call to harness::send
+//! // the call to harness::send or harness::run, or any call, at any depth
 //! { "options": { "metadata": { "fs_scope": { "root": "/w/s1", "grants": ["/data"] } } } }
 //! // the calling turn's metadata (the hook input's `metadata`)
 //! { "fs_scope": { "root": "/w/s1", "grants": ["/data"] } }
@@ -32,104 +44,238 @@ use serde_json::{Map, Value};
 /// The rule id `approval::evaluate` and the logs name for a widening root.
 pub const WIDENING_ROOT_RULE: &str = "widening_root";
 
-/// The function that spawns a child session.
-pub(crate) const SPAWN: &str = "harness::spawn";
-/// The function that sends a turn to a session.
-pub(crate) const SEND: &str = "harness::send";
+/// The argument today's harness stamps onto the calls it stamps: its
+/// trusted filesystem scope, not the agent's.
+pub(crate) const STAMP: &str = "fs_scope";
 
-/// Whether `function_id` is one whose arguments can ask for a root.
-pub(crate) fn asks_for_roots(function_id: &str) -> bool {
-    function_id == SPAWN || function_id == SEND
+/// Whether today's harness stamps `function_id`'s arguments with its
+/// `fs_scope` (`shell::*` except `shell::filesystem::*`, `coder::*`,
+/// `fp::pipe`), overwriting whatever the agent put there. By the id's exact
+/// bytes, as the harness compares them.
+pub(crate) fn harness_stamps(function_id: &str) -> bool {
+    (function_id.starts_with("shell::") && !function_id.starts_with("shell::filesystem::"))
+        || function_id.starts_with("coder::")
+        || function_id == "fp::pipe"
 }
+
+/// How deep the walk recurses before it goes on with a stack on the heap.
+pub(crate) const MAX_DEPTH: usize = 64;
+
+/// The functions whose explained decision always shows the widening step
+/// (the harness's own doors to a new root), whatever they ask for.
+pub(crate) const DOORS: [&str; 3] = ["harness::spawn", "harness::send", "harness::run"];
+
+/// Whether `function_id` is one of the [`DOORS`].
+pub(crate) fn is_door(function_id: &str) -> bool {
+    DOORS.contains(&function_id)
+}
+
+/// The keys that ask for a root.
+const FILESYSTEM_ROOT: &str = "filesystem_root";
+/// The brief's harness: a session workspace.
+const WORKING_DIR: &str = "working_dir";
 
 /// A requested root that lies outside the calling turn's roots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Widening<'a> {
-    /// Which argument asked for it (`options.filesystem_root`,
-    /// `options.metadata.fs_scope.root`, `options.metadata.fs_scope.grants`).
+    /// Which argument asked for it: `filesystem_root`, `working_dir`,
+    /// `fs_scope` (not an object), `fs_scope.root` or `fs_scope.grants`.
     pub argument: &'static str,
+    /// The key of the object it was found in, when not at the top of the
+    /// arguments (`options` for `options.filesystem_root`, `metadata` for
+    /// `options.metadata.fs_scope`).
+    pub under: Option<&'a str>,
+    /// How deep the key sits (0: a top-level argument).
+    pub depth: usize,
     /// The root asked for; `None` when the argument is not a string.
     pub root: Option<&'a str>,
 }
 
 impl Widening<'_> {
-    /// For an operator: `options.filesystem_root /etc is outside the turn's roots`.
+    /// For an operator: `filesystem_root /etc (under options) is outside the turn's roots`.
     pub fn describe(&self) -> String {
+        let place = match self.under {
+            Some(key) => format!("{} (under {key})", self.argument),
+            None => self.argument.to_string(),
+        };
         match self.root {
-            Some(root) => format!(
-                "{} {root} is outside the calling turn's root and granted roots",
-                self.argument
-            ),
-            None => format!("{} is not a path string", self.argument),
+            Some(root) => {
+                format!("{place} {root} is outside the calling turn's root and granted roots")
+            }
+            None => format!("{place} is not a path string"),
         }
     }
 }
 
 /// The first root `function_id`'s arguments ask for that is not inside the
-/// calling turn's roots (read from `turn`, the turn's metadata), if any.
-/// `None` for every function but [`SPAWN`] and [`SEND`].
+/// calling turn's roots (read from `turn`, the turn's metadata), if any —
+/// at any depth, of any function (see the module doc).
 pub fn widening_root<'a>(
     function_id: &str,
     arguments: Option<&'a Value>,
     turn: Option<&Map<String, Value>>,
 ) -> Option<Widening<'a>> {
-    if !asks_for_roots(function_id) {
+    let arguments = arguments?;
+    let roots = TurnRoots::of(turn);
+    let skip_stamp = harness_stamps(function_id);
+    walk(arguments, None, 0, skip_stamp, &roots)
+}
+
+/// The calling turn's roots.
+struct TurnRoots<'t> {
+    own: Option<&'t str>,
+    grants: Option<&'t Vec<Value>>,
+}
+
+impl<'t> TurnRoots<'t> {
+    fn of(turn: Option<&'t Map<String, Value>>) -> TurnRoots<'t> {
+        let scope = turn.and_then(|m| m.get(STAMP));
+        let own = scope
+            .and_then(|s| s.get("root"))
+            .and_then(Value::as_str)
+            .or_else(|| {
+                turn.and_then(|m| m.get(WORKING_DIR))
+                    .and_then(Value::as_str)
+            });
+        let grants = scope
+            .and_then(|s| s.get("grants"))
+            .and_then(Value::as_array);
+        TurnRoots { own, grants }
+    }
+
+    /// Whether `root` is inside the turn's own root or one of its grants.
+    /// The turn's grants widen only a turn that has a root of its own.
+    fn cover(&self, root: &str) -> bool {
+        self.own.is_some_and(|own| {
+            within(own, root)
+                || self
+                    .grants
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .any(|g| within(g, root))
+        })
+    }
+}
+
+/// The first widening in `value` (found under the key `under`, `depth`
+/// levels down). Recursive, bounded by [`MAX_DEPTH`].
+fn walk<'a>(
+    value: &'a Value,
+    under: Option<&'a str>,
+    depth: usize,
+    skip_stamp: bool,
+    roots: &TurnRoots<'_>,
+) -> Option<Widening<'a>> {
+    let deeper = match value {
+        Value::Object(map) => !map.is_empty(),
+        Value::Array(items) => !items.is_empty(),
+        _ => false,
+    };
+    if !deeper {
         return None;
     }
-    let options = arguments?.get("options")?;
+    if depth >= MAX_DEPTH {
+        return walk_deep(value, under, depth, roots);
+    }
+    match value {
+        Value::Object(map) => {
+            map.iter()
+                // The harness's own stamp, exactly: not the agent's.
+                .filter(|(key, _)| !(depth == 0 && skip_stamp && *key == STAMP))
+                .find_map(|(key, item)| {
+                    judge_key(key, item, under, depth, roots)
+                        .or_else(|| walk(item, Some(key), depth + 1, false, roots))
+                })
+        }
+        Value::Array(items) => items
+            .iter()
+            .find_map(|item| walk(item, under, depth + 1, false, roots)),
+        _ => None,
+    }
+}
+
+/// [`walk`] past [`MAX_DEPTH`], without recursion: what is this deep is
+/// hostile or broken, so it may pay for a stack on the heap.
+fn walk_deep<'a>(
+    value: &'a Value,
+    under: Option<&'a str>,
+    depth: usize,
+    roots: &TurnRoots<'_>,
+) -> Option<Widening<'a>> {
+    let mut stack = vec![(value, under, depth)];
+    while let Some((value, under, depth)) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                for (key, item) in map {
+                    if let Some(found) = judge_key(key, item, under, depth, roots) {
+                        return Some(found);
+                    }
+                    stack.push((item, Some(key), depth + 1));
+                }
+            }
+            Value::Array(items) => stack.extend(items.iter().map(|item| (item, under, depth + 1))),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// A widening asked for by the entry `key: value`, if `key` asks for a
+/// root and the root is outside the turn's.
+fn judge_key<'a>(
+    key: &str,
+    value: &'a Value,
+    under: Option<&'a str>,
+    depth: usize,
+    roots: &TurnRoots<'_>,
+) -> Option<Widening<'a>> {
     let outside = |argument: &'static str, value: &'a Value| -> Option<Widening<'a>> {
         if value.is_null() {
             return None;
         }
         let root = value.as_str();
-        let inside = root.is_some_and(|root| turn_covers(turn, root));
-        (!inside).then_some(Widening { argument, root })
+        let inside = root.is_some_and(|root| roots.cover(root));
+        (!inside).then_some(Widening {
+            argument,
+            under,
+            depth,
+            root,
+        })
     };
-    if function_id == SPAWN {
-        return outside("options.filesystem_root", options.get("filesystem_root")?);
+    match key {
+        FILESYSTEM_ROOT => outside(FILESYSTEM_ROOT, value),
+        WORKING_DIR => outside(WORKING_DIR, value),
+        STAMP => {
+            let not_a_path = |argument| {
+                Some(Widening {
+                    argument,
+                    under,
+                    depth,
+                    root: None,
+                })
+            };
+            let scope = match value {
+                Value::Null => return None,
+                Value::Object(scope) => scope,
+                _ => return not_a_path("fs_scope"),
+            };
+            if let Some(found) = scope
+                .get("root")
+                .and_then(|root| outside("fs_scope.root", root))
+            {
+                return Some(found);
+            }
+            match scope.get("grants") {
+                None | Some(Value::Null) => None,
+                Some(Value::Array(grants)) => {
+                    grants.iter().find_map(|g| outside("fs_scope.grants", g))
+                }
+                Some(_) => not_a_path("fs_scope.grants"),
+            }
+        }
+        _ => None,
     }
-    let scope = options.get("metadata")?.get("fs_scope")?;
-    if scope.is_null() {
-        return None;
-    }
-    let Some(scope) = scope.as_object() else {
-        return Some(Widening {
-            argument: "options.metadata.fs_scope",
-            root: None,
-        });
-    };
-    if let Some(found) = scope
-        .get("root")
-        .and_then(|root| outside("options.metadata.fs_scope.root", root))
-    {
-        return Some(found);
-    }
-    match scope.get("grants") {
-        None | Some(Value::Null) => None,
-        Some(Value::Array(grants)) => grants
-            .iter()
-            .find_map(|g| outside("options.metadata.fs_scope.grants", g)),
-        Some(_) => Some(Widening {
-            argument: "options.metadata.fs_scope.grants",
-            root: None,
-        }),
-    }
-}
-
-/// Whether `root` is inside the turn's own root or one of its grants.
-fn turn_covers(turn: Option<&Map<String, Value>>, root: &str) -> bool {
-    let Some(scope) = turn.and_then(|m| m.get("fs_scope")) else {
-        return false;
-    };
-    let own = scope.get("root").and_then(Value::as_str);
-    let grants = scope
-        .get("grants")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str);
-    // The turn's grants widen only a turn that has a root of its own.
-    own.is_some_and(|own| within(own, root) || grants.into_iter().any(|g| within(g, root)))
 }
 
 /// Whether `child` is `parent` or below it, by components after folding
@@ -159,182 +305,4 @@ fn folded(path: &str) -> Option<Vec<&str>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use proptest::prelude::*;
-    use serde_json::json;
-
-    use super::*;
-
-    fn turn(value: Value) -> Map<String, Value> {
-        value.as_object().cloned().expect("an object")
-    }
-
-    fn spawn(root: Value) -> Value {
-        json!({"prompt": "go", "options": {"filesystem_root": root}})
-    }
-
-    #[test]
-    fn rule_19_widening_root_spawn_outside_the_turn_root_is_found() {
-        let t = turn(json!({"fs_scope": {"root": "/w/s1", "grants": ["/data"]}}));
-        let args = spawn(json!("/etc"));
-        let found = widening_root(SPAWN, Some(&args), Some(&t)).expect("widening");
-        assert_eq!(found.argument, "options.filesystem_root");
-        assert_eq!(found.root, Some("/etc"));
-        assert!(found.describe().contains("/etc"), "{}", found.describe());
-        for inside in ["/w/s1", "/w/s1/", "/w/s1/tree", "/data/x", "/w/s1/./a/../b"] {
-            let args = spawn(json!(inside));
-            assert_eq!(
-                widening_root(SPAWN, Some(&args), Some(&t)),
-                None,
-                "{inside}"
-            );
-        }
-        for outside in [
-            "/w/s10",
-            "/w",
-            "/",
-            "/w/s1/../s2",
-            "/w/s1/../../etc",
-            "relative/dir",
-            "",
-            "/database",
-        ] {
-            let args = spawn(json!(outside));
-            assert!(
-                widening_root(SPAWN, Some(&args), Some(&t)).is_some(),
-                "{outside}"
-            );
-        }
-    }
-
-    #[test]
-    fn rule_19_widening_root_without_a_turn_root_nothing_is_inside() {
-        let args = spawn(json!("/w/s1/tree"));
-        assert!(widening_root(SPAWN, Some(&args), None).is_some());
-        let working_dir_only = turn(json!({"working_dir": "/w/s1"}));
-        assert!(widening_root(SPAWN, Some(&args), Some(&working_dir_only)).is_some());
-        // Grants without a root of the turn's own widen nothing.
-        let grants_only = turn(json!({"fs_scope": {"grants": ["/w"]}}));
-        assert!(widening_root(SPAWN, Some(&args), Some(&grants_only)).is_some());
-    }
-
-    #[test]
-    fn rule_19_widening_root_reads_only_spawn_and_send() {
-        let t = turn(json!({"fs_scope": {"root": "/w/s1"}}));
-        let args = json!({"options": {"filesystem_root": "/etc",
-            "metadata": {"fs_scope": {"root": "/etc"}}}});
-        for fid in [
-            "harness::spawnx",
-            "shell::exec",
-            "harness::status",
-            " harness::spawn",
-        ] {
-            assert_eq!(widening_root(fid, Some(&args), Some(&t)), None, "{fid}");
-        }
-        // No root asked for: nothing to widen.
-        for args in [
-            json!({}),
-            json!({"options": {}}),
-            json!({"options": {"filesystem_root": null}}),
-            json!({"filesystem_root": "/etc"}),
-        ] {
-            assert_eq!(widening_root(SPAWN, Some(&args), Some(&t)), None, "{args}");
-        }
-        assert_eq!(widening_root(SPAWN, None, Some(&t)), None);
-        // A root that is not a string is not inside anything.
-        let odd = spawn(json!(["/w/s1"]));
-        let found = widening_root(SPAWN, Some(&odd), Some(&t)).expect("held");
-        assert_eq!(found.root, None);
-    }
-
-    #[test]
-    fn rule_19_widening_root_send_reads_the_scope_root_and_grants() {
-        let t = turn(json!({"fs_scope": {"root": "/w/s1", "grants": ["/data"]}}));
-        let send = |scope: Value| {
-            json!({"session_id": "c", "message": "hi",
-            "options": {"metadata": {"fs_scope": scope}}})
-        };
-        let inside = send(json!({"root": "/w/s1/sub", "grants": ["/data/a", "/w/s1"]}));
-        assert_eq!(widening_root(SEND, Some(&inside), Some(&t)), None);
-        let root_out = send(json!({"root": "/home", "grants": []}));
-        let found = widening_root(SEND, Some(&root_out), Some(&t)).expect("root");
-        assert_eq!(
-            (found.argument, found.root),
-            ("options.metadata.fs_scope.root", Some("/home"))
-        );
-        let grant_out = send(json!({"root": "/w/s1", "grants": ["/data", "/root/.ssh"]}));
-        let found = widening_root(SEND, Some(&grant_out), Some(&t)).expect("grant");
-        assert_eq!(
-            (found.argument, found.root),
-            ("options.metadata.fs_scope.grants", Some("/root/.ssh"))
-        );
-        for odd in [json!("/etc"), json!({"root": "/w/s1", "grants": "/etc"})] {
-            assert!(
-                widening_root(SEND, Some(&send(odd.clone())), Some(&t)).is_some(),
-                "{odd}"
-            );
-        }
-        // A send without a scope, or with grants only inside, follows the ladder.
-        let plain = json!({"session_id": "c", "message": "hi", "options": {"metadata": {"k": 1}}});
-        assert_eq!(widening_root(SEND, Some(&plain), Some(&t)), None);
-        assert_eq!(
-            widening_root(SEND, Some(&send(json!({"grants": ["/data/x"]}))), Some(&t)),
-            None
-        );
-    }
-
-    /// A path made of these parts, absolute.
-    fn path_of(parts: &[String]) -> String {
-        format!("/{}", parts.join("/"))
-    }
-
-    proptest! {
-        /// Appending plain names never leaves a root; a sibling whose name
-        /// only starts like the root's last part is never inside it.
-        #[test]
-        fn below_is_inside_and_a_longer_sibling_is_not(
-            base in prop::collection::vec("[a-z]{1,4}", 1..4),
-            below in prop::collection::vec("[a-z]{1,4}", 0..4),
-            suffix in "[a-z]{1,3}",
-        ) {
-            let root = path_of(&base);
-            let mut child = base.clone();
-            child.extend(below.iter().cloned());
-            prop_assert!(within(&root, &path_of(&child)));
-            let mut sibling = base.clone();
-            if let Some(last) = sibling.last_mut() {
-                last.push_str(&suffix);
-            }
-            prop_assert!(!within(&root, &path_of(&sibling)));
-        }
-
-        /// Climbing out with `..` is seen through however the path is
-        /// padded with `.` and empty parts.
-        #[test]
-        fn dot_dot_that_climbs_out_is_outside(
-            base in prop::collection::vec("[a-z]{1,4}", 1..4),
-            other in "[A-Z]{1,4}",
-            pad in prop::collection::vec(prop::sample::select(vec![".", ""]), 0..3),
-        ) {
-            let root = path_of(&base);
-            let mut parts = base.clone();
-            parts.extend(pad.iter().map(|p| p.to_string()));
-            parts.extend(std::iter::repeat_n("..".to_string(), base.len()));
-            parts.push(other);
-            let escaped = path_of(&parts);
-            prop_assert!(!within(&root, &escaped), "{} inside {}", escaped, root);
-            let t = turn(json!({"fs_scope": {"root": root}}));
-            let args = json!({"options": {"filesystem_root": escaped}});
-            prop_assert!(widening_root(SPAWN, Some(&args), Some(&t)).is_some());
-        }
-
-        /// Whatever the arguments, only spawn and send are ever held.
-        #[test]
-        fn other_functions_are_never_read(fid in "[a-z:]{0,20}", root in ".{0,12}") {
-            prop_assume!(fid != SPAWN && fid != SEND);
-            let args = json!({"options": {"filesystem_root": root,
-                "metadata": {"fs_scope": {"root": root}}}});
-            prop_assert_eq!(widening_root(&fid, Some(&args), None), None);
-        }
-    }
-}
+mod tests;

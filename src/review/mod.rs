@@ -1,8 +1,10 @@
 //! What the worker remembers of its reviewer, in memory only
 //! (`architecture/contract.md` § The reviewer): per session, the last
 //! verdicts (the `recent` the reviewer is shown) and the circuit breaker;
-//! per call, the outcome of its review, so a redelivered hook gets the same
-//! answer without asking again; the counts `approval::health` shows.
+//! per call (by its identity, §26.1: another call under the same id is
+//! reviewed on its own), the outcome of its review, so a redelivered hook
+//! gets the same answer without asking again; the counts `approval::health`
+//! shows.
 //!
 //! Nothing here is durable: the gate still keeps no history. Every map is
 //! bounded; past its bound an arbitrary session (or the oldest call) is
@@ -22,6 +24,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use tokio::sync::OnceCell;
 
+use crate::pending::Identity;
 use crate::policy::DenialEnvelope;
 use crate::terms::review::{Review, ReviewVerdict};
 pub(crate) use breaker::{Breaker, Limits};
@@ -100,8 +103,8 @@ pub(crate) type Slot = Arc<OnceCell<Reviewed>>;
 
 #[derive(Default)]
 struct Calls {
-    slots: HashMap<(String, String), Slot>,
-    order: VecDeque<(String, String)>,
+    slots: HashMap<Identity, Slot>,
+    order: VecDeque<Identity>,
 }
 
 /// The reviewer's memory.
@@ -113,9 +116,9 @@ pub(crate) struct Reviews {
 }
 
 impl Reviews {
-    /// The slot of one call's review (made on first use).
-    pub(crate) fn slot(&self, session_id: &str, function_call_id: &str) -> Slot {
-        let key = (session_id.to_owned(), function_call_id.to_owned());
+    /// The slot of one call's review (made on first use), by the call's
+    /// identity.
+    pub(crate) fn slot(&self, key: Identity) -> Slot {
         let mut calls = crate::sync::lock(&self.calls);
         if let Some(slot) = calls.slots.get(&key) {
             return slot.clone();
@@ -176,8 +179,8 @@ impl Reviews {
     pub(crate) fn forget_session(&self, session_id: &str) {
         crate::sync::lock(&self.sessions).remove(session_id);
         let mut calls = crate::sync::lock(&self.calls);
-        calls.slots.retain(|(sid, _), _| sid != session_id);
-        calls.order.retain(|(sid, _)| sid != session_id);
+        calls.slots.retain(|call, _| call.session_id != session_id);
+        calls.order.retain(|call| call.session_id != session_id);
     }
 
     /// Whether the session's breaker is open.
@@ -239,11 +242,15 @@ mod tests {
         assert!(reviews.recent("nobody").is_empty());
     }
 
+    fn call(session_id: &str, function_call_id: &str) -> Identity {
+        Identity::of(session_id, function_call_id, "t", "shell::exec", None)
+    }
+
     #[tokio::test]
     async fn rule_22_one_slot_per_call_filled_once() {
         let reviews = Reviews::default();
-        let a = reviews.slot("s", "c");
-        let b = reviews.slot("s", "c");
+        let a = reviews.slot(call("s", "c"));
+        let b = reviews.slot(call("s", "c"));
         assert!(Arc::ptr_eq(&a, &b));
         let review = Review {
             verdict: ReviewVerdict::Escalate,
@@ -258,12 +265,18 @@ mod tests {
             .get_or_init(|| async { unreachable!("a filled slot is not reviewed again") })
             .await;
         assert_eq!(first, second);
-        assert!(!Arc::ptr_eq(&a, &reviews.slot("s", "other")));
+        assert!(!Arc::ptr_eq(&a, &reviews.slot(call("s", "other"))));
+        // Another call under the same id has a slot of its own (§26.1).
+        let args = serde_json::json!({"command": "curl x | sh"});
+        let reused = Identity::of("s", "c", "t", "shell::exec", Some(&args));
+        assert!(!Arc::ptr_eq(&a, &reviews.slot(reused)));
+        let later = Identity::of("s", "c", "t2", "shell::exec", None);
+        assert!(!Arc::ptr_eq(&a, &reviews.slot(later)));
         // Bounded: the oldest call is forgotten.
         for i in 0..CALLS {
-            reviews.slot("s", &format!("x{i}"));
+            reviews.slot(call("s", &format!("x{i}")));
         }
-        assert!(!Arc::ptr_eq(&a, &reviews.slot("s", "c")));
+        assert!(!Arc::ptr_eq(&a, &reviews.slot(call("s", "c"))));
     }
 
     #[test]
@@ -296,15 +309,15 @@ mod tests {
             reviews.breaker(s, ReviewVerdict::Deny, limits);
             reviews.breaker(s, ReviewVerdict::Deny, limits);
         }
-        let gone = reviews.slot("gone", "c");
-        let kept = reviews.slot("kept", "c");
+        let gone = reviews.slot(call("gone", "c"));
+        let kept = reviews.slot(call("kept", "c"));
         reviews.forget_session("gone");
         assert!(reviews.recent("gone").is_empty());
         assert!(!reviews.is_open("gone"));
-        assert!(!Arc::ptr_eq(&gone, &reviews.slot("gone", "c")));
+        assert!(!Arc::ptr_eq(&gone, &reviews.slot(call("gone", "c"))));
         assert_eq!(reviews.recent("kept").len(), 1);
         assert!(reviews.is_open("kept"));
-        assert!(Arc::ptr_eq(&kept, &reviews.slot("kept", "c")));
+        assert!(Arc::ptr_eq(&kept, &reviews.slot(call("kept", "c"))));
         let calls = crate::sync::lock(&reviews.calls);
         assert_eq!(calls.slots.len(), calls.order.len());
     }

@@ -517,3 +517,145 @@ async fn rule_24_allow_all_on_a_link_page_names_exactly_the_calls_it_showed() {
     })
     .await;
 }
+
+/// Contract §26.4 (issue 36, item 4): "Allow all" on a link page listed only
+/// ids and released what the page never showed — an ask-rule call nobody
+/// was asked about, a root outside the turn's. Records now carry
+/// `held_by_rule`; the offer lists every call it covers with its redacted
+/// arguments, lists the human-floor holds to decide separately and leaves
+/// them out of its token; `resolve-batch` without `items` skips the same
+/// calls on allow (`decide_separately`), and a deny still takes them.
+#[tokio::test]
+async fn rule_26_4_allow_all_shows_what_it_releases_and_leaves_floors_to_decide_separately() {
+    on_each_engine("batch_separately", |engine| async move {
+        let l =
+            crate::links::Links::start(engine, json!(["!approval::*", "?deploy::*"]), None).await;
+        let created = l
+            .scene
+            .sink("bs-created", "approval::pending-created", json!({}))
+            .await;
+        let spec = crate::links::spec;
+        let calls = [
+            ("p1", "demo::echo", json!({"note": "plain one"})),
+            ("p2", "deploy::prod", json!({"env": "prod"})),
+            (
+                "p3",
+                "demo::echo",
+                json!({"options": {"filesystem_root": "/"}}),
+            ),
+            ("p4", "demo::echo", json!({"note": "plain two"})),
+        ];
+        for (cid, fid, args) in calls.clone() {
+            let out = l.scene.harness.call(spec("s_b", cid, fid, args)).await;
+            assert!(out.is_held(), "{cid}: {out:?}");
+        }
+        let held_by: Vec<Value> = {
+            let mut v = Vec::new();
+            for (cid, _, _) in &calls {
+                v.push(l.scene.get_pending("s_b", cid).await["pending"]["held_by_rule"].clone());
+            }
+            v
+        };
+        assert_eq!(held_by[0], "no_match");
+        assert!(
+            held_by[1].as_str().is_some_and(|r| r != "no_match"),
+            "{held_by:?}"
+        );
+        assert_eq!(held_by[2], "widening_root");
+        assert_eq!(held_by[3], "no_match");
+
+        let p1 = crate::links::link_of(&created, 0).await;
+        let page = l.http.get(&p1).send().await.unwrap().text().await.unwrap();
+        assert!(
+            page.contains("Allow all 2 held calls of this turn"),
+            "{page}"
+        );
+        let (covered, apart) = page.split_once("Decide separately").expect("listed apart");
+        for (cid, shown) in [("p1", "plain one"), ("p4", "plain two")] {
+            assert!(
+                covered.contains(&format!("<small>{cid}</small>")),
+                "{cid}: {page}"
+            );
+            assert!(covered.contains(shown), "{cid}'s arguments shown: {page}");
+        }
+        for cid in ["p2", "p3"] {
+            assert!(
+                !covered.contains(&format!("<small>{cid}</small>")),
+                "{cid}: {page}"
+            );
+            assert!(
+                apart.contains(&format!("<small>{cid}</small>")),
+                "{cid}: {page}"
+            );
+        }
+        let token = batch_token_of(&page).expect("an Allow all token");
+        let r = l
+            .decide(
+                &format!("{}/approvals/{token}", l.base),
+                json!({"decision": "allow"}),
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+        let answer: Value = r.json().await.unwrap();
+        assert_eq!(answer, json!({"resolved": true, "count": 2, "skipped": 0}));
+        for cid in ["p1", "p4"] {
+            assert!(
+                matches!(
+                    l.scene.harness.state("s_b", cid),
+                    Some(CallState::Completed { .. })
+                ),
+                "{cid}"
+            );
+        }
+        for cid in ["p2", "p3"] {
+            assert!(
+                l.scene
+                    .harness
+                    .state("s_b", cid)
+                    .is_some_and(|s| s.is_held()),
+                "{cid} left alone"
+            );
+        }
+
+        // The same rule for a batch without items: skipped on allow.
+        hold(&l.scene, "s_b", "t_s_b", "p5", "demo::echo").await;
+        let out = l
+            .scene
+            .ok(
+                "approval::resolve-batch",
+                json!({"session_id": "s_b", "turn_id": "t_s_b", "decision": "allow"}),
+            )
+            .await;
+        assert_eq!(ids(&out["results"]), ["p5"], "{out}");
+        let mut why = skipped(&out);
+        why.sort();
+        assert_eq!(
+            why,
+            [
+                ("p2".to_string(), "decide_separately".to_string()),
+                ("p3".to_string(), "decide_separately".to_string())
+            ]
+        );
+        for cid in ["p2", "p3"] {
+            assert!(
+                l.scene
+                    .harness
+                    .state("s_b", cid)
+                    .is_some_and(|s| s.is_held()),
+                "{cid} left alone"
+            );
+        }
+        // A deny takes them: it releases nothing.
+        let out = l
+            .scene
+            .ok(
+                "approval::resolve-batch",
+                json!({"session_id": "s_b", "turn_id": "t_s_b", "decision": "deny"}),
+            )
+            .await;
+        assert_eq!(ids(&out["results"]), ["p2", "p3"], "{out}");
+        assert_eq!(l.scene.harness.target_runs("deploy::prod"), 0);
+        assert!(l.scene.inbox().await.is_empty());
+    })
+    .await;
+}

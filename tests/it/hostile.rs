@@ -104,7 +104,8 @@ fn hostile_values_in_process_never_panic() {
             judge(&input, &settings, &rules),
             Judgement::Hold {
                 ask: None,
-                by_default: true
+                by_default: true,
+                rule: None,
             },
             "depth {n}"
         );

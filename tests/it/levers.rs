@@ -273,6 +273,37 @@ async fn levers_extra_guards_only_add() {
     .await;
 }
 
+/// Contract §26.3 (issue 36, item 8): `harness::function::cancel` stops any
+/// session's running call and `harness::function::trigger` runs a call in
+/// any session; the `approval-gate::` console family is the worker's own.
+/// Each is denied to the most trusted agent and never runs; `evaluate`'s
+/// trace names the family.
+#[tokio::test]
+async fn levers_rule_26_3_an_agent_cannot_cancel_trigger_or_call_the_console_family() {
+    on_each_engine("levers_cancel_trigger", |engine| async move {
+        let scene = trusted_scene(engine).await;
+        hold_in_victim(&scene, "c_held").await;
+        let cases = [
+            ("harness::function::cancel", json!({"session_id": "s_victim", "function_call_id": "c_held"}), "release harness::function::cancel"),
+            ("harness::function::trigger", json!({"session_id": "s_victim", "function_id": "deploy::prod", "arguments": {"env": "prod"}}), "release harness::function::trigger"),
+            ("approval-gate::ui-content", json!({"path": "approval-gate/page.js"}), "approval-gate approval-gate::"),
+            ("approval-gate::configuration-id", json!({}), "approval-gate approval-gate::"),
+        ];
+        for (i, (function_id, arguments, family)) in cases.into_iter().enumerate() {
+            agent_is_denied(&scene, &format!("c{i}"), function_id, arguments.clone()).await;
+            let ev = scene
+                .ok("approval::evaluate", json!({"session_id": "s_agent", "function_id": function_id, "arguments": arguments}))
+                .await;
+            assert!(ev["trace"].to_string().contains(family), "{function_id}: {ev}");
+        }
+        // The victim's call is still held and never ran.
+        assert!(scene.harness.state("s_victim", "c_held").unwrap().is_held());
+        assert_eq!(scene.harness.target_runs("deploy::prod"), 0);
+        assert_eq!(scene.inbox().await.len(), 1);
+    })
+    .await;
+}
+
 /// Every scope the worker owns is one the guard covers: the list lives in one
 /// place (`engine::Scope`), and a scope outside the prefix does not compile.
 #[test]

@@ -34,6 +34,7 @@ mod goldens;
 mod grant_watch;
 mod hostile;
 mod hot_path;
+mod identity;
 mod layers;
 mod levers;
 mod links;

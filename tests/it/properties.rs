@@ -309,7 +309,7 @@ proptest! {
                 prop_assert!(matches!(judgement, Judgement::Deny { .. }), "{:?}", judgement);
             } else if rules.is_lockdown() {
                 // The lockdown holds every other call, whatever the grants.
-                prop_assert!(matches!(judgement, Judgement::Hold { ask: None, by_default: false }), "{:?}", judgement);
+                prop_assert!(matches!(judgement, Judgement::Hold { ask: None, by_default: false, .. }), "{:?}", judgement);
             } else if mode == Mode::Full && rules.precedence() == RulePrecedence::FirstMatch {
                 // Only an ask rule (a human floor) stops a call in full mode.
                 prop_assert!(
@@ -330,7 +330,7 @@ proptest! {
                 prop_assert_eq!(explained.verdict, verdict, "{:?}", explained);
                 // Contract §22: the reviewer's only hold is the default one —
                 // a hold no rule, guard or lockdown decided.
-                if let Judgement::Hold { ask, by_default } = &judgement {
+                if let Judgement::Hold { ask, by_default, .. } = &judgement {
                     prop_assert_eq!(*by_default, ask.is_none() && !rules.is_lockdown(), "{:?}", judgement);
                 }
                 prop_assert_eq!(explained.rule_id.as_deref(), rule, "{:?}", explained);

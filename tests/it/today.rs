@@ -324,6 +324,63 @@ fn send_with(scope: Value) -> Value {
 }
 
 each_generation! {
+    /// Issue 36, item 3: in `full` mode `harness::send` with
+    /// `options.metadata.fs_scope.root: "/"` was held while `harness::run`
+    /// with the same options continued. Any `fs_scope`, `filesystem_root`
+    /// or `working_dir`, at any depth of any call, is judged the same way;
+    /// only the harness's own stamp on the calls it stamps is not.
+    async fn rule_26_3_a_widening_root_through_any_door_is_held_even_in_full_mode(generation) {
+        on_each_engine(&label("widening_by_shape", generation), |engine| async move {
+            let scene = spawning(engine, generation).await;
+            scene
+                .targets
+                .add("harness::run", Arc::new(approval_gate_testkit::targets::Echo))
+                .await;
+            scene
+                .ok("approval::set-mode", json!({"session_id": "s1", "mode": "full"}))
+                .await;
+            let run_at = |root: &str| {
+                json!({"session_id": "child", "message": "go", "options": {"metadata": {"fs_scope": {"root": root}}}})
+            };
+            let held = [
+                ("c1", "harness::run", run_at("/")),
+                ("c2", "demo::echo", json!({"call": {"options": {"filesystem_root": "/etc"}}})),
+                ("c3", "demo::echo", json!({"steps": [{"working_dir": "/home"}]})),
+                ("c4", "shell::run", json!({"command": "ls", "opts": {"fs_scope": {"root": "/"}}})),
+                ("c5", "demo::other", json!({"fs_scope": "/"})),
+            ];
+            for (cid, fid, args) in held.clone() {
+                let out = scene.harness.call(in_turn("s1", cid, fid, args.clone())).await;
+                assert_eq!(out.held_by(), Some("approval::gate"), "{cid} {fid} {args}: {out:?}");
+            }
+            let ran = [
+                ("c6", "harness::run", run_at("/w/s1/sub")),
+                ("c7", "demo::echo", json!({"steps": [{"working_dir": "/srv/x"}], "filesystem_root": null})),
+                // The harness's stamp on a call it stamps is its own.
+                ("c8", "shell::run", json!({"command": "ls", "fs_scope": {"root": "/"}})),
+            ];
+            for (cid, fid, args) in ran {
+                let out = scene.harness.call(in_turn("s1", cid, fid, args.clone())).await;
+                assert!(!out.is_held() && out.deny_reason().is_none(), "{cid} {fid} {args}: {out:?}");
+            }
+            assert_eq!(scene.harness.target_runs("harness::run"), 1, "only the one inside ran");
+            let held_ids: Vec<Value> = scene.inbox().await.iter().map(|r| r["function_call_id"].clone()).collect();
+            assert_eq!(held_ids, held.iter().map(|(cid, _, _)| json!(cid)).collect::<Vec<_>>());
+            let out = scene
+                .ok(
+                    "approval::evaluate",
+                    json!({"session_id": "s1", "function_id": "harness::run", "arguments": run_at("/"),
+                           "metadata": {"fs_scope": {"root": "/w/s1"}}}),
+                )
+                .await;
+            assert_eq!(out["verdict"], "needs_approval", "{out}");
+            assert_eq!(out["rule_id"], "widening_root", "{out}");
+        })
+        .await;
+    }
+}
+
+each_generation! {
     /// Full mode allows everything but the human floors: a spawn or send
     /// whose root lies outside the turn's root and grants is held by the
     /// gate; one inside runs; the human's allow releases the held one.

@@ -992,7 +992,8 @@ function ConfigForm(props) {
 // The approvals page
 
 const EVENTS = ["approval::pending-created", "approval::pending-escalated", "approval::pending-resolved"];
-// A hold only a human may take one by one (§26.4): an ask rule, or a floor.
+// The holds a batch may carry (§26.4); any other — an ask rule, a floor, or a
+// record written before held_by_rule was kept — is decided one by one.
 const BATCHABLE_HOLDS = ["no_match", "reviewer"];
 let subscription = 0;
 
@@ -1357,7 +1358,7 @@ function ApprovalsPage({ host }) {
     groups.map((calls) => {
       const first = calls[0];
       const functionCalls = calls.filter((c) => (c.kind ?? "function") === "function" && !c.releasing);
-      const batchable = functionCalls.filter((c) => c.held_by_rule === undefined || BATCHABLE_HOLDS.includes(c.held_by_rule));
+      const batchable = functionCalls.filter((c) => BATCHABLE_HOLDS.includes(c.held_by_rule));
       const separate = functionCalls.filter((c) => !batchable.includes(c));
       return h(
         "section",

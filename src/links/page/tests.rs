@@ -971,12 +971,41 @@ fn a_record_whose_decision_is_under_way_shows_running_and_no_choices() {
 fn rule_24_the_allow_all_offer_counts_and_lists_the_calls_as_text() {
     let args = args();
     let v = view(&args, Kind::Function);
+    let offered = |fid: &str, cid: &str, arguments: Value, rule: Option<&str>| OfferedCall {
+        function_id: fid.into(),
+        function_call_id: cid.into(),
+        arguments,
+        arguments_clipped: false,
+        runs: None,
+        held_by_rule: rule.map(str::to_string),
+    };
+    let mut curl = offered(
+        "shell::run",
+        "c3",
+        json!({"command": "curl x | sh"}),
+        Some("no_match"),
+    );
+    curl.runs = Some(Runs {
+        programs: vec!["curl".into(), "sh".into()],
+        opaque: false,
+        why: None,
+    });
     let offer = BatchOffer {
         token: "b.AAAA".into(),
         calls: vec![
-            ("demo::echo".into(), "c1".into()),
-            ("<script>x</script>".into(), "c2".into()),
-            ("shell::run".into(), "c3".into()),
+            offered("demo::echo", "c1", json!({"n": 1}), Some("no_match")),
+            offered(
+                "<script>x</script>",
+                "c2",
+                json!({"n": "<b>2</b>"}),
+                Some("reviewer"),
+            ),
+            curl,
+        ],
+        separately: vec![
+            offered("deploy::prod", "c4", json!({}), Some("ask-<deploys>")),
+            offered("shell::run", "c5", json!({}), Some("opaque_command")),
+            offered("demo::old", "c6", json!({}), None),
         ],
     };
     let page = call_page_offering(&v, Some(&offer));
@@ -987,7 +1016,27 @@ fn rule_24_the_allow_all_offer_counts_and_lists_the_calls_as_text() {
     assert!(page.contains("data-batch=\"b.AAAA\""));
     assert!(!page.contains("<script>x"), "agent text is escaped");
     assert!(page.contains("&lt;script&gt;x"));
+    assert!(
+        page.contains("&lt;b&gt;2&lt;/b&gt;"),
+        "arguments shown, escaped"
+    );
+    assert!(page.contains("curl x | sh"), "{page}");
+    assert!(page.contains("<code>curl, sh</code>"), "runs shown: {page}");
     assert!(page.contains("data-outcome=\"allowed-all\""));
+    // §26.4: the calls left out are listed apart, with why.
+    let (covered, apart) = page.split_once("Decide separately").expect("listed apart");
+    for cid in ["c1", "c2", "c3"] {
+        assert!(covered.contains(&format!("<small>{cid}</small>")), "{cid}");
+    }
+    for cid in ["c4", "c5", "c6"] {
+        assert!(!covered.contains(&format!("<small>{cid}</small>")), "{cid}");
+        assert!(apart.contains(&format!("<small>{cid}</small>")), "{cid}");
+    }
+    assert!(
+        apart.contains("held by rule <code>ask-&lt;deploys&gt;</code>"),
+        "{apart}"
+    );
+    assert!(apart.contains("cannot be known"), "{apart}");
     // A folder prompt never offers it.
     let folder = call_page_offering(&view(&args, Kind::FolderAccess), Some(&offer));
     assert!(!folder.contains("data-batch=\""));

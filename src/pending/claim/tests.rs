@@ -68,6 +68,32 @@ fn a_disowned_release_is_still_under_way_but_no_longer_owned() {
     assert!(!releases.is_under_way(&key("c2")), "nothing made up");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_26_1_a_release_lets_its_call_through_the_gate_at_most_once_and_only_an_allow() {
+    let scene = Scene::start().await;
+    scene.hold(record("c1", 1)).await;
+    let held = scene.store.get("s1", "c1").expect("held");
+    assert!(!scene.store.pass_release(&held), "not releasing");
+    let claim = claimed(&scene, "c1").await;
+    let releasing = scene.store.get("s1", "c1").expect("held");
+    assert!(scene.store.pass_release(&releasing));
+    assert!(!scene.store.pass_release(&releasing), "once per release");
+    drop(claim);
+    // Given back, then claimed again: a new release, one more pass.
+    assert!(until(|| !scene.store.get("s1", "c1").expect("held").releasing).await);
+    let again = claimed(&scene, "c1").await;
+    assert!(scene.store.pass_release(again.record()));
+    drop(again);
+    // A denial is delivered, never run: nothing passes.
+    assert!(until(|| !scene.store.get("s1", "c1").expect("held").releasing).await);
+    let mut deny = note();
+    deny.decision = crate::pending::RulingKind::Deny;
+    let Ok(Take::Claimed(denied)) = scene.store.claim("s1", "c1", None, deny).await else {
+        panic!("not claimed")
+    };
+    assert!(!scene.store.pass_release(denied.record()));
+}
+
 async fn claimed(scene: &Scene, cid: &str) -> Claim {
     match scene.store.claim("s1", cid, None, note()).await {
         Ok(Take::Claimed(claim)) => claim,

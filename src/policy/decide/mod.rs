@@ -823,7 +823,7 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
     fn widening_root(&mut self) -> Option<Decision<'r>> {
         let call = self.judge.call;
         let widening = widening_root(call.function_id, call.arguments, self.turn);
-        if widening.is_some() || super::widening::asks_for_roots(call.function_id) {
+        if widening.is_some() || super::widening::is_door(call.function_id) {
             self.observer.see(Event::Widening(widening));
         }
         Some(Decision {

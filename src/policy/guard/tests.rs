@@ -222,3 +222,41 @@ fn rule_19_todays_filesystem_grants_are_human_only_and_status_is_not() {
         );
     }
 }
+
+/// Contract §26.3: stopping any session's running call and running a call
+/// in any session join the release family; the console family
+/// `approval-gate::` is the worker's own, like `approval::`.
+#[test]
+fn rule_26_3_cancel_trigger_and_the_console_family_are_human_only() {
+    for fid in [
+        "harness::function::cancel",
+        "harness::function::trigger",
+        "HARNESS::Function::Trigger",
+        " harness::function::cancel\u{200b}",
+    ] {
+        assert_eq!(family(fid, None), Some(Family::Release), "{fid:?}");
+    }
+    for fid in [
+        "approval-gate::ui-content",
+        "approval-gate::configuration-id",
+        "Approval-Gate::anything",
+        "\u{feff}approval-gate::",
+    ] {
+        assert_eq!(family(fid, None), Some(Family::ApprovalGate), "{fid:?}");
+        assert!(is_human_only(fid), "{fid:?}");
+    }
+    assert_eq!(
+        builtin_guard("approval-gate::ui-content", None).map(|g| g.describe()),
+        Some("approval-gate approval-gate::".to_string())
+    );
+    for fid in [
+        "harness::function::cancelled",
+        "harness::function::triggers",
+        "acme::harness::function::trigger",
+        "approval-gates::x",
+        "approval-gate:x",
+        "my-approval-gate::x",
+    ] {
+        assert_eq!(family(fid, None), None, "{fid:?}");
+    }
+}
