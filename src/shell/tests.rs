@@ -418,6 +418,95 @@ fn rule_25_5_program_words_built_from_expansions_are_opaque() {
     ));
 }
 
+/// A glob in the program word decides by the files present what runs: it
+/// is opaque in every form the grammar splits or quotes, and a word whose
+/// glob characters are all quoted or escaped stays plain text.
+#[test]
+fn rule_25_5_a_glob_program_word_is_opaque_whatever_its_form() {
+    for text in [
+        "/usr/bin/r[m] -rf x",
+        "/bin/rm* x",
+        "r? x",
+        "\"r\"[m] x",
+        "'r'[m] x",
+        "r[m]'' x",
+        "/usr/bin/[r]m x",
+        "r[[:alpha:]] x",
+        "r[!x] x",
+        "r{m,} x",
+        "r{m,x} x",
+        "sudo /usr/bin/r[m] -f x",
+        "env A=1 /usr/bin/r[m] x",
+        "x=1 /usr/bin/r[m] x",
+        "echo a; /usr/bin/r[m] x",
+        "$(/usr/bin/r[m] x)",
+        "bash -c '/usr/bin/r[m] x'",
+    ] {
+        let model = assert_opaque(text);
+        assert!(
+            model.opaque.iter().any(|o| matches!(
+                o.why,
+                OpaqueWhy::ProgramGlob { .. }
+                    | OpaqueWhy::ProgramExpansion { .. }
+                    | OpaqueWhy::Parse
+            )),
+            "{text:?}: {:?}",
+            model.why()
+        );
+    }
+    let model = assert_opaque("/usr/bin/r[m] -rf x");
+    assert!(matches!(model.opaque[0].why, OpaqueWhy::ProgramGlob { .. }));
+    for text in ["r\\[m] x", "'r[m]' x", "\"r*\" x", "r]m x", "echo {} x"] {
+        let model = assert_known(text);
+        assert_eq!(
+            model.commands[0].words[0].kind,
+            WordKind::Literal,
+            "{text:?}"
+        );
+    }
+    let model = bash("ls \"a\"[b] 'c'*");
+    let kinds: Vec<WordKind> = model.commands[0].words.iter().map(|w| w.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            WordKind::Literal,
+            WordKind::Glob { leading: false },
+            WordKind::Glob { leading: false },
+        ]
+    );
+}
+
+/// Bash removes a backslash-newline before it splits words and an escaped
+/// blank belongs to its word: the grammar splits words there, the model
+/// joins them back.
+#[test]
+fn rule_25_3_escapes_and_continuations_between_words_join_as_bash() {
+    let texts = |text: &str| -> Vec<String> {
+        let model = assert_known(text);
+        model.commands[0]
+            .words
+            .iter()
+            .map(|w| w.text.clone())
+            .collect()
+    };
+    assert_eq!(texts("r\\\nm -f x"), ["rm", "-f", "x"]);
+    assert_eq!(texts("'r'\\\nm -f x"), ["rm", "-f", "x"]);
+    assert_eq!(texts("\"r\"\\\nm x"), ["rm", "x"]);
+    assert_eq!(texts("r\\\n\\\nm x"), ["rm", "x"]);
+    assert_eq!(texts("rm \\\n-f x"), ["rm", "-f", "x"]);
+    assert_eq!(texts("'rm'\\ -f x"), ["rm -f", "x"]);
+    assert_eq!(texts("'rm'\\  -f x"), ["rm ", "-f", "x"]);
+    assert_eq!(texts("'r'\\m x"), ["rm", "x"]);
+    assert_eq!(texts("\"r\"\\m x"), ["rm", "x"]);
+    assert_eq!(texts("echo a\\ \\ b"), ["echo", "a  b"]);
+    assert_found("echo a; r\\\nm x", "rm");
+    assert_found("bash -c 'r\\\nm x'", "rm");
+    // Joined across an assignment: not read, so opaque.
+    assert_opaque("x=a\\\nb");
+    let model = assert_known("'r'\\\nm -f x");
+    assert_eq!(model.commands[0].words[0].span, Some(0..6));
+}
+
 #[test]
 fn rule_25_5_builtins_that_run_code_later_are_opaque() {
     for text in [
