@@ -6,7 +6,7 @@
 use super::clock::Budget;
 use std::cell::RefCell;
 
-use tree_sitter::{Node, ParseOptions, ParseState, Parser, Tree};
+use tree_sitter::{Node, ParseOptions, ParseState, Parser, Tree, TreeCursor};
 
 use super::argv::{Frame, Reading};
 use super::word::{self, reduce};
@@ -283,6 +283,7 @@ fn walk_tree(reading: &mut Reading<'_>, text: &str, frame: &Frame, handled: &mut
         ctx: 0,
         consumed: false,
     }];
+    let mut walk_cursor = root.walk();
     let mut visited = 0u32;
     let mut arithmetic_seen: Vec<usize> = Vec::new();
     while let Some(Visit {
@@ -389,12 +390,12 @@ fn walk_tree(reading: &mut Reading<'_>, text: &str, frame: &Frame, handled: &mut
             }
             "command" => {
                 command(reading, node, text, &ctxs[ctx], &here, handled);
-                push_consumed(&mut stack, node, ctx, true);
+                push_consumed(&mut stack, &mut walk_cursor, node, ctx, true);
                 push_children = false;
             }
             "declaration_command" | "unset_command" => {
                 declaration(reading, node, text, &ctxs[ctx], &here);
-                push_consumed(&mut stack, node, ctx, true);
+                push_consumed(&mut stack, &mut walk_cursor, node, ctx, true);
                 push_children = false;
             }
             "variable_assignments" => {
@@ -406,7 +407,7 @@ fn walk_tree(reading: &mut Reading<'_>, text: &str, frame: &Frame, handled: &mut
                     }
                 }
                 reading.simple(Vec::new(), assignments, ctxs[ctx].redirects.clone(), &here);
-                push_consumed(&mut stack, node, ctx, true);
+                push_consumed(&mut stack, &mut walk_cursor, node, ctx, true);
                 push_children = false;
             }
             "variable_assignment" => {
@@ -633,7 +634,7 @@ fn walk_tree(reading: &mut Reading<'_>, text: &str, frame: &Frame, handled: &mut
             }
         }
         if push_children {
-            push_consumed(&mut stack, node, child_ctx, false);
+            push_consumed(&mut stack, &mut walk_cursor, node, child_ctx, false);
         }
     }
 }
@@ -641,16 +642,24 @@ fn walk_tree(reading: &mut Reading<'_>, text: &str, frame: &Frame, handled: &mut
 /// Push `node`'s children; with `consumed`, its assignments were already
 /// read by it (a command's leading assignments, a declaration's words), so
 /// they are not statements of their own; their values are still read.
-fn push_consumed<'t>(stack: &mut Vec<Visit<'t>>, node: Node<'t>, ctx: usize, consumed: bool) {
-    let mut cursor = node.walk();
-    let children: Vec<Node<'t>> = node.children(&mut cursor).collect();
-    for child in children.into_iter().rev() {
+/// One cursor serves the whole walk and the children go straight onto the
+/// stack (reversed in place): no allocation per node.
+fn push_consumed<'t>(
+    stack: &mut Vec<Visit<'t>>,
+    cursor: &mut TreeCursor<'t>,
+    node: Node<'t>,
+    ctx: usize,
+    consumed: bool,
+) {
+    let base = stack.len();
+    for child in node.children(cursor) {
         stack.push(Visit {
             node: child,
             ctx,
             consumed: consumed && child.kind() == "variable_assignment",
         });
     }
+    stack[base..].reverse();
 }
 
 /// Push an assignment's children: its name is not an arithmetic operand,
