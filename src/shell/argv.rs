@@ -1047,58 +1047,19 @@ impl<'l> Reading<'l> {
     }
 
     fn awk(&mut self, name: &str, words: &[Word], here: &Frame) {
-        let mut i = 1;
-        let mut program: Option<&Word> = None;
-        while i < words.len() {
-            let t = words[i].text.as_str();
-            match t {
-                "--" => {
-                    program = program.or(words.get(i + 1));
-                    break;
-                }
-                "-F" | "-v" => i += 2,
-                "-f" | "--file" | "-i" | "--include" | "-l" | "--load" | "-E" | "--exec" => {
-                    self.opaque(
-                        OpaqueWhy::CodeFromFile {
-                            what: format!("`{name} {t}`"),
-                        },
-                        here,
-                        here.span.clone(),
-                    );
-                    return;
-                }
-                "-e" | "--source" => {
-                    if let Some(code) = words.get(i + 1) {
-                        self.awk_program(name, code, here);
-                    }
-                    i += 2;
-                    program = Some(&words[0]);
-                }
-                _ if t.starts_with('-') && t.len() > 1 => {
-                    if t.starts_with("-f") || t.starts_with("--file=") || t.starts_with("-l") {
-                        self.opaque(
-                            OpaqueWhy::CodeFromFile {
-                                what: format!("`{name} -f`"),
-                            },
-                            here,
-                            here.span.clone(),
-                        );
-                        return;
-                    }
-                    i += 1;
-                }
-                _ => {
-                    if program.is_none() {
-                        program = Some(&words[i]);
-                    }
-                    break;
+        match awk_programs(words) {
+            AwkPrograms::Given(programs) => {
+                for code in &programs {
+                    self.awk_program(name, code, here);
                 }
             }
-        }
-        if let Some(code) = program {
-            if !std::ptr::eq(code, &words[0]) {
-                self.awk_program(name, code, here);
-            }
+            AwkPrograms::FromFile(option) => self.opaque(
+                OpaqueWhy::CodeFromFile {
+                    what: format!("`{name} {option}`"),
+                },
+                here,
+                here.span.clone(),
+            ),
         }
     }
 
@@ -1113,11 +1074,7 @@ impl<'l> Reading<'l> {
             );
             return;
         }
-        let text = code.text.to_lowercase();
-        if let Some(primitive) = ["system", "|", "@load", "getline"]
-            .iter()
-            .find(|p| text.contains(*p))
-        {
+        if let Some(primitive) = awk_primitive(&code.text) {
             self.opaque(
                 OpaqueWhy::InterpreterCode {
                     interpreter: name.to_string(),
@@ -1130,24 +1087,9 @@ impl<'l> Reading<'l> {
     }
 
     fn sed(&mut self, words: &[Word], here: &Frame) {
-        let mut scripts: Vec<&Word> = Vec::new();
-        let mut i = 1;
-        let mut explicit = false;
-        while i < words.len() {
-            let t = words[i].text.as_str();
-            if t == "-e" || t == "--expression" {
-                if let Some(s) = words.get(i + 1) {
-                    scripts.push(s);
-                }
-                explicit = true;
-                i += 2;
-                continue;
-            }
-            if t == "-f"
-                || t == "--file"
-                || t.starts_with("--file=")
-                || (t.starts_with("-f") && t.len() > 2 && !t.starts_with("--"))
-            {
+        let scripts = match sed_scripts(words) {
+            SedScripts::Given(scripts) => scripts,
+            SedScripts::FromFile => {
                 self.opaque(
                     OpaqueWhy::CodeFromFile {
                         what: "`sed -f`".into(),
@@ -1157,41 +1099,9 @@ impl<'l> Reading<'l> {
                 );
                 return;
             }
-            if let Some(script) = t.strip_prefix("--expression=") {
-                scripts.push(&words[i]);
-                let _ = script;
-                explicit = true;
-                i += 1;
-                continue;
-            }
-            if t == "-l" || t == "--line-length" {
-                i += 2;
-                continue;
-            }
-            if t.starts_with('-') && t.len() > 1 && t != "--" {
-                // `-ne SCRIPT`: a cluster ending in `e`.
-                if !t.starts_with("--") && t.ends_with('e') && !t.starts_with("-i") {
-                    if let Some(s) = words.get(i + 1) {
-                        scripts.push(s);
-                    }
-                    explicit = true;
-                    i += 2;
-                    continue;
-                }
-                i += 1;
-                continue;
-            }
-            if !explicit {
-                scripts.push(&words[i]);
-            }
-            break;
-        }
+        };
         for script in scripts {
-            let text = script
-                .text
-                .strip_prefix("--expression=")
-                .unwrap_or(&script.text);
-            if script.kind != WordKind::Literal || sed_executes(text) {
+            if script.kind != WordKind::Literal || sed_reads(&script.text).executes {
                 self.opaque(OpaqueWhy::SedExecutes, here, here.span.clone());
                 return;
             }
@@ -1673,9 +1583,15 @@ impl<'l> Reading<'l> {
                 span: here.span.clone(),
             });
         }
+        // §25.4 read literally: after a wrapper, every later word position
+        // is also a program start, whether or not the table found a
+        // command (`command -v rm`, `sudo -l rm`), so that an option the
+        // table does not know cannot hide one; and the wrapper is marked.
+        // `find` hands on only through its `-exec` clauses (`Reading::find`).
+        if entry.form != Form::Find {
+            handed = true;
+        }
         if handed && !speculated && entry.form != Form::Find {
-            // §25.4: every later word position is also a program start, so
-            // that an option the table does not know cannot hide one.
             let chosen = inner.map(|at| start + at);
             for position in start + 1..argv.len() {
                 if Some(position) == chosen {
@@ -1726,15 +1642,37 @@ impl<'l> Reading<'l> {
                             here.span.clone(),
                         );
                     } else {
-                        let clause: Vec<Word> = words[begin..end].to_vec();
+                        let clause: Rc<Vec<Word>> = Rc::new(words[begin..end].to_vec());
                         let frame = here.nested(Via::FindExec, &here.span);
                         self.jobs.push_back(Job::Argv {
-                            argv: Rc::new(clause),
+                            argv: Rc::clone(&clause),
                             start: 0,
-                            frame,
-                            speculated: false,
+                            frame: frame.clone(),
+                            // Its later positions are queued here.
+                            speculated: true,
                             span: here.span.clone(),
                         });
+                        // §25.4: the words after the clause's program are
+                        // program starts too (`-exec grep -l rm {} +`).
+                        for position in 1..clause.len() {
+                            let w = &clause[position];
+                            if w.kind != WordKind::Literal
+                                || w.text.starts_with('-')
+                                || w.text.is_empty()
+                                || w.text.contains("{}")
+                            {
+                                continue;
+                            }
+                            let mut speculative = frame.clone();
+                            speculative.speculative = true;
+                            self.jobs.push_back(Job::Argv {
+                                argv: Rc::clone(&clause),
+                                start: position,
+                                frame: speculative,
+                                speculated: true,
+                                span: here.span.clone(),
+                            });
+                        }
                     }
                 }
                 i = end + 1;
@@ -2013,9 +1951,225 @@ fn git_key_runs(key: &str) -> bool {
     tables::git_command_key(key)
 }
 
-/// Whether a sed script runs a command: the `e` command or the `s///e`
-/// flag. When the script cannot be followed, it is taken to run one.
-fn sed_executes(script: &str) -> bool {
+/// The primitives that let an awk program start a process or load code.
+const AWK_PRIMITIVES: &[&str] = &["system", "|", "@load", "getline"];
+
+/// The first of [`AWK_PRIMITIVES`] an awk program uses (case-insensitively).
+fn awk_primitive(program: &str) -> Option<&'static str> {
+    let lower = program.to_lowercase();
+    AWK_PRIMITIVES.iter().copied().find(|p| lower.contains(p))
+}
+
+/// The programs of an awk command line: each `-e`/`--source` value (gawk),
+/// or else the first operand; later operands are files and assignments.
+enum AwkPrograms {
+    Given(Vec<Word>),
+    /// The program comes from a file (`-f`, `-i`, `-l`, `-E`, …): the option.
+    FromFile(String),
+}
+
+fn awk_programs(words: &[Word]) -> AwkPrograms {
+    let mut programs: Vec<Word> = Vec::new();
+    let mut explicit = false;
+    let mut i = 1;
+    while i < words.len() {
+        let w = &words[i];
+        let t = w.text.as_str();
+        match t {
+            "--" => {
+                if !explicit {
+                    if let Some(p) = words.get(i + 1) {
+                        programs.push(p.clone());
+                    }
+                }
+                break;
+            }
+            "-F" | "-v" | "--assign" | "--field-separator" => i += 2,
+            // gawk's and mawk's `-W OPTION`: `-W source=PROGRAM`, or a file.
+            _ if t.starts_with("-W") => {
+                let (value, kind, used) = match (&t[2..], words.get(i + 1)) {
+                    ("", Some(next)) => (next.text.as_str(), next.kind, 2),
+                    ("", None) => ("", w.kind, 2),
+                    (attached, _) => (attached, w.kind, 1),
+                };
+                if let Some(code) = value.strip_prefix("source=") {
+                    programs.push(Word {
+                        text: code.to_string(),
+                        kind,
+                        span: None,
+                    });
+                    explicit = true;
+                } else if ["source", "exec", "file", "include", "load"]
+                    .iter()
+                    .any(|o| value.starts_with(o))
+                {
+                    return AwkPrograms::FromFile(format!("-W {value}"));
+                }
+                i += used;
+            }
+            "-f" | "--file" | "-i" | "--include" | "-l" | "--load" | "-E" | "--exec" => {
+                return AwkPrograms::FromFile(t.to_string());
+            }
+            "-e" | "--source" => {
+                if let Some(code) = words.get(i + 1) {
+                    programs.push(code.clone());
+                }
+                explicit = true;
+                i += 2;
+            }
+            _ if t.starts_with("--source=") => {
+                programs.push(Word {
+                    text: t["--source=".len()..].to_string(),
+                    kind: w.kind,
+                    span: None,
+                });
+                explicit = true;
+                i += 1;
+            }
+            _ if t.starts_with('-') && t.len() > 1 => {
+                if t.starts_with("--file=")
+                    || t.starts_with("--include=")
+                    || t.starts_with("--load=")
+                    || t.starts_with("--exec=")
+                    || (!t.starts_with("--") && t[1..].starts_with(['f', 'i', 'l', 'E']))
+                {
+                    return AwkPrograms::FromFile(t.to_string());
+                }
+                if !t.starts_with("--") && t[1..].starts_with('e') {
+                    programs.push(Word {
+                        text: t[2..].to_string(),
+                        kind: w.kind,
+                        span: None,
+                    });
+                    explicit = true;
+                }
+                i += 1;
+            }
+            _ => {
+                if !explicit {
+                    programs.push(w.clone());
+                }
+                break;
+            }
+        }
+    }
+    AwkPrograms::Given(programs)
+}
+
+/// What a sed script does besides editing its stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SedEffects {
+    /// The `e` command or the `s///e` flag: runs a command.
+    executes: bool,
+    /// The `w`/`W` commands or the `s///w` flag: writes a file.
+    writes: bool,
+}
+
+/// The scripts of a sed command line, as GNU sed reads its options: each
+/// `-e`/`--expression` value (joined or separate, also at the end of a
+/// cluster: `-ne`), or else the first operand.
+enum SedScripts {
+    Given(Vec<Word>),
+    /// `-f`/`--file`: the script is in a file.
+    FromFile,
+}
+
+fn sed_scripts(words: &[Word]) -> SedScripts {
+    let mut scripts: Vec<Word> = Vec::new();
+    let mut explicit = false;
+    let mut i = 1;
+    let joined = |w: &Word, text: &str| Word {
+        text: text.to_string(),
+        kind: w.kind,
+        span: None,
+    };
+    while i < words.len() {
+        let w = &words[i];
+        let t = w.text.as_str();
+        if t == "--" {
+            if !explicit {
+                if let Some(s) = words.get(i + 1) {
+                    scripts.push(s.clone());
+                }
+            }
+            break;
+        }
+        if let Some(long) = t.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (long, None),
+            };
+            // getopt takes any unambiguous prefix of a long option.
+            let is = |full: &str, shortest: usize| name.len() >= shortest && full.starts_with(name);
+            match name {
+                _ if is("expression", 1) => {
+                    explicit = true;
+                    match value {
+                        Some(v) => scripts.push(joined(w, v)),
+                        None => {
+                            if let Some(s) = words.get(i + 1) {
+                                scripts.push(s.clone());
+                            }
+                            i += 1;
+                        }
+                    }
+                }
+                _ if is("file", 2) => return SedScripts::FromFile,
+                _ if is("line-length", 1) && value.is_none() => i += 1,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        if t.starts_with('-') && t.len() > 1 {
+            let letters = &t[1..];
+            for (k, c) in letters.char_indices() {
+                let rest = &letters[k + c.len_utf8()..];
+                match c {
+                    'e' => {
+                        explicit = true;
+                        if rest.is_empty() {
+                            if let Some(s) = words.get(i + 1) {
+                                scripts.push(s.clone());
+                            }
+                            i += 1;
+                        } else {
+                            scripts.push(joined(w, rest));
+                        }
+                        break;
+                    }
+                    'f' => return SedScripts::FromFile,
+                    'l' => {
+                        if rest.is_empty() {
+                            i += 1;
+                        }
+                        break;
+                    }
+                    // `-i[SUFFIX]`: the rest of the word is the suffix.
+                    'i' => break,
+                    _ => {}
+                }
+            }
+            i += 1;
+            continue;
+        }
+        if !explicit {
+            scripts.push(w.clone());
+        }
+        break;
+    }
+    SedScripts::Given(scripts)
+}
+
+/// Whether a sed script runs a command (the `e` command or the `s///e`
+/// flag) or writes a file (`w`, `W`, `s///w`). A script that cannot be
+/// followed is taken to do both.
+fn sed_reads(script: &str) -> SedEffects {
+    const UNKNOWN: SedEffects = SedEffects {
+        executes: true,
+        writes: true,
+    };
+    let mut writes = false;
     let chars: Vec<char> = script.chars().collect();
     let mut i = 0;
     let n = chars.len();
@@ -2049,14 +2203,14 @@ fn sed_executes(script: &str) -> bool {
                 i += 1;
                 match chars.get(i) {
                     Some(d) => *d,
-                    None => return true,
+                    None => return UNKNOWN,
                 }
             } else {
                 '/'
             };
             i += 1;
             if !skip_delimited(&mut i, delim) {
-                return true;
+                return UNKNOWN;
             }
             while i < n && matches!(chars[i], 'I' | 'M') {
                 i += 1;
@@ -2064,25 +2218,34 @@ fn sed_executes(script: &str) -> bool {
             continue;
         }
         match c {
-            'e' => return true,
+            'e' => {
+                return SedEffects {
+                    executes: true,
+                    writes,
+                }
+            }
             's' | 'y' => {
                 i += 1;
                 let Some(&delim) = chars.get(i) else {
-                    return true;
+                    return UNKNOWN;
                 };
                 if delim == '\n' || delim == '\\' {
-                    return true;
+                    return UNKNOWN;
                 }
                 i += 1;
                 if !skip_delimited(&mut i, delim) || !skip_delimited(&mut i, delim) {
-                    return true;
+                    return UNKNOWN;
                 }
                 if c == 's' {
                     while i < n && !matches!(chars[i], ';' | '\n' | '}') {
                         if chars[i] == 'e' {
-                            return true;
+                            return SedEffects {
+                                executes: true,
+                                writes,
+                            };
                         }
                         if chars[i] == 'w' {
+                            writes = true;
                             // The rest of the line is a file name.
                             while i < n && chars[i] != '\n' {
                                 i += 1;
@@ -2094,6 +2257,7 @@ fn sed_executes(script: &str) -> bool {
                 }
             }
             'a' | 'i' | 'c' | 'r' | 'R' | 'w' | 'W' | 'b' | 't' | 'T' | ':' => {
+                writes |= matches!(c, 'w' | 'W');
                 while i < n
                     && chars[i] != '\n'
                     && !(matches!(c, 'b' | 't' | 'T') && chars[i] == ';')
@@ -2108,10 +2272,13 @@ fn sed_executes(script: &str) -> bool {
                     i += 1;
                 }
             }
-            _ => return true,
+            _ => return UNKNOWN,
         }
     }
-    false
+    SedEffects {
+        executes: false,
+        writes,
+    }
 }
 
 /// Which entry of the hand-on table, if any, applies to a command.
@@ -2143,25 +2310,26 @@ fn hands_on(words: &[Word]) -> Option<&'static str> {
         let hit = match entry.check {
             HandOnCheck::Always => true,
             HandOnCheck::Options(options) => {
-                let options: &[&str] = match (entry.programs.contains(&"python"), interpreter) {
-                    (true, Some(code)) => code,
-                    _ => options,
-                };
-                args[1..].iter().any(|w| option_matches(&w.text, options))
+                match (entry.programs.contains(&"python"), interpreter) {
+                    (true, Some(code)) => args[1..]
+                        .iter()
+                        .any(|w| option_matches(&w.text, code) || code_in_cluster(&w.text, code)),
+                    _ => args[1..].iter().any(|w| option_matches(&w.text, options)),
+                }
             }
-            HandOnCheck::AwkProgram => args[1..].iter().any(|w| {
-                let t = w.text.to_lowercase();
-                t.contains("system")
-                    || (t.contains('|') && !w.text.starts_with('-'))
-                    || t.contains("getline")
-                    || w.text == "-f"
-                    || w.text.starts_with("--file")
-            }),
-            HandOnCheck::SedScript => args[1..].iter().any(|w| {
-                w.text == "-f"
-                    || w.text.starts_with("--file")
-                    || (!w.text.starts_with('-') && sed_writes_or_executes(&w.text))
-            }),
+            HandOnCheck::AwkProgram => match awk_programs(args) {
+                AwkPrograms::Given(programs) => programs
+                    .iter()
+                    .any(|w| w.kind != WordKind::Literal || awk_primitive(&w.text).is_some()),
+                AwkPrograms::FromFile(_) => true,
+            },
+            HandOnCheck::SedScript => match sed_scripts(args) {
+                SedScripts::Given(scripts) => scripts.iter().any(|w| {
+                    let effects = sed_reads(&w.text);
+                    w.kind != WordKind::Literal || effects.executes || effects.writes
+                }),
+                SedScripts::FromFile => true,
+            },
             HandOnCheck::SshOption(keys) => {
                 args[1..].windows(2).any(|pair| {
                     let value = if pair[0].text == "-o" {
@@ -2196,18 +2364,6 @@ fn hands_on(words: &[Word]) -> Option<&'static str> {
     None
 }
 
-fn sed_writes_or_executes(script: &str) -> bool {
-    sed_executes(script)
-        || script.split([';', '\n']).any(|part| {
-            let part = part.trim_start_matches(|c: char| {
-                c.is_ascii_digit() || c == ',' || c == '$' || c.is_whitespace()
-            });
-            part.starts_with('w') || part.starts_with('W')
-        })
-        || script.contains("/w ")
-        || script.contains("/w/")
-}
-
 /// The index of git's subcommand (the first word after its global
 /// options); for other programs, the first word not an option.
 fn subcommand_at(words: &[Word]) -> Option<usize> {
@@ -2235,6 +2391,24 @@ fn subcommand_at(words: &[Word]) -> Option<usize> {
         i += 1;
     }
     None
+}
+
+/// Whether a short-option cluster holds a code option of an interpreter
+/// (`perl -ne`, `perl -lne`, `ruby -pe`, `python -ic`, `php -nr`): any
+/// letter of it, since a letter before may be a flag and the code option
+/// takes the rest of the word or the next one.
+fn code_in_cluster(word: &str, code_options: &[&str]) -> bool {
+    let Some(letters) = word.strip_prefix('-') else {
+        return false;
+    };
+    if letters.starts_with('-') {
+        return false;
+    }
+    letters.chars().any(|c| {
+        code_options
+            .iter()
+            .any(|o| o.len() == 2 && o.starts_with('-') && o[1..].starts_with(c))
+    })
 }
 
 /// Whether an argument is one of `options`, in its separate or joined form.

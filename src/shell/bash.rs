@@ -6,7 +6,7 @@
 use super::clock::Budget;
 use std::cell::RefCell;
 
-use tree_sitter::{Node, ParseOptions, ParseState, Parser, Tree};
+use tree_sitter::{Node, ParseOptions, ParseState, Parser, Tree, TreeCursor};
 
 use super::argv::{Frame, Reading};
 use super::word::{self, reduce};
@@ -94,11 +94,13 @@ struct Visit<'t> {
     consumed: bool,
 }
 
-/// Whether a backslash-newline joins two parts of one word (`r\<newline>m`):
+/// Where a backslash-newline joins two parts of one word (`r\<newline>m`):
 /// bash removes the pair before it reads words, the grammar splits the word
 /// there. Single-quoted text is skipped; anywhere else it is taken to
-/// matter.
-fn continuation_inside_word(text: &str) -> bool {
+/// matter, unless the command's words were joined across it
+/// ([`join_words`]). The offsets of the backslashes.
+fn continuations_inside_words(text: &str) -> Vec<usize> {
+    let mut found = Vec::new();
     let bytes = text.as_bytes();
     let mut i = 0;
     let mut single = false;
@@ -120,7 +122,7 @@ fn continuation_inside_word(text: &str) -> bool {
                     let word =
                         |c: Option<u8>| c.is_some_and(|c| !c.is_ascii_whitespace() && c != b';');
                     if word(before) && word(after) {
-                        return true;
+                        found.push(i);
                     }
                 }
                 i += 2;
@@ -130,12 +132,109 @@ fn continuation_inside_word(text: &str) -> bool {
         }
         i += 1;
     }
-    false
+    found
+}
+
+/// The text between two word nodes of one command, read as bash reads it:
+/// the grammar leaves backslash escapes out of its words there (`'rm'\ -f`
+/// is one word to bash, `'r'\<newline>m` too). The escaped characters
+/// before the first blank, whether there is a blank, and the escaped
+/// characters after the last one. `None` for anything else.
+fn gap_between_words(gap: &str) -> Option<(String, bool, String)> {
+    let mut before = String::new();
+    let mut after = String::new();
+    let mut blank = false;
+    let mut chars = gap.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('\n') | None => {}
+                Some(escaped) => {
+                    if blank {
+                        after.push(escaped);
+                    } else {
+                        before.push(escaped);
+                    }
+                }
+            },
+            ' ' | '\t' => {
+                blank = true;
+                after.clear();
+            }
+            _ => return None,
+        }
+    }
+    Some((before, blank, after))
+}
+
+/// A command's words as bash splits them: two word nodes with no blank
+/// between them are one word, and escaped characters between them belong
+/// to their neighbours. Each joined backslash-newline is noted in
+/// `handled`; a gap not understood is opaque.
+fn join_words(
+    reading: &mut Reading<'_>,
+    pieces: Vec<(std::ops::Range<usize>, Word, bool)>,
+    text: &str,
+    handled: &mut Vec<usize>,
+    here: &Frame,
+) -> Vec<Word> {
+    let mut words: Vec<Word> = Vec::with_capacity(pieces.len());
+    let mut last_end: Option<usize> = None;
+    for (range, mut word, follows_word) in pieces {
+        let Some(end) = last_end.filter(|end| follows_word && *end <= range.start) else {
+            last_end = Some(range.end);
+            words.push(word);
+            continue;
+        };
+        let gap = text.get(end..range.start).unwrap_or("");
+        last_end = Some(range.end);
+        if !gap.is_empty() && !gap.contains('\\') {
+            words.push(word);
+            continue;
+        }
+        // Two word nodes with nothing between them are one word to bash
+        // (`'r'\m`: the grammar starts a word at the backslash).
+        let Some((before, blank, after)) = gap_between_words(gap) else {
+            reading.opaque(
+                OpaqueWhy::Unread {
+                    what: "an escape between words".into(),
+                },
+                here,
+                here.span.clone(),
+            );
+            words.push(word);
+            continue;
+        };
+        handled.extend(gap.match_indices("\\\n").map(|(at, _)| end + at));
+        let Some(previous) = words.last_mut() else {
+            words.push(word);
+            continue;
+        };
+        previous.text.push_str(&before);
+        if blank {
+            word.text.insert_str(0, &after);
+            words.push(word);
+        } else {
+            previous.text.push_str(&word.text);
+            previous.kind = word::combine(previous.kind, word.kind);
+            if let (Some(a), Some(b)) = (&previous.span, &word.span) {
+                previous.span = Some(a.start..b.end);
+            }
+        }
+    }
+    words
 }
 
 /// Read `text` as bash into `reading`, under `frame`.
 pub(super) fn walk(reading: &mut Reading<'_>, text: &str, frame: &Frame) {
-    if text.contains("\\\n") && continuation_inside_word(text) {
+    let continuations = if text.contains("\\\n") {
+        continuations_inside_words(text)
+    } else {
+        Vec::new()
+    };
+    let mut handled: Vec<usize> = Vec::new();
+    walk_tree(reading, text, frame, &mut handled);
+    if continuations.iter().any(|at| !handled.contains(at)) {
         reading.opaque(
             OpaqueWhy::Unread {
                 what: "a line continuation inside a word".into(),
@@ -144,6 +243,11 @@ pub(super) fn walk(reading: &mut Reading<'_>, text: &str, frame: &Frame) {
             frame.span.clone(),
         );
     }
+}
+
+/// The walk itself; `handled` collects the line continuations a command's
+/// words were joined across.
+fn walk_tree(reading: &mut Reading<'_>, text: &str, frame: &Frame, handled: &mut Vec<usize>) {
     if text.contains('\0') {
         // A `-c` string is a C string: bash never sees past a NUL, and what
         // another reader makes of it is not known.
@@ -179,6 +283,7 @@ pub(super) fn walk(reading: &mut Reading<'_>, text: &str, frame: &Frame) {
         ctx: 0,
         consumed: false,
     }];
+    let mut walk_cursor = root.walk();
     let mut visited = 0u32;
     let mut arithmetic_seen: Vec<usize> = Vec::new();
     while let Some(Visit {
@@ -284,13 +389,13 @@ pub(super) fn walk(reading: &mut Reading<'_>, text: &str, frame: &Frame) {
                 push_children = false;
             }
             "command" => {
-                command(reading, node, text, &ctxs[ctx], &here);
-                push_consumed(&mut stack, node, ctx, true);
+                command(reading, node, text, &ctxs[ctx], &here, handled);
+                push_consumed(&mut stack, &mut walk_cursor, node, ctx, true);
                 push_children = false;
             }
             "declaration_command" | "unset_command" => {
                 declaration(reading, node, text, &ctxs[ctx], &here);
-                push_consumed(&mut stack, node, ctx, true);
+                push_consumed(&mut stack, &mut walk_cursor, node, ctx, true);
                 push_children = false;
             }
             "variable_assignments" => {
@@ -302,7 +407,7 @@ pub(super) fn walk(reading: &mut Reading<'_>, text: &str, frame: &Frame) {
                     }
                 }
                 reading.simple(Vec::new(), assignments, ctxs[ctx].redirects.clone(), &here);
-                push_consumed(&mut stack, node, ctx, true);
+                push_consumed(&mut stack, &mut walk_cursor, node, ctx, true);
                 push_children = false;
             }
             "variable_assignment" => {
@@ -529,7 +634,7 @@ pub(super) fn walk(reading: &mut Reading<'_>, text: &str, frame: &Frame) {
             }
         }
         if push_children {
-            push_consumed(&mut stack, node, child_ctx, false);
+            push_consumed(&mut stack, &mut walk_cursor, node, child_ctx, false);
         }
     }
 }
@@ -537,16 +642,24 @@ pub(super) fn walk(reading: &mut Reading<'_>, text: &str, frame: &Frame) {
 /// Push `node`'s children; with `consumed`, its assignments were already
 /// read by it (a command's leading assignments, a declaration's words), so
 /// they are not statements of their own; their values are still read.
-fn push_consumed<'t>(stack: &mut Vec<Visit<'t>>, node: Node<'t>, ctx: usize, consumed: bool) {
-    let mut cursor = node.walk();
-    let children: Vec<Node<'t>> = node.children(&mut cursor).collect();
-    for child in children.into_iter().rev() {
+/// One cursor serves the whole walk and the children go straight onto the
+/// stack (reversed in place): no allocation per node.
+fn push_consumed<'t>(
+    stack: &mut Vec<Visit<'t>>,
+    cursor: &mut TreeCursor<'t>,
+    node: Node<'t>,
+    ctx: usize,
+    consumed: bool,
+) {
+    let base = stack.len();
+    for child in node.children(cursor) {
         stack.push(Visit {
             node: child,
             ctx,
             consumed: consumed && child.kind() == "variable_assignment",
         });
     }
+    stack[base..].reverse();
 }
 
 /// Push an assignment's children: its name is not an arithmetic operand,
@@ -692,9 +805,18 @@ fn has_unescaped(raw: &str, needle: &str) -> bool {
     false
 }
 
-fn command(reading: &mut Reading<'_>, node: Node<'_>, text: &str, ctx: &Ctx, here: &Frame) {
-    let mut words: Vec<Word> = Vec::new();
-    let mut program: Option<Word> = None;
+fn command(
+    reading: &mut Reading<'_>,
+    node: Node<'_>,
+    text: &str,
+    ctx: &Ctx,
+    here: &Frame,
+    handled: &mut Vec<usize>,
+) {
+    // Each word with whether the node before it was a word too.
+    let mut pieces: Vec<(std::ops::Range<usize>, Word, bool)> = Vec::new();
+    let mut follows_word = false;
+    let mut has_program = false;
     let mut assignments = Vec::new();
     let mut redirects = ctx.redirects.clone();
     let mut cursor = node.walk();
@@ -703,8 +825,19 @@ fn command(reading: &mut Reading<'_>, node: Node<'_>, text: &str, ctx: &Ctx, her
             .ok()
             .and_then(|i| node.field_name_for_child(i));
         match (field, child.kind()) {
-            (Some("name"), _) => program = Some(reduce(child, text, here.top)),
-            (Some("argument"), _) => words.push(reduce(child, text, here.top)),
+            (Some("name"), _) => {
+                has_program = pieces.is_empty();
+                let word = reduce(child, text, here.top);
+                pieces.push((child.byte_range(), word, follows_word));
+                follows_word = true;
+                continue;
+            }
+            (Some("argument"), _) => {
+                let word = reduce(child, text, here.top);
+                pieces.push((child.byte_range(), word, follows_word));
+                follows_word = true;
+                continue;
+            }
             (Some("redirect"), _) => {
                 if let Some(r) = redirect(child, text, here.top) {
                     redirects.push(r);
@@ -713,7 +846,14 @@ fn command(reading: &mut Reading<'_>, node: Node<'_>, text: &str, ctx: &Ctx, her
             (_, "variable_assignment") => assignments.push(assignment(child, text, here.top)),
             _ => {}
         }
+        follows_word = false;
     }
+    let mut words = join_words(reading, pieces, text, handled, here);
+    let program = if has_program && !words.is_empty() {
+        Some(words.remove(0))
+    } else {
+        None
+    };
     if let Some(program) = program {
         if program.kind == WordKind::Literal && RESERVED.contains(&program.text.as_str()) {
             let raw = node

@@ -418,6 +418,95 @@ fn rule_25_5_program_words_built_from_expansions_are_opaque() {
     ));
 }
 
+/// A glob in the program word decides by the files present what runs: it
+/// is opaque in every form the grammar splits or quotes, and a word whose
+/// glob characters are all quoted or escaped stays plain text.
+#[test]
+fn rule_25_5_a_glob_program_word_is_opaque_whatever_its_form() {
+    for text in [
+        "/usr/bin/r[m] -rf x",
+        "/bin/rm* x",
+        "r? x",
+        "\"r\"[m] x",
+        "'r'[m] x",
+        "r[m]'' x",
+        "/usr/bin/[r]m x",
+        "r[[:alpha:]] x",
+        "r[!x] x",
+        "r{m,} x",
+        "r{m,x} x",
+        "sudo /usr/bin/r[m] -f x",
+        "env A=1 /usr/bin/r[m] x",
+        "x=1 /usr/bin/r[m] x",
+        "echo a; /usr/bin/r[m] x",
+        "$(/usr/bin/r[m] x)",
+        "bash -c '/usr/bin/r[m] x'",
+    ] {
+        let model = assert_opaque(text);
+        assert!(
+            model.opaque.iter().any(|o| matches!(
+                o.why,
+                OpaqueWhy::ProgramGlob { .. }
+                    | OpaqueWhy::ProgramExpansion { .. }
+                    | OpaqueWhy::Parse
+            )),
+            "{text:?}: {:?}",
+            model.why()
+        );
+    }
+    let model = assert_opaque("/usr/bin/r[m] -rf x");
+    assert!(matches!(model.opaque[0].why, OpaqueWhy::ProgramGlob { .. }));
+    for text in ["r\\[m] x", "'r[m]' x", "\"r*\" x", "r]m x", "echo {} x"] {
+        let model = assert_known(text);
+        assert_eq!(
+            model.commands[0].words[0].kind,
+            WordKind::Literal,
+            "{text:?}"
+        );
+    }
+    let model = bash("ls \"a\"[b] 'c'*");
+    let kinds: Vec<WordKind> = model.commands[0].words.iter().map(|w| w.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            WordKind::Literal,
+            WordKind::Glob { leading: false },
+            WordKind::Glob { leading: false },
+        ]
+    );
+}
+
+/// Bash removes a backslash-newline before it splits words and an escaped
+/// blank belongs to its word: the grammar splits words there, the model
+/// joins them back.
+#[test]
+fn rule_25_3_escapes_and_continuations_between_words_join_as_bash() {
+    let texts = |text: &str| -> Vec<String> {
+        let model = assert_known(text);
+        model.commands[0]
+            .words
+            .iter()
+            .map(|w| w.text.clone())
+            .collect()
+    };
+    assert_eq!(texts("r\\\nm -f x"), ["rm", "-f", "x"]);
+    assert_eq!(texts("'r'\\\nm -f x"), ["rm", "-f", "x"]);
+    assert_eq!(texts("\"r\"\\\nm x"), ["rm", "x"]);
+    assert_eq!(texts("r\\\n\\\nm x"), ["rm", "x"]);
+    assert_eq!(texts("rm \\\n-f x"), ["rm", "-f", "x"]);
+    assert_eq!(texts("'rm'\\ -f x"), ["rm -f", "x"]);
+    assert_eq!(texts("'rm'\\  -f x"), ["rm ", "-f", "x"]);
+    assert_eq!(texts("'r'\\m x"), ["rm", "x"]);
+    assert_eq!(texts("\"r\"\\m x"), ["rm", "x"]);
+    assert_eq!(texts("echo a\\ \\ b"), ["echo", "a  b"]);
+    assert_found("echo a; r\\\nm x", "rm");
+    assert_found("bash -c 'r\\\nm x'", "rm");
+    // Joined across an assignment: not read, so opaque.
+    assert_opaque("x=a\\\nb");
+    let model = assert_known("'r'\\\nm -f x");
+    assert_eq!(model.commands[0].words[0].span, Some(0..6));
+}
+
 #[test]
 fn rule_25_5_builtins_that_run_code_later_are_opaque() {
     for text in [
@@ -617,9 +706,11 @@ fn rule_25_4_wrappers_hand_their_command_on() {
     // find's placeholder as the program is the found file.
     assert_opaque("find . -exec {} \\;");
     assert_opaque("xargs -I % % x");
-    // Looking a name up runs nothing.
+    // Looking a name up runs nothing; the later word is still a
+    // speculative start (§25.4), for deny and ask only.
     let model = assert_known("command -v rm");
-    assert_eq!(all_programs(&model), vec!["command"]);
+    assert_eq!(model.programs(), vec!["command"]);
+    assert!(model.commands.iter().any(|c| c.speculative));
 }
 
 #[test]
@@ -764,6 +855,149 @@ fn rule_25_6_hand_on_table_marks_commands() {
     }
 }
 
+/// The hand-on mark of one reading's first command.
+fn first_hands_on(model: &Model) -> Option<&'static str> {
+    model.commands.first().and_then(|c| c.hands_on)
+}
+
+/// An interpreter's code option inside a cluster of short options is a
+/// code argument: marked for allow, its code scanned for deny.
+#[test]
+fn rule_25_6_interpreter_code_options_in_a_cluster_hand_code_on() {
+    for text in [
+        "perl -ne 'print if /rm/' f",
+        "perl -lne 'print' f",
+        "perl -pe 's/a/b/' f",
+        "perl -nE 'say' f",
+        "perl -E 'say 1'",
+        "ruby -ne 'puts' f",
+        "python3 -ic 'print(1)'",
+        "python3 -Ic 'print(1)'",
+        "php -nr 'echo 1;'",
+        "node -pe 1",
+    ] {
+        assert!(first_hands_on(&bash(text)).is_some(), "{text}");
+        assert!(first_hands_on(&words(text)).is_some(), "{text}");
+    }
+    for text in [
+        "perl -ne 'system(\"rm x\")' f",
+        "perl -lne 'exec q(rm)'",
+        "python3 -Ic 'import os; os.system(\"rm x\")'",
+        "ruby -ne '`rm x`'",
+    ] {
+        assert_opaque(text);
+    }
+    for text in [
+        "perl -v",
+        "python3 -V",
+        "python3 -m json.tool f",
+        "ruby -w x.rb",
+    ] {
+        assert_eq!(first_hands_on(&bash(text)), None, "{text}");
+    }
+}
+
+/// Only a sed script's `e` command, the `s///e` flag, `w`/`W` (and `-f`
+/// script files) hand anything on; its script is the `-e` value or the
+/// first operand, never a file operand.
+#[test]
+fn rule_25_6_sed_hands_on_only_for_e_w_and_script_files() {
+    for text in [
+        "sed -n '10,20p' src/main.rs",
+        "sed -n '/rm/p' Makefile",
+        "sed 's/a/b/g' src/main.rs",
+        "sed -i.bak 's/a/b/' f",
+        "sed -n -- '1p' f",
+        "sed -l 5 p f",
+        "sed -E -e 's/a/b/' -e '/x/d' src/main.rs",
+    ] {
+        assert_eq!(first_hands_on(&assert_known(text)), None, "{text}");
+        assert_eq!(first_hands_on(&words(text)), None, "{text}");
+    }
+    for text in [
+        "sed 's/a/b/w out' f",
+        "sed '/x/ w out' f",
+        "sed -n 'W out' f",
+        "sed -f script.sed f",
+        "sed --file=script.sed f",
+        "sed --fi script.sed f",
+    ] {
+        assert!(first_hands_on(&bash(text)).is_some(), "{text}");
+    }
+    for text in [
+        "sed '1e rm x' f",
+        "sed -e 's/x/rm y/e' f",
+        "sed '-es/x/rm y/e' f",
+        "sed -ne p -e 's/a/b/e' f",
+        "sed --expression=1e f",
+        "sed --expr 1e f",
+    ] {
+        let model = assert_opaque(text);
+        assert!(first_hands_on(&model).is_some(), "{text}");
+    }
+}
+
+/// An awk program is its program argument (or `-e`/`--source`/`-W source=`
+/// values): later arguments are files and assignments, never judged as
+/// code; options that take a value are skipped.
+#[test]
+fn rule_25_6_awk_is_judged_by_its_program_argument_only() {
+    let text = "awk '{print $1}' access.log | sort | uniq -c | sort -rn | head";
+    assert!(words(text).commands.iter().all(|c| c.hands_on.is_none()));
+    assert!(assert_known(text)
+        .commands
+        .iter()
+        .all(|c| c.hands_on.is_none()));
+    assert_eq!(first_hands_on(&words("awk 'BEGIN{print}' '|'")), None);
+    for text in [
+        "awk --assign x=1 'BEGIN{system(\"rm x\")}'",
+        "awk -v x=1 'BEGIN{system(\"rm x\")}'",
+        "awk -F : '{print | \"sh\"}' f",
+        "awk -e 'BEGIN{print}' -e '{print | \"sh\"}'",
+        "awk -W source='BEGIN{system(\"rm x\")}'",
+        "awk -W exec prog.awk",
+        "awk -f prog.awk f",
+    ] {
+        let model = assert_opaque(text);
+        assert!(first_hands_on(&model).is_some(), "{text}");
+    }
+}
+
+/// §25.4 read literally: after a wrapper every later word position is a
+/// speculative program start, also when the wrapper only looks a name up,
+/// and after the program of a `find -exec` clause.
+#[test]
+fn rule_25_4_every_later_word_after_a_wrapper_is_a_program_start() {
+    for text in [
+        "command -v rm",
+        "command -V rm",
+        "sudo -l rm",
+        "find . -name x -exec grep -l rm {} +",
+        "find . -exec sh -c 'true' rm \\;",
+    ] {
+        let model = bash(text);
+        assert!(
+            model
+                .commands
+                .iter()
+                .any(|c| c.speculative && c.program().is_some_and(|p| p.text == "rm")),
+            "{text}: {:?}",
+            all_programs(&model)
+        );
+        assert!(
+            !model.programs().contains(&"rm"),
+            "{text}: not a real start"
+        );
+    }
+    let model = bash("command -v rm");
+    assert_eq!(model.commands[0].wrapper, Some("command"));
+    for text in ["find . -name rm", "find . -name '*.rs' -type f"] {
+        let model = assert_known(text);
+        assert_eq!(all_programs(&model), ["find"], "{text}");
+        assert_eq!(model.commands[0].wrapper, None, "{text}");
+    }
+}
+
 #[test]
 fn rule_25_5_limits_make_the_value_opaque_and_incomplete() {
     let deep = format!("echo {}x{}", "$(".repeat(2000), ")".repeat(2000));
@@ -835,7 +1069,6 @@ fn rule_25_3_benign_commands_that_mention_a_word_stay_known() {
         "man rm",
         "which rm",
         "type rm",
-        "command -v rm",
         "find . -name '*.rs' -type f",
         "for f in *.rs; do wc -l \"$f\"; done",
         "if [ -d target ]; then du -sh target; fi",

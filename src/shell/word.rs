@@ -57,12 +57,12 @@ pub(super) fn reduce(node: Node<'_>, src: &str, top: bool) -> Word {
     piece(node, src, &mut builder, true);
     let range = node.byte_range();
     let mut kind = builder.kind();
-    // Brace expansion spans pieces (`a{b,c}` is several grammar words).
-    if node.kind() == "concatenation" {
+    // Glob brackets and brace expansion span pieces: the grammar splits
+    // `r[m]` and `a{b,c}` into several words, and `"r"[m]` quotes only its
+    // first part. The whole word's source decides, read with its quotes.
+    if kind != WordKind::Dynamic {
         if let Some(raw) = src.get(range.clone()) {
-            if has_brace_expansion(raw) {
-                kind = WordKind::Dynamic;
-            }
+            kind = combine(kind, expands(raw));
         }
     }
     Word {
@@ -254,6 +254,129 @@ pub(super) fn unquoted(raw: &str, word_start: bool) -> (String, WordKind) {
         kind = WordKind::Dynamic;
     }
     (out, kind)
+}
+
+/// What bash still does to a word's whole source, its quotes read: an
+/// unquoted `*` or `?`, an unquoted `[` with a `]` after it (a bracket
+/// expression, whatever is inside), or an unquoted `{` with a `,` or `..`
+/// and a `}` after it. Generous where bash is subtle (a quoted `]` or `,`
+/// still counts): a word read here as a glob is never one bash runs as
+/// plain text.
+pub(super) fn expands(raw: &str) -> WordKind {
+    let bytes = raw.as_bytes();
+    let mut i = 0;
+    let mut quote: Option<u8> = None;
+    let mut produced = false;
+    let mut glob: Option<bool> = None;
+    let mut open_bracket = false;
+    let mut open_brace = false;
+    let mut brace_list = false;
+    let mut brace = false;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match quote {
+            Some(b'\'') => {
+                if b == b'\'' {
+                    quote = None;
+                } else {
+                    produced = true;
+                }
+                i += 1;
+                continue;
+            }
+            Some(b'$') => {
+                // `$'…'`: backslash escapes, ends at an unescaped quote.
+                if b == b'\\' {
+                    i += 2;
+                    produced = true;
+                    continue;
+                }
+                if b == b'\'' {
+                    quote = None;
+                } else {
+                    produced = true;
+                }
+                i += 1;
+                continue;
+            }
+            Some(_) => {
+                if b == b'\\' {
+                    i += 2;
+                    produced = true;
+                    continue;
+                }
+                if b == b'"' {
+                    quote = None;
+                } else {
+                    produced = true;
+                }
+                i += 1;
+                continue;
+            }
+            None => {}
+        }
+        match b {
+            b'\\' => {
+                if bytes.get(i + 1) != Some(&b'\n') {
+                    produced = true;
+                }
+                i += 2;
+                continue;
+            }
+            b'\'' => quote = Some(b'\''),
+            b'"' => quote = Some(b'"'),
+            b'$' if bytes.get(i + 1) == Some(&b'\'') => {
+                quote = Some(b'$');
+                i += 2;
+                continue;
+            }
+            b'$' if bytes.get(i + 1) == Some(&b'"') => {
+                quote = Some(b'"');
+                i += 2;
+                continue;
+            }
+            b'*' | b'?' => {
+                glob.get_or_insert(!produced);
+                produced = true;
+            }
+            b'[' => {
+                if open_bracket {
+                    // `[[` : the first one is still the one that opens.
+                } else {
+                    open_bracket = true;
+                    if raw[i + 1..].contains(']') {
+                        glob.get_or_insert(!produced);
+                    }
+                }
+                produced = true;
+            }
+            b'{' => {
+                open_brace = true;
+                produced = true;
+            }
+            b',' if open_brace => {
+                brace_list = true;
+                produced = true;
+            }
+            b'.' if open_brace && bytes.get(i + 1) == Some(&b'.') => {
+                brace_list = true;
+                produced = true;
+            }
+            b'}' if open_brace && brace_list => {
+                brace = true;
+                produced = true;
+            }
+            _ => produced = true,
+        }
+        i += 1;
+    }
+    if brace {
+        WordKind::Dynamic
+    } else if let Some(leading) = glob {
+        WordKind::Glob { leading }
+    } else {
+        WordKind::Literal
+    }
 }
 
 /// Whether unquoted text may hold a brace expansion: a `{` followed later
