@@ -169,6 +169,7 @@ async fn rebind(worker: &Worker, url: &str, name: &str, greeting: Duration) -> O
         ),
         ..WorkerMetadata::default()
     };
+    let opened = tokio::time::Instant::now();
     let iii = register_worker(
         url,
         InitOptions {
@@ -190,6 +191,7 @@ async fn rebind(worker: &Worker, url: &str, name: &str, greeting: Duration) -> O
         tracing::debug!(error = %err, greeting_ms = greeting.as_millis() as u64, "the auxiliary connection was not greeted in time");
     }
     if greeted.is_ok() && reconnecting(worker) {
+        let greeted_ms = opened.elapsed().as_millis() as u64;
         let engine = Engine::new(iii.clone());
         let config = worker.config.load();
         // The restarted engine lost whatever this connection parked before.
@@ -198,7 +200,14 @@ async fn rebind(worker: &Worker, url: &str, name: &str, greeting: Duration) -> O
         match worker.gate_binding.ensure(&engine, &config.config).await {
             Ok(status) => {
                 gated = true;
-                tracing::info!(id = status.id, gated = status.gated, parked = status.parked, "engine back: the gate's durable binding made again before the worker's own reconnect");
+                tracing::info!(
+                    id = status.id,
+                    gated = status.gated,
+                    parked = status.parked,
+                    greeted_ms,
+                    made_ms = opened.elapsed().as_millis() as u64,
+                    "engine back: the gate's durable binding made again before the worker's own reconnect"
+                );
             }
             Err(err) => {
                 tracing::warn!(error = %err, "engine back: the gate's durable binding not made through the auxiliary connection; the reconnect makes it")
