@@ -703,6 +703,8 @@ async fn rebind_on_reconnect(worker: Arc<Worker>, url: String) {
     }
     let mut was_connected = true;
     let mut work: Option<tokio::task::JoinHandle<()>> = None;
+    // A re-sent binding while the work runs: run it once more after.
+    let mut again = false;
     loop {
         let resent = tokio::select! {
             () = tokio::time::sleep(RECONNECT_POLL) => false,
@@ -710,10 +712,23 @@ async fn rebind_on_reconnect(worker: Arc<Worker>, url: String) {
         };
         let iii = worker.engine.iii();
         let connected = iii.get_connection_state() == IIIConnectionState::Connected;
-        if connected && (!was_connected || resent) {
+        let running = work.as_ref().is_some_and(|w| !w.is_finished());
+        let start = if connected && !was_connected {
+            // A new connection: whatever ran for the last one is moot.
             if let Some(stale) = work.take() {
                 stale.abort();
             }
+            true
+        } else if connected && (resent || again) {
+            // The engine re-sent a binding of the worker's types (it does
+            // after a reconnect, also one too short for the poll to see).
+            again = running;
+            !running
+        } else {
+            false
+        };
+        if start {
+            again = false;
             let worker = worker.clone();
             work = Some(tokio::spawn(async move { after_reconnect(&worker).await }));
         }
