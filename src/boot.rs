@@ -684,17 +684,27 @@ const RECONNECT_POLL: Duration = Duration::from_millis(20);
 /// a binding of the worker's trigger types (which it does after one), so a
 /// short outage is not missed.
 ///
-/// While the connection is down, [`reconnect::rebind_when_back`] knocks on
+/// That work runs in a task of its own, so this loop keeps watching while it
+/// runs: when the connection goes again meanwhile, the work is ended (its
+/// calls went over the lost connection and would be answered only when they
+/// time out, 10 s) and the next reconnect starts it afresh (§26.6).
+///
+/// While the connection is down, [`reconnect::cover_outages`] knocks on
 /// the engine's port and, once it answers, makes the durable bindings again
 /// through an auxiliary connection without waiting for the SDK's next
 /// attempt (§21.8; off with `APPROVAL_GATE_RECONNECT=before_21_8`).
 async fn rebind_on_reconnect(worker: Arc<Worker>, url: String) {
-    let early = !reconnect::disabled();
-    let name = std::env::var("III_WORKER_NAME")
-        .ok()
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| WORKER_NAME.to_string());
+    if !reconnect::disabled() {
+        let name = std::env::var("III_WORKER_NAME")
+            .ok()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| WORKER_NAME.to_string());
+        tokio::spawn(reconnect::cover_outages(worker.clone(), url, name));
+    }
     let mut was_connected = true;
+    let mut work: Option<tokio::task::JoinHandle<()>> = None;
+    // A re-sent binding while the work runs: run it once more after.
+    let mut again = false;
     loop {
         let resent = tokio::select! {
             () = tokio::time::sleep(RECONNECT_POLL) => false,
@@ -702,18 +712,33 @@ async fn rebind_on_reconnect(worker: Arc<Worker>, url: String) {
         };
         let iii = worker.engine.iii();
         let connected = iii.get_connection_state() == IIIConnectionState::Connected;
-        if connected && (!was_connected || resent) {
-            after_reconnect(&worker).await;
+        let running = work.as_ref().is_some_and(|w| !w.is_finished());
+        let start = if connected && !was_connected {
+            // A new connection: whatever ran for the last one is moot.
+            if let Some(stale) = work.take() {
+                stale.abort();
+            }
+            true
+        } else if connected && (resent || again) {
+            // The engine re-sent a binding of the worker's types (it does
+            // after a reconnect, also one too short for the poll to see).
+            again = running;
+            !running
+        } else {
+            false
+        };
+        if start {
+            again = false;
+            let worker = worker.clone();
+            work = Some(tokio::spawn(async move { after_reconnect(&worker).await }));
         }
-        if !connected && iii.fatal_error().is_some() {
-            return;
-        }
-        if early && was_connected && reconnect::reconnecting(&worker) {
-            tokio::spawn(reconnect::rebind_when_back(
-                worker.clone(),
-                url.clone(),
-                name.clone(),
-            ));
+        if !connected {
+            if let Some(stale) = work.take() {
+                stale.abort();
+            }
+            if iii.fatal_error().is_some() {
+                return;
+            }
         }
         was_connected = connected;
     }

@@ -1,18 +1,26 @@
 //! The durable bindings made again the moment the engine is back (contract
-//! §21.8), before the worker's own connection is.
+//! §21.8, §26.6), before the worker's own connection is.
 //!
 //! An engine restart loses every binding. The SDK reconnects on its own
 //! schedule — one attempt every 2 s, a knob it keeps private — so a harness
 //! whose connection came back first ran calls with an empty pre-trigger
 //! chain, ungated, for up to those 2 s. While the worker's connection is
-//! down, this task knocks on the engine's port every [`PROBE`]; as soon as
-//! it answers, a short-lived auxiliary connection (its own name, never the
-//! worker's) makes the gate's durable binding, then the watch's, and
-//! closes. Until the worker's own connection registers `approval::gate`, the
-//! harness's calls to it fail with `function_not_found` and the binding's
-//! `fail_closed` denies them: denied, never run ungated. The worker's
-//! reconnect then finds the binding and keeps it (`DurableBinding::ensure`:
-//! never two).
+//! down, [`cover_outages`] knocks on the engine's port every [`PROBE`]; as
+//! soon as it answers, an auxiliary connection (its own name, never the
+//! worker's) makes the gate's durable binding, then the watch's. Until the
+//! worker's own connection registers `approval::gate`, the harness's calls
+//! to it fail with `function_not_found` and the binding's `fail_closed`
+//! denies them: denied, never run ungated. The worker's reconnect then finds
+//! the binding and keeps it (`DurableBinding::ensure`: never two).
+//!
+//! The auxiliary connection stays open until the worker's own connection is
+//! back: its drop is how a second restart within the same outage (the
+//! engine gone again before the SDK's next attempt) is seen, and the knocking
+//! starts over for the new engine. Before §26.6 the rebind ran once per
+//! outage and was started by the loop that also did the reconnect's work;
+//! a second restart before the worker was back, or one during that work,
+//! left the chain without a gate until the SDK's own reconnect and its work
+//! were done — seconds (`architecture/performance.md` § Engine restart).
 //!
 //! `APPROVAL_GATE_RECONNECT=before_21_8` turns this off (the order of the
 //! previous version, kept to measure the difference:
@@ -22,12 +30,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use iii_sdk::runtime::{IIIConnectionState, WorkerMetadata};
-use iii_sdk::{register_worker, InitOptions, WorkerIdentityMode};
+use iii_sdk::{register_worker, IIIClient, InitOptions, WorkerIdentityMode};
 
 use crate::engine::Engine;
 use crate::worker::Worker;
 
-/// How often the engine's port is tried while the worker's connection is down.
+/// How often the engine's port is tried while the worker's connection is
+/// down, and how often the connection states are looked at (the SDK offers
+/// no event).
 pub(crate) const PROBE: Duration = Duration::from_millis(20);
 /// How long one knock on the port may take.
 const KNOCK: Duration = Duration::from_millis(200);
@@ -39,9 +49,6 @@ const KNOCK: Duration = Duration::from_millis(200);
 const GREETING: Duration = Duration::from_millis(100);
 /// The longest wait for one auxiliary connection's greeting.
 const GREETING_MAX: Duration = Duration::from_secs(2);
-/// The longest this task runs for one outage (the SDK's own reconnect and
-/// the binding guard take over after).
-const GIVE_UP: Duration = Duration::from_secs(600);
 
 /// Whether the previous order (no early rebind) was asked for.
 pub(crate) fn disabled() -> bool {
@@ -72,34 +79,74 @@ pub(crate) fn authority(url: &str) -> Option<String> {
     })
 }
 
-/// While the worker's connection is down: knock on the engine's port every
-/// [`PROBE`]; once it answers, make the durable bindings again through an
-/// auxiliary connection. Ends when that worked, when the worker's own
-/// connection is back first, or after [`GIVE_UP`]. Returns whether it made
-/// (or found) the gate's binding.
-pub(crate) async fn rebind_when_back(worker: Arc<Worker>, url: String, name: String) -> bool {
+/// For the worker's whole life: every time its connection is down and the
+/// SDK is trying to get it back, [`cover_outage`]. Its own task, so nothing
+/// the reconnect's work waits on (calls sent over a connection that is gone
+/// are answered only when they time out) can keep an outage uncovered. Ends
+/// when the worker stops (a shutdown, `unbind`, a refused name: the SDK is
+/// disconnected or failed then, never reconnecting).
+pub(crate) async fn cover_outages(worker: Arc<Worker>, url: String, name: String) {
     let Some(authority) = authority(&url) else {
-        return false;
+        return;
     };
-    let started = tokio::time::Instant::now();
-    let mut greeting = GREETING;
-    while started.elapsed() < GIVE_UP {
-        // Only while the SDK is trying to reconnect: connected means its
-        // reconnect came first; disconnected or failed, the worker is
-        // stopping (a shutdown, `unbind`, a refused name) and must not bind.
-        if !reconnecting(&worker) {
-            return false;
-        }
-        let knock = tokio::time::timeout(KNOCK, tokio::net::TcpStream::connect(&authority)).await;
-        if matches!(knock, Ok(Ok(_))) {
-            if rebind(&worker, &url, &name, greeting).await {
-                return true;
+    loop {
+        match worker.engine.iii().get_connection_state() {
+            IIIConnectionState::Reconnecting => {
+                cover_outage(&worker, &url, &name, &authority).await;
             }
-            greeting = (greeting * 2).min(GREETING_MAX);
+            IIIConnectionState::Disconnected | IIIConnectionState::Failed => return,
+            IIIConnectionState::Connected | IIIConnectionState::Connecting => {}
         }
         tokio::time::sleep(PROBE).await;
     }
-    false
+}
+
+/// One outage of the worker's connection: knock on the engine's port every
+/// [`PROBE`]; once it answers, make the durable bindings again through an
+/// auxiliary connection and keep that connection open; when it drops (the
+/// engine went again), knock again. Returns when the worker's own
+/// connection is no longer reconnecting.
+async fn cover_outage(worker: &Worker, url: &str, name: &str, authority: &str) {
+    let started = tokio::time::Instant::now();
+    let mut greeting = GREETING;
+    let mut holding: Option<IIIClient> = None;
+    // Only while the SDK is trying to reconnect: connected means its
+    // reconnect came first; disconnected or failed, the worker is stopping
+    // and must not bind.
+    while reconnecting(worker) {
+        if let Some(aux) = &holding {
+            if aux.get_connection_state() == IIIConnectionState::Connected {
+                tokio::time::sleep(PROBE).await;
+                continue;
+            }
+            tracing::warn!(
+                after_ms = started.elapsed().as_millis() as u64,
+                "the engine went again before the worker's own reconnect: making the gate's binding again as soon as it answers"
+            );
+            aux.shutdown_async().await;
+            holding = None;
+            greeting = GREETING;
+        }
+        let knock = tokio::time::timeout(KNOCK, tokio::net::TcpStream::connect(authority)).await;
+        if matches!(knock, Ok(Ok(_))) {
+            tracing::debug!(
+                after_ms = started.elapsed().as_millis() as u64,
+                greeting_ms = greeting.as_millis() as u64,
+                "engine port answers: an auxiliary connection makes the durable bindings again"
+            );
+            match rebind(worker, url, name, greeting).await {
+                Some(aux) => {
+                    holding = Some(aux);
+                    continue;
+                }
+                None => greeting = (greeting * 2).min(GREETING_MAX),
+            }
+        }
+        tokio::time::sleep(PROBE).await;
+    }
+    if let Some(aux) = holding {
+        aux.shutdown_async().await;
+    }
 }
 
 /// Whether the worker's own connection is down and the SDK is trying to
@@ -108,9 +155,11 @@ pub(crate) fn reconnecting(worker: &Worker) -> bool {
     worker.engine.iii().get_connection_state() == IIIConnectionState::Reconnecting
 }
 
-/// One auxiliary connection: the gate's binding, then the watch's.
-/// `name`: the worker's own (the auxiliary connection is `<name>-rebind`).
-async fn rebind(worker: &Worker, url: &str, name: &str, greeting: Duration) -> bool {
+/// One auxiliary connection: the gate's binding, then the watch's. Returns
+/// the connection, still open, when it made (or found) the gate's binding;
+/// closes it otherwise. `name`: the worker's own (the auxiliary connection
+/// is `<name>-rebind`).
+async fn rebind(worker: &Worker, url: &str, name: &str, greeting: Duration) -> Option<IIIClient> {
     let metadata = WorkerMetadata {
         name: format!("{name}-rebind"),
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -120,6 +169,7 @@ async fn rebind(worker: &Worker, url: &str, name: &str, greeting: Duration) -> b
         ),
         ..WorkerMetadata::default()
     };
+    let opened = tokio::time::Instant::now();
     let iii = register_worker(
         url,
         InitOptions {
@@ -136,7 +186,12 @@ async fn rebind(worker: &Worker, url: &str, name: &str, greeting: Duration) -> b
         },
     );
     let mut gated = false;
-    if iii.wait_until_registered(greeting).await.is_ok() && reconnecting(worker) {
+    let greeted = iii.wait_until_registered(greeting).await;
+    if let Err(err) = &greeted {
+        tracing::debug!(error = %err, greeting_ms = greeting.as_millis() as u64, "the auxiliary connection was not greeted in time");
+    }
+    if greeted.is_ok() && reconnecting(worker) {
+        let greeted_ms = opened.elapsed().as_millis() as u64;
         let engine = Engine::new(iii.clone());
         let config = worker.config.load();
         // The restarted engine lost whatever this connection parked before.
@@ -145,7 +200,14 @@ async fn rebind(worker: &Worker, url: &str, name: &str, greeting: Duration) -> b
         match worker.gate_binding.ensure(&engine, &config.config).await {
             Ok(status) => {
                 gated = true;
-                tracing::info!(id = status.id, gated = status.gated, parked = status.parked, "engine back: the gate's durable binding made again before the worker's own reconnect");
+                tracing::info!(
+                    id = status.id,
+                    gated = status.gated,
+                    parked = status.parked,
+                    greeted_ms,
+                    made_ms = opened.elapsed().as_millis() as u64,
+                    "engine back: the gate's durable binding made again before the worker's own reconnect"
+                );
             }
             Err(err) => {
                 tracing::warn!(error = %err, "engine back: the gate's durable binding not made through the auxiliary connection; the reconnect makes it")
@@ -157,8 +219,11 @@ async fn rebind(worker: &Worker, url: &str, name: &str, greeting: Duration) -> b
             }
         }
     }
+    if gated {
+        return Some(iii);
+    }
     iii.shutdown_async().await;
-    gated
+    None
 }
 
 #[cfg(test)]

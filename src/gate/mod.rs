@@ -587,6 +587,15 @@ pub(crate) async fn guard_binding(
         if worker.engine.iii().fatal_error().is_some() {
             return;
         }
+        if worker.engine.iii().get_connection_state()
+            != iii_sdk::runtime::IIIConnectionState::Connected
+        {
+            // A check over a connection that is down waits for its calls to
+            // time out (10 s) holding the one-check lock, which the
+            // auxiliary connection of an engine restart then waits behind
+            // (§26.6); the reconnect wakes this guard once it is back.
+            continue;
+        }
         let config = worker.config.load();
         outcome = durable.ensure(&worker.engine, &config.config).await;
     }

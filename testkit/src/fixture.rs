@@ -350,6 +350,25 @@ impl EngineFixture {
         }
     }
 
+    /// Stops the engine, keeps it down for `outage`, and starts it again
+    /// on the same port and state, forgetting its durable bindings as a
+    /// real engine does; returns the instant its WebSocket port accepts
+    /// connections again (polled every millisecond), without waiting for
+    /// anything else: what a restart-window measurement counts from.
+    ///
+    /// # Panics
+    ///
+    /// When the engine does not come back.
+    pub async fn restart_after(&self, outage: Duration) -> tokio::time::Instant {
+        match &self.engine {
+            Engine::Test(engine) => engine
+                .restart_after(outage)
+                .await
+                .unwrap_or_else(|err| panic!("test engine did not come back: {err}")),
+            Engine::Real(engine) => engine.restart_after(outage).await,
+        }
+    }
+
     /// An SDK client named `name` (the name is not overridden by
     /// `III_WORKER_NAME`), OpenTelemetry off, past its handshake. Its
     /// registrations may still be in flight: see [`wait_for_functions`]. A
@@ -681,6 +700,34 @@ impl RealEngine {
                 self.fail("did not become ready within 60 s");
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// See [`EngineFixture::restart_after`].
+    async fn restart_after(&self, outage: Duration) -> tokio::time::Instant {
+        if let StateBackend::File { save_interval_ms } = self.options.state {
+            tokio::time::sleep(Duration::from_millis(save_interval_ms * 3)).await;
+        }
+        self.kill();
+        tokio::time::sleep(outage).await;
+        self.spawn();
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if tokio::net::TcpStream::connect(addr).await.is_ok() {
+                return tokio::time::Instant::now();
+            }
+            let exited = self
+                .child()
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exited {
+                self.fail(&format!("exited during startup ({status})"));
+            }
+            if Instant::now() >= deadline {
+                self.fail("did not accept connections within 60 s");
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
 

@@ -537,6 +537,188 @@ async fn rule_21_8_after_an_engine_restart_no_call_runs_ungated_while_the_worker
 }
 }
 
+/// Whether the worker's own connection is away (asked over a fresh client:
+/// one made before a restart is away until its SDK's next attempt).
+async fn worker_away(engine: &approval_gate_testkit::fixture::EngineFixture) -> bool {
+    let probe = engine.client("restart-probe").await;
+    let workers = call(&probe, "engine::workers::list", json!({}))
+        .await
+        .unwrap_or_default();
+    probe.shutdown_async().await;
+    !workers.to_string().contains("\"approval-gate\"")
+}
+
+/// Calls 5 ms apart from `harness` until one is held (at most 4,000, 20 s):
+/// how many ran with no gate, how many were denied, whether one was held.
+async fn calls_until_held(
+    harness: &approval_gate_testkit::harness::HarnessDouble,
+    tag: &str,
+) -> (usize, usize, bool) {
+    let (mut ungated, mut denied, mut held) = (0, 0, false);
+    let started = std::time::Instant::now();
+    for i in 0..4_000 {
+        if started.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+        let spec = CallSpec::new(
+            format!("s_{tag}"),
+            format!("t_{tag}"),
+            format!("c_{tag}_{i}"),
+            "demo::echo",
+            json!({}),
+        );
+        match harness.call(spec).await {
+            CallState::Held { .. } => {
+                held = true;
+                break;
+            }
+            CallState::Denied { .. } => denied += 1,
+            other => {
+                ungated += 1;
+                if ungated <= 3 {
+                    eprintln!("ran ungated: {other:?}");
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    (ungated, denied, held)
+}
+
+#[tokio::test]
+async fn rule_26_6_a_second_restart_before_the_worker_is_back_leaves_no_call_ungated() {
+    // The engine restarts, the auxiliary connection makes the gate's binding
+    // again, and the engine restarts a second time before the worker's own
+    // SDK is back (it tries every 2 s; the second outage covers its next
+    // attempt). Before §26.6 the early rebind ran once per outage of the
+    // worker's connection: the second engine came up with no gate until the
+    // SDK reconnected, and a harness back a quarter of a second after it ran
+    // its calls with an empty chain. Now the auxiliary connection stays open
+    // until the worker is back, its drop starts the knocking again, and
+    // calls are denied (`fail_closed`) until the worker is back, never run.
+    on_each_engine("rule_26_6_second_restart", |engine| async move {
+        let _targets =
+            approval_gate_testkit::targets::TargetWorker::start(&engine.url(), TARGETS).await;
+        let _sessions = approval_gate_testkit::session::SessionDouble::start(&engine.url()).await;
+        let worker = start_in_process(&engine.url()).await;
+        let harness = approval_gate_testkit::harness::HarnessDouble::start(
+            &engine.url(),
+            approval_gate_testkit::harness::HarnessOptions::default(),
+        )
+        .await;
+        assert!(harness
+            .wait_for_binding("harness::hook::pre-trigger", "approval::gate", WAIT)
+            .await
+            .is_some());
+        harness.shutdown().await;
+        engine.restart_after(Duration::ZERO).await;
+        let harness = approval_gate_testkit::harness::HarnessDouble::start(
+            &engine.url(),
+            approval_gate_testkit::harness::HarnessOptions::default(),
+        )
+        .await;
+        let rebound = harness
+            .wait_for_binding(
+                "harness::hook::pre-trigger",
+                "approval::gate",
+                Duration::from_millis(1_500),
+            )
+            .await
+            .is_some();
+        let away = worker_away(&engine).await;
+        assert!(
+            rebound && away,
+            "after the first restart the gate's binding is made again before the worker is back (bound {rebound}, worker away {away})"
+        );
+        harness.shutdown().await;
+        engine.restart_after(Duration::from_millis(2_500)).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let harness = approval_gate_testkit::harness::HarnessDouble::start(
+            &engine.url(),
+            approval_gate_testkit::harness::HarnessOptions::default(),
+        )
+        .await;
+        let (ungated, denied, held) = calls_until_held(&harness, "r2").await;
+        eprintln!(
+            "second restart on the {}: {denied} denied until the worker was back, {ungated} ungated",
+            engine.label()
+        );
+        assert!(held, "the gate never came back ({denied} denied, {ungated} ungated)");
+        assert_eq!(
+            ungated, 0,
+            "calls ran with no gate after the second restart ({denied} denied)"
+        );
+        harness.shutdown().await;
+        worker.shutdown(Duration::from_secs(2)).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_26_6_an_engine_restart_during_the_reconnect_work_leaves_no_call_ungated() {
+    // The worker is back after a restart and its reconnect work waits on a
+    // configuration read the engine never answers (a stall: on a real
+    // engine, an engine going again mid-way); the engine then restarts a
+    // second time. Before §26.6 the loop that started the early rebind did
+    // that work in line: it waited on the lost call (10 s) and no
+    // auxiliary connection made the gate's binding on the new engine, so a
+    // harness back a quarter of a second later ran its calls ungated. Test
+    // engine only: the stall is what makes the timing certain.
+    on_test_engine("rule_26_6_restart_during_reconnect_work", |engine| async move {
+        let Some(test) = engine.test_engine() else {
+            return;
+        };
+        let _targets =
+            approval_gate_testkit::targets::TargetWorker::start(&engine.url(), TARGETS).await;
+        let _sessions = approval_gate_testkit::session::SessionDouble::start(&engine.url()).await;
+        let worker = start_in_process(&engine.url()).await;
+        let harness = approval_gate_testkit::harness::HarnessDouble::start(
+            &engine.url(),
+            approval_gate_testkit::harness::HarnessOptions::default(),
+        )
+        .await;
+        assert!(harness
+            .wait_for_binding("harness::hook::pre-trigger", "approval::gate", WAIT)
+            .await
+            .is_some());
+        harness.shutdown().await;
+        let reads = test.invocations(CONFIGURATION_GET);
+        test.faults()
+            .stall(CONFIGURATION_GET, Duration::from_secs(60), None);
+        engine.restart_after(Duration::ZERO).await;
+        assert!(
+            eventually(Duration::from_secs(10), || test.invocations(CONFIGURATION_GET) > reads)
+                .await,
+            "the worker's reconnect work never read the configuration"
+        );
+        assert!(
+            !worker_away(&engine).await,
+            "the worker is back, its reconnect work under way"
+        );
+        engine.restart_after(Duration::ZERO).await;
+        test.faults().clear(CONFIGURATION_GET);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let harness = approval_gate_testkit::harness::HarnessDouble::start(
+            &engine.url(),
+            approval_gate_testkit::harness::HarnessOptions::default(),
+        )
+        .await;
+        let (ungated, denied, held) = calls_until_held(&harness, "rw").await;
+        eprintln!("restart during the reconnect work: {denied} denied until the worker was back, {ungated} ungated");
+        assert!(held, "the gate never came back ({denied} denied, {ungated} ungated)");
+        assert_eq!(
+            ungated, 0,
+            "calls ran with no gate after the restart during the reconnect work ({denied} denied)"
+        );
+        harness.shutdown().await;
+        worker.shutdown(Duration::from_secs(2)).await;
+    })
+    .await;
+}
+
+/// What the reconnect's work reads last (the configuration in force).
+const CONFIGURATION_GET: &str = "configuration::get";
+
 #[tokio::test]
 async fn rule_21_7_a_held_call_shows_v3_secret_shapes_redacted() {
     on_each_engine("rule_21_7_held_shapes", |engine| async move {

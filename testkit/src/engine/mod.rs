@@ -295,6 +295,39 @@ impl TestEngine {
         self.restart_with(true).await
     }
 
+    /// A real engine's restart with an outage: every connection dropped,
+    /// the port closed for `outage`, durable bindings forgotten (a real
+    /// engine keeps them in memory only); returns the instant the port
+    /// accepts connections again, without waiting for anything else (a
+    /// restart-window bench starts its clients at that instant).
+    pub async fn restart_after(&self, outage: Duration) -> std::io::Result<tokio::time::Instant> {
+        self.stop_listening().await;
+        self.shared.with_core(|core| {
+            for conn in core.conn_ids() {
+                core.abort(conn);
+            }
+            core.configuration.forget_schemas();
+            core.bindings.clear();
+            core.http.clear();
+        });
+        tokio::time::sleep(outage).await;
+        let started = tokio::time::Instant::now();
+        let listener = loop {
+            match bind(self.shared.port) {
+                Ok(listener) => break listener,
+                Err(err) if started.elapsed() < REBIND_PATIENCE => {
+                    tracing::debug!(error = %err, "test engine: port not free yet");
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err(err) => return Err(err),
+            }
+        };
+        let accepting = tokio::time::Instant::now();
+        let accept = tokio::spawn(accept_loop(self.shared.clone(), listener));
+        *self.shared.listener.lock().await = Some(accept);
+        Ok(accepting)
+    }
+
     async fn restart_with(&self, forget_durable: bool) -> std::io::Result<()> {
         self.stop_listening().await;
         self.shared.with_core(|core| {

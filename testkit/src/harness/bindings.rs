@@ -64,6 +64,9 @@ pub struct Binding {
 #[derive(Debug, Default)]
 pub struct BindingTable {
     bindings: Mutex<BTreeMap<String, Binding>>,
+    /// When each `(trigger type, function id)` was first bound on this
+    /// connection (a restart-window bench reads it).
+    first_bound: Mutex<BTreeMap<(String, String), std::time::Instant>>,
 }
 
 impl BindingTable {
@@ -157,7 +160,25 @@ impl BindingTable {
     }
 
     fn insert(&self, binding: Binding) {
+        let key = (
+            binding.info.trigger_type.clone(),
+            binding.info.function_id.clone(),
+        );
+        self.first_bound
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key)
+            .or_insert_with(std::time::Instant::now);
         self.lock().insert(binding.info.id.clone(), binding);
+    }
+
+    /// When `function_id` was first bound to `trigger_type` here.
+    pub fn first_bound(&self, trigger_type: &str, function_id: &str) -> Option<std::time::Instant> {
+        self.first_bound
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(trigger_type.to_string(), function_id.to_string()))
+            .copied()
     }
 
     fn remove(&self, trigger_type: &str, id: &str) {

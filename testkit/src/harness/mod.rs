@@ -292,6 +292,8 @@ struct Core {
     /// Generation 2: each session's current turn (what `harness::status`
     /// reports on).
     current_turn: Mutex<HashMap<String, String>>,
+    /// When the connection was first greeted.
+    connected: Arc<std::sync::OnceLock<std::time::Instant>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -312,6 +314,19 @@ impl HarnessDouble {
     /// harness then binds `session::deleted` and announces `harness::ready`.
     pub async fn start(url: &str, options: HarnessOptions) -> HarnessDouble {
         let iii = peer::connect(url, WORKER_NAME);
+        let connected = Arc::new(std::sync::OnceLock::new());
+        {
+            let (iii, connected) = (iii.clone(), connected.clone());
+            tokio::spawn(async move {
+                if iii
+                    .wait_until_registered(Duration::from_secs(60))
+                    .await
+                    .is_ok()
+                {
+                    let _ = connected.set(std::time::Instant::now());
+                }
+            });
+        }
         let today = options.generation == Generation::G2;
         let table = Arc::new(BindingTable::default());
         let announced = Arc::new(AtomicBool::new(false));
@@ -358,6 +373,7 @@ impl HarnessDouble {
             announced,
             finished: Mutex::default(),
             current_turn: Mutex::default(),
+            connected,
         });
         let mut functions = vec![RESOLVE];
         resolve::register(&core);
@@ -675,6 +691,18 @@ impl HarnessDouble {
     /// hook points in chain order.
     pub fn bindings(&self, trigger_type: &str) -> Vec<BindingInfo> {
         self.core.bindings.infos(trigger_type)
+    }
+
+    /// When this double's connection was first greeted by the engine
+    /// (its trigger types are registered right after).
+    pub fn connected_at(&self) -> Option<std::time::Instant> {
+        self.core.connected.get().copied()
+    }
+
+    /// When `function_id` was first bound to `trigger_type` on this double
+    /// (the moment the engine delivered the binding; `None`: never).
+    pub fn first_bound(&self, trigger_type: &str, function_id: &str) -> Option<std::time::Instant> {
+        self.core.bindings.first_bound(trigger_type, function_id)
     }
 
     /// The session's durable workspace grants, sorted.
