@@ -16,6 +16,7 @@ use approval_gate::{
     ApprovalConfig, ApprovalSettings, CompiledRules, CompiledSettings, DenialEnvelope, Entry,
     GrantedBy, HookInput, HookOutput, Judgement, Mode, PendingRecord, RecordKind, RulePrecedence,
     RuleSpec, SessionContext, Snapshot, WireVerdict, HUMAN_ONLY_RULE, LOCKDOWN_RULE,
+    OPAQUE_COMMAND_RULE,
 };
 use approval_gate_fuzz::walk::redaction_violation;
 use approval_gate_fuzz::{dismantle, nest_arrays};
@@ -202,6 +203,7 @@ fn output_of(judgement: &Judgement<'_>, input: &HookInput, session_reply: &Value
         }
         Judgement::Deny { reason, .. } => HookOutput::Deny {
             reason: reason.clone(),
+            details: None,
         },
         Judgement::Hold { .. } => {
             let call = input.call.as_ref().expect("held calls have a call");
@@ -293,13 +295,13 @@ fn check_explained(fixture: &Fixture, input: &HookInput, judgement: &Judgement<'
     let (verdict, rule, reason, deadline) = match judgement {
         Judgement::Continue { rule, .. } => (WireVerdict::Allow, *rule, None, None),
         Judgement::Deny { reason, rule } => (WireVerdict::Deny, *rule, Some(reason.as_str()), None),
-        Judgement::Hold { ask: None } if fixture.rules.is_lockdown() => (
+        Judgement::Hold { ask: None, .. } if fixture.rules.is_lockdown() => (
             WireVerdict::NeedsApproval,
             Some(LOCKDOWN_RULE),
             None,
             fixture.config.pending_timeout_ms,
         ),
-        Judgement::Hold { ask } => (
+        Judgement::Hold { ask, .. } => (
             WireVerdict::NeedsApproval,
             ask.map(|a| a.rule_id),
             None,
@@ -385,7 +387,7 @@ fuzz_target!(|data: &[u8]| {
         if !guarded && ids_ok && fixture.rules.is_lockdown() {
             // The lockdown holds every other call, whatever the grants.
             assert!(
-                matches!(judgement, Judgement::Hold { ask: None }),
+                matches!(judgement, Judgement::Hold { ask: None, .. }),
                 "{}: {judgement:?}",
                 fixture.name
             );
@@ -393,7 +395,7 @@ fuzz_target!(|data: &[u8]| {
             // Full mode: only an ask rule (a human floor) holds, and under
             // first_match nothing denies.
             assert!(
-                !matches!(judgement, Judgement::Hold { ask: None }),
+                !matches!(judgement, Judgement::Hold { ask: None, .. }),
                 "{}: {judgement:?}",
                 fixture.name
             );
@@ -401,7 +403,7 @@ fuzz_target!(|data: &[u8]| {
                 assert!(
                     matches!(
                         judgement,
-                        Judgement::Continue { .. } | Judgement::Hold { ask: Some(_) }
+                        Judgement::Continue { .. } | Judgement::Hold { ask: Some(_), .. }
                     ),
                     "{}: {judgement:?}",
                     fixture.name
@@ -413,9 +415,15 @@ fuzz_target!(|data: &[u8]| {
             rule: Some(rule),
         } = &judgement
         {
-            if *rule != HUMAN_ONLY_RULE {
+            if *rule == OPAQUE_COMMAND_RULE {
                 let prefix = format!(
-                    "Permission denied: {} matched rule {rule}",
+                    "Permission denied by policy: {} is denied as {OPAQUE_COMMAND_RULE}",
+                    call.function_id
+                );
+                assert!(reason.starts_with(&prefix), "{reason}");
+            } else if *rule != HUMAN_ONLY_RULE {
+                let prefix = format!(
+                    "Permission denied by policy: {} matched rule {rule}",
                     call.function_id
                 );
                 assert!(reason.starts_with(&prefix), "{reason}");

@@ -43,10 +43,17 @@ fn check(v: &Value) {
     if let Some(why) = full_violation(&full.value) {
         panic!("whole form: {why}");
     }
-    assert!(full == redact_full(v), "the whole form is not deterministic");
+    assert!(
+        full == redact_full(v),
+        "the whole form is not deterministic"
+    );
     if !full.clipped && within_excerpt_limits(&once) {
         // Nothing for the two forms to differ on: no excerpt limit bound.
-        assert!(full.value == once, "whole form {} vs excerpt {once}", full.value);
+        assert!(
+            full.value == once,
+            "whole form {} vs excerpt {once}",
+            full.value
+        );
     }
 
     let mut stack = vec![v];

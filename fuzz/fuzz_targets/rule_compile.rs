@@ -10,16 +10,28 @@
 //! for arbitrary settings (bounded, argument-scoped, exact and pattern
 //! entries, stored seed entries, suppressed seeds) and for the
 //! configuration's defaults — and `explain` agrees with `decide`.
+//!
+//! Command fields (contract §25): rules and grants carry `prefix` and `runs`
+//! on `command` and other fields, calls carry `shell::*`-shaped arguments
+//! (`command` with or without `args`, `env`, `stdin`) and commands from the
+//! classes that once stepped around a rule. Both sides read command fields
+//! at a budget no slow build reaches (the crate through `needs`, as the
+//! gate does). The disagreements the worker's property tests list as
+//! ignored tests (`tests/it/properties.rs`) are left out here too.
 
 #![no_main]
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use approval_gate::{
-    decide, default_settings, explain, ApprovalConfig, ApprovalSettings, Basis, Call,
-    CompiledRules, CompiledSettings, Entry, GrantedBy, Mode, RuleAction, RulePrecedence, RuleSpec,
-    Snapshot, Verdict, WireVerdict,
+    decide_with, default_settings, explain, needs, read, ApprovalConfig, ApprovalSettings,
+    ArgConstraint, Basis, Call, CompiledRules, CompiledSettings, DecideOptions, Decision, Entry,
+    GrantedBy, Limits, Mode, RuleAction, RulePrecedence, RuleSpec, Snapshot, Verdict, WireVerdict,
+    OPAQUE_COMMAND_RULE,
 };
 use approval_gate_fuzz::gen::Gen;
-use approval_gate_reference::{outcome_of, wall_clock_ms, At, Policy, RefRule};
+use approval_gate_reference::{outcome_of, wall_clock_ms, At, Outcome, Policy, RefRule};
 use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Map, Value};
@@ -35,8 +47,9 @@ fn mode_text(g: &mut Gen) -> Result<Value> {
 }
 
 /// Command lines a prefix constraint can meet: separators, substitutions,
-/// quotes, argv arrays.
-const COMMANDS: [&str; 10] = [
+/// quotes, argv arrays; and the classes of §25 (quoting, paths, wrappers,
+/// nested shells, expansions, lists, redirections, assignments, globs).
+const COMMANDS: [&str; 30] = [
     "git status",
     "git status --short",
     "git statusx",
@@ -47,25 +60,129 @@ const COMMANDS: [&str; 10] = [
     "ls && rm x",
     "git ",
     "",
+    "'rm' -rf /tmp/x",
+    "/bin/rm -rf /tmp/x",
+    "sudo rm -rf /tmp/x",
+    "env X=1 rm x",
+    "bash -c 'rm -rf /tmp/x'",
+    "eval \"rm x\"",
+    "$(echo rm) -rf x",
+    "git $A main",
+    "X=1 git status",
+    "cd src && cargo test 2>&1 | tail -20",
+    "git commit -m \"cleanup; rm stale\"",
+    "curl x | sh",
+    "ls > out",
+    "ls 2>/dev/null",
+    "find . -exec rm {} +",
+    "ls *",
+    "ls src/*.rs",
+    "{ rm x; }",
+    "echo `id`",
+    "cat <<EOF\n$(rm x)\nEOF",
+];
+
+/// The words of a `prefix` or `runs` on a command field.
+const WORDS: [&str; 14] = [
+    "rm",
+    "rm -rf",
+    "git",
+    "git status",
+    "git push --force",
+    "ls",
+    "cd",
+    "cargo test",
+    "tail",
+    "curl",
+    "sh",
+    "/bin/rm",
+    "'rm'",
+    "find",
 ];
 
 fn command(g: &mut Gen) -> Result<Value> {
-    Ok(match g.u.int_in_range(0..=3)? {
+    Ok(match g.u.int_in_range(0..=5)? {
         0 => json!(["git", "status", *g.u.choose(&COMMANDS)?]),
         1 => json!([*g.u.choose(&["rm", "git"])?, 1, true]),
+        2 => {
+            // Pieces of the list joined: lists and pipelines of classes.
+            let n = g.u.int_in_range(1..=3)?;
+            let mut text = String::new();
+            for i in 0..n {
+                if i > 0 {
+                    text.push_str(g.u.choose(&[" && ", " | ", "; ", "\n", " || "])?);
+                }
+                text.push_str(g.u.choose(&COMMANDS)?);
+            }
+            json!(text)
+        }
         _ => json!(*g.u.choose(&COMMANDS)?),
     })
 }
 
 fn constraint(g: &mut Gen) -> Result<Value> {
-    Ok(match g.u.int_in_range(0..=9)? {
+    Ok(match g.u.int_in_range(0..=12)? {
         0 | 1 => json!({"equals": g.value(3)?}),
         2 => json!({"equals": *g.u.choose(&[json!(1), json!(1.0), json!(["git", "status"])])?}),
         3..=5 => json!({"matches": g.regex()?}),
         6 => json!({"prefix": g.string()?}),
         7 | 8 => json!({"prefix": *g.u.choose(&COMMANDS)?}),
-        _ => g.value(2)?,
+        9 | 10 => json!({"prefix": *g.u.choose(&WORDS)?}),
+        11 => json!({"runs": *g.u.choose(&WORDS)?}),
+        _ => {
+            if g.u.ratio(1, 2)? {
+                json!({"runs": g.string()?})
+            } else {
+                g.value(2)?
+            }
+        }
     })
+}
+
+/// A rule's function: often a `shell::*` runner, so `command` is a command
+/// field.
+fn function_glob(g: &mut Gen) -> Result<String> {
+    if g.u.ratio(1, 3)? {
+        return Ok((*g.u.choose(&["shell::exec", "shell::*", "*", "x::run"])?).to_owned());
+    }
+    g.glob()
+}
+
+/// A call's function id, often a `shell::*` runner.
+fn call_id(g: &mut Gen) -> Result<String> {
+    if g.u.ratio(1, 3)? {
+        return Ok((*g.u.choose(&["shell::exec", "shell::exec_bg", "x::run"])?).to_owned());
+    }
+    g.function_id()
+}
+
+/// Arguments as a `shell::*` runner takes them: `command` with or without
+/// `args`, another command field, `env`, `stdin`.
+fn shell_arguments(g: &mut Gen) -> Result<Value> {
+    let mut map = Map::new();
+    if g.u.ratio(7, 8)? {
+        map.insert("command".into(), command(g)?);
+    }
+    if g.u.ratio(1, 3)? {
+        let args = match g.u.int_in_range(0..=4)? {
+            0 => json!(["-rf", "/tmp/x"]),
+            1 => json!(["-c", *g.u.choose(&COMMANDS)?]),
+            2 => json!(["status"]),
+            3 => json!([1]),
+            _ => Value::Null,
+        };
+        map.insert("args".into(), args);
+    }
+    if g.u.ratio(1, 4)? {
+        map.insert("cmd".into(), command(g)?);
+    }
+    if g.u.ratio(1, 8)? {
+        map.insert("env".into(), json!({"A": "1"}));
+    }
+    if g.u.ratio(1, 8)? {
+        map.insert("stdin".into(), json!(*g.u.choose(&["", "x"])?));
+    }
+    Ok(Value::Object(map))
 }
 
 fn args_object(g: &mut Gen) -> Result<Value> {
@@ -103,7 +220,7 @@ fn rule(g: &mut Gen) -> Result<Value> {
         3 => Value::String(format!("?{}", g.glob()?)),
         4..=7 => {
             let mut obj = Map::new();
-            let function = g.glob()?;
+            let function = function_glob(g)?;
             obj.insert("function".into(), Value::String(function.clone()));
             let action = match g.u.int_in_range(0..=12)? {
                 0 => json!("hold"),
@@ -175,7 +292,7 @@ fn entries(g: &mut Gen) -> Result<Vec<Entry>> {
         let id = if g.u.ratio(1, 3)? {
             g.function_id()?
         } else {
-            g.glob()?
+            function_glob(g)?
         };
         let mut entry = Entry::new(id, 0, by);
         entry.pattern = g.u.ratio(1, 2)?;
@@ -192,8 +309,9 @@ fn entries(g: &mut Gen) -> Result<Vec<Entry>> {
 }
 
 fn arguments(g: &mut Gen) -> Result<Option<Value>> {
-    Ok(match g.u.int_in_range(0..=5)? {
+    Ok(match g.u.int_in_range(0..=7)? {
         0 => None,
+        6 | 7 => Some(shell_arguments(g)?),
         1 => Some(g.value(2)?),
         // A state call's scope: the gate guards its own scopes.
         2 => Some(json!({"scope": *g.u.choose(&[
@@ -218,6 +336,122 @@ fn arguments(g: &mut Gen) -> Result<Option<Value>> {
     })
 }
 
+/// The limits both sides read command fields at: the contract's, with a
+/// budget no instrumented build reaches.
+fn limits() -> Limits {
+    Limits {
+        budget: Duration::from_secs(30),
+        ..Limits::default()
+    }
+}
+
+/// The crate's decision with the call's command fields read first, as the
+/// gate reads them, at [`limits`].
+fn decide_read<'r>(
+    settings: &'r CompiledSettings,
+    rules: &'r CompiledRules,
+    call: &Call<'r>,
+) -> Decision<'r> {
+    let wanted = needs(settings, rules, call);
+    let models = wanted
+        .sources()
+        .iter()
+        .map(|s| Arc::new(read(s.as_source(), &limits())))
+        .collect();
+    let readings = wanted.with_models(models);
+    decide_with(
+        settings,
+        rules,
+        call,
+        DecideOptions {
+            readings: Some(&readings),
+            ..DecideOptions::default()
+        },
+    )
+}
+
+/// Whether an object anywhere in `v` has two keys that differ only in
+/// ASCII case, or its top level spells `args` in another case.
+fn case_twins(v: &Value, top: bool) -> bool {
+    let mut stack = vec![(v, top)];
+    while let Some((v, top)) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                let keys: Vec<&String> = map.keys().collect();
+                for (i, a) in keys.iter().enumerate() {
+                    if keys[i + 1..].iter().any(|b| a.eq_ignore_ascii_case(b)) {
+                        return true;
+                    }
+                    if top && a.as_str() != "args" && a.eq_ignore_ascii_case("args") {
+                        return true;
+                    }
+                }
+                stack.extend(map.values().map(|v| (v, false)));
+            }
+            Value::Array(items) => stack.extend(items.iter().map(|v| (v, false))),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Whether an allow rule or grant constrains `command` spelled in another
+/// case.
+fn allow_on_other_spelling(specs: &[RuleSpec], settings: &ApprovalSettings) -> bool {
+    let odd = |map: &std::collections::BTreeMap<String, ArgConstraint>| {
+        map.keys().any(|k| {
+            let top = k.strip_prefix('/').unwrap_or(k);
+            top != "command" && top.eq_ignore_ascii_case("command")
+        })
+    };
+    specs.iter().any(|s| match s {
+        RuleSpec::Object(o) => o.action == RuleAction::Allow && o.args.as_ref().is_some_and(odd),
+        RuleSpec::Shorthand(_) => false,
+    }) || settings
+        .approved_always
+        .iter()
+        .chain(&settings.always_allow)
+        .any(|e| e.args.as_ref().is_some_and(odd))
+}
+
+/// An outcome as compared: whole, except what a rule with two or more
+/// command constraints found (the crate reports the rule's own id where
+/// one constraint saw a command and another only doubted; the reference
+/// reports `opaque_command`).
+fn comparable(outcome: Outcome, policy: &Policy, fid: &str) -> Outcome {
+    match outcome {
+        Outcome::Rule {
+            index,
+            rule_id,
+            action,
+            constraint,
+            command: Some(_),
+        } if policy.rules()[index].command_constraints(fid) > 1 => Outcome::Rule {
+            index,
+            rule_id,
+            action,
+            constraint,
+            command: None,
+        },
+        Outcome::Ask {
+            index,
+            rule_id,
+            timeout_ms,
+            escalate_after_ms,
+            constraint,
+            command: Some(_),
+        } if policy.rules()[index].command_constraints(fid) > 1 => Outcome::Ask {
+            index,
+            rule_id,
+            timeout_ms,
+            escalate_after_ms,
+            constraint,
+            command: None,
+        },
+        other => other,
+    }
+}
+
 /// Compares the crate's decision with the reference's, and `explain`'s.
 fn agree(
     compiled: &CompiledSettings,
@@ -231,15 +465,20 @@ fn agree(
         function_id: fid,
         arguments: args,
     };
-    let d = decide(compiled, rules, &call);
+    let d = decide_read(compiled, rules, &call);
     let expected = policy.decide(settings, fid, args, At::time(wall_clock_ms()));
     assert_eq!(
-        outcome_of(&d),
-        expected,
+        comparable(outcome_of(&d), policy, fid),
+        comparable(expected.clone(), policy, fid),
         "{fid:?} {args:?} under {:?}",
         rules.precedence()
     );
     assert_eq!(d.verdict, expected.verdict());
+    if comparable(expected.clone(), policy, fid) == expected {
+        if let Some(id) = expected.rule_id() {
+            assert_eq!(d.rule_id(), Some(id));
+        }
+    }
     let verdict = match &d.basis {
         Basis::HumanOnly { .. } => Verdict::Deny,
         Basis::Rule { index, action, .. } => {
@@ -267,10 +506,18 @@ fn agree(
     let reason = d.reason(fid);
     if d.verdict == Verdict::Deny && !matches!(d.basis, Basis::HumanOnly { .. }) {
         let id = d.rule_id().expect("a deny names its rule");
-        assert!(
-            reason.starts_with(&format!("Permission denied: {fid} matched rule {id}")),
-            "{reason}"
-        );
+        let lead = if id == OPAQUE_COMMAND_RULE {
+            format!("Permission denied by policy: {fid} is denied as {OPAQUE_COMMAND_RULE}")
+        } else {
+            format!("Permission denied by policy: {fid} matched rule {id}")
+        };
+        assert!(reason.starts_with(&lead), "{reason}");
+    }
+    // `explain` reads command fields itself, at the contract's 10 ms budget:
+    // compared where nothing is read, so a slow build's reading cannot make
+    // one side opaque.
+    if !needs(compiled, rules, &call).is_empty() {
+        return;
     }
     let explained = explain(compiled, rules, &ApprovalConfig::default(), fid, args);
     let wire = match d.verdict {
@@ -323,7 +570,11 @@ fn run(u: &mut Unstructured) -> Result<()> {
     let ncalls = g.u.int_in_range(1..=6)?;
     let mut calls = Vec::new();
     for _ in 0..ncalls {
-        calls.push((g.function_id()?, arguments(&mut g)?));
+        let (fid, args) = (call_id(&mut g)?, arguments(&mut g)?);
+        // The disagreements the property tests keep as ignored tests.
+        if !args.as_ref().is_some_and(|a| case_twins(a, true)) {
+            calls.push((fid, args));
+        }
     }
 
     let Ok(specs) = serde_json::from_value::<Vec<RuleSpec>>(rules_json) else {
@@ -343,6 +594,9 @@ fn run(u: &mut Unstructured) -> Result<()> {
         }
     };
     assert_eq!(compiled.len(), specs.len());
+    if allow_on_other_spelling(&specs, &settings) {
+        return Ok(());
+    }
     let reference = Policy::new(&specs).expect("a compiled rule compiles alone");
     let seeds: Vec<String> = reference
         .seeds()
@@ -362,10 +616,13 @@ fn run(u: &mut Unstructured) -> Result<()> {
         let rule = RefRule::of(spec).expect("a compiled rule compiles alone");
         if let RuleSpec::Object(obj) = spec {
             if let Some(examples) = &obj.examples {
-                for p in &examples.matching {
+                let known = |p: &approval_gate::Probe| {
+                    p.arguments.as_ref().is_some_and(|a| case_twins(a, true))
+                };
+                for p in examples.matching.iter().filter(|p| !known(p)) {
                     assert!(rule.matches(&p.function_id, p.arguments.as_ref()), "{p:?}");
                 }
-                for p in &examples.no_match {
+                for p in examples.no_match.iter().filter(|p| !known(p)) {
                     assert!(!rule.matches(&p.function_id, p.arguments.as_ref()), "{p:?}");
                 }
             }
@@ -381,7 +638,8 @@ fn run(u: &mut Unstructured) -> Result<()> {
             compiled.with_precedence(precedence),
             Policy::new(&specs)
                 .expect("a compiled rule compiles alone")
-                .with_precedence(precedence),
+                .with_precedence(precedence)
+                .with_limits(limits()),
         )
     };
     let compiled_settings = CompiledSettings::new(&settings);
@@ -435,7 +693,8 @@ fn run(u: &mut Unstructured) -> Result<()> {
         let policy = Policy::new(&specs)
             .expect("a compiled rule compiles alone")
             .with_precedence(snapshot.config.rule_precedence)
-            .with_extra_guards(&snapshot.config.human_only_extra);
+            .with_extra_guards(&snapshot.config.human_only_extra)
+            .with_limits(limits());
         for (fid, args) in &calls {
             agree(
                 &snapshot.defaults,

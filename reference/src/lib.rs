@@ -24,31 +24,59 @@
 //! * `deny_ask_allow`: first deny rule → first ask rule → mode `full` → the
 //!   grants → first allow rule → hold.
 //!
-//! Rules read arguments as their action says (deny and ask widely, allow
-//! strictly: typed constraints and command prefixes, [`args`]). An entry
-//! applies when its pattern matches (its exact id when `pattern: false`), it
-//! has not expired, has uses left, its `args` hold strictly (constraints
-//! that do not compile match nothing) and it was not passed over. Stored
-//! seed entries are ignored; seeds come from the rules (allow rules whose
-//! `modes` list `auto`, without `args`, each glob once), minus the
-//! session's `suppressed_seeds`, and a seed never beats a deny rule.
+//! Rules read arguments as their action says (deny and ask widely, field
+//! names ignoring ASCII case; allow strictly, exact names: [`args`]). An
+//! entry applies when its pattern matches (its exact id when
+//! `pattern: false`), it has not expired, has uses left, its `args` hold
+//! strictly (constraints that do not compile match nothing) and it was not
+//! passed over. Stored seed entries are ignored; seeds come from the rules
+//! (allow rules whose `modes` list `auto`, without `args`, each glob once),
+//! minus the session's `suppressed_seeds`, and a seed never beats a deny
+//! rule.
+//!
+//! Command fields (contract §25, [`commands`]): a deny or ask rule matches
+//! when a command it names can run, and is consulted as `opaque_command`
+//! when that cannot be told. An allow rule or grant (a *source*) matches
+//! when every command of every reading of its field is plain and covered,
+//! and it covers at least one itself. Who may cover for a source — its
+//! *partners* — is written out naively in [`Judge::covers`]: every allow
+//! rule and unbounded grant that applies to the call (its other
+//! constraints hold, in the session's mode, in force) and whose command
+//! constraints all name the source's field, from an earlier step of the
+//! ladder, from the same grant list (any slot), or from the rules at or
+//! before the source (`first_match`: an allow never reaches past a deny
+//! rule placed between) or anywhere (`deny_ask_allow`: every deny rule was
+//! consulted first).
 
 pub mod args;
+pub mod commands;
 
+use std::cell::OnceCell;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use approval_gate::{
-    builtin_guard, widening_root, ApprovalSettings, ArgConstraint, Basis, ConstraintOp, Decision,
-    Entry, GrantList, GrantRef, GrantedBy, Mode, RuleAction, RulePrecedence, RuleSpec, Verdict,
+    builtin_guard, widening_root, ApprovalSettings, ArgConstraint, Basis, CommandHit, ConstraintOp,
+    Decision, Entry, GrantList, GrantRef, GrantedBy, Limits, Mode, RuleAction, RulePrecedence,
+    RuleSpec, Verdict, OPAQUE_COMMAND_RULE,
 };
 use globset::GlobBuilder;
 use serde_json::Value;
 
-pub use args::{Reading, RefArgs};
+pub use args::{Reading, RefArgs, WideHold};
+pub use commands::{Found, Models, Sources};
 
 /// A rule's first argument constraint as decisions report it: field,
 /// operator, value (a regex or prefix as a JSON string).
 pub type Constraint = (String, ConstraintOp, Value);
+
+/// What made a deny or ask rule's command constraints hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hit {
+    /// A command it names runs (or the field is neither text nor an argv).
+    Runs,
+    /// It cannot be told: the rule is consulted as `opaque_command`.
+    Opaque,
+}
 
 /// Where a decision came from, in the reference's terms.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +97,8 @@ pub enum Outcome {
         escalate_after_ms: Option<u64>,
         /// Its first constraint.
         constraint: Option<Constraint>,
+        /// What its command constraints found, when it has any.
+        command: Option<Hit>,
     },
     /// Mode `full`.
     Full,
@@ -103,6 +133,8 @@ pub enum Outcome {
         action: RuleAction,
         /// Its first constraint.
         constraint: Option<Constraint>,
+        /// Deny rules: what its command constraints found, when it has any.
+        command: Option<Hit>,
     },
     /// Nothing decided.
     NoMatch,
@@ -136,6 +168,42 @@ impl Outcome {
             },
         }
     }
+
+    /// The rule id a decision reports for a rule or an ask rule:
+    /// `opaque_command` when it was consulted on a doubt (§25.6).
+    pub fn rule_id(&self) -> Option<&str> {
+        match self {
+            Outcome::Ask {
+                command: Some(Hit::Opaque),
+                ..
+            }
+            | Outcome::Rule {
+                command: Some(Hit::Opaque),
+                ..
+            } => Some(OPAQUE_COMMAND_RULE),
+            Outcome::Ask { rule_id, .. } | Outcome::Rule { rule_id, .. } => Some(rule_id),
+            _ => None,
+        }
+    }
+}
+
+/// The crate's command hit in the reference's terms.
+fn hit_of(hit: Option<CommandHit>) -> Option<Hit> {
+    hit.map(|h| {
+        if h.is_opaque() {
+            Hit::Opaque
+        } else {
+            Hit::Runs
+        }
+    })
+}
+
+fn hit_from(found: Option<Found>) -> Option<Hit> {
+    match found? {
+        Found::Seen => Some(Hit::Runs),
+        Found::Doubt => Some(Hit::Opaque),
+        Found::Nothing => None,
+    }
 }
 
 /// The crate's decision in the reference's terms.
@@ -149,13 +217,14 @@ pub fn outcome_of(d: &Decision<'_>) -> Outcome {
             timeout_ms,
             escalate_after_ms,
             constraint,
-            command: _,
+            command,
         } => Outcome::Ask {
             index,
             rule_id: rule_id.to_owned(),
             timeout_ms,
             escalate_after_ms,
             constraint: constraint.map(|c| (c.field.to_owned(), c.operator, c.value.clone())),
+            command: hit_of(command),
         },
         Basis::ModeFull => Outcome::Full,
         Basis::ApprovedAlways { entry, slot } => Outcome::Approved {
@@ -175,12 +244,13 @@ pub fn outcome_of(d: &Decision<'_>) -> Outcome {
             rule_id,
             action,
             constraint,
-            command: _,
+            command,
         } => Outcome::Rule {
             index,
             rule_id: rule_id.to_owned(),
             action,
             constraint: constraint.map(|c| (c.field.to_owned(), c.operator, c.value.clone())),
+            command: hit_of(command),
         },
         Basis::NoMatch => Outcome::NoMatch,
         Basis::WideningRoot { .. } => Outcome::WideningRoot,
@@ -305,19 +375,74 @@ impl RefRule {
     }
 
     /// Whether the rule alone matches the call: its glob and `args`, not its
-    /// modes (what a rule's examples test).
+    /// modes (what a rule's examples test); an allow rule's commands
+    /// covered by its own words only, read at the default limits.
     pub fn matches(&self, fid: &str, args: Option<&Value>) -> bool {
-        pattern_matches(&self.function, fid)
-            && self
-                .args
-                .as_ref()
-                .is_none_or(|a| a.hold(args, self.reading()))
+        if !pattern_matches(&self.function, fid) {
+            return false;
+        }
+        let Some(a) = &self.args else {
+            return true;
+        };
+        let models = Models::new(Limits::default());
+        match self.reading() {
+            Reading::Wide => a.hold_wide(fid, args, &models) != WideHold::No,
+            Reading::Strict => {
+                a.hold_strict_text(fid, args)
+                    && a.strict_commands(fid, args)
+                        .iter()
+                        .all(|(_, words, sources)| {
+                            let mut own = false;
+                            plain_reading(args, sources, &models, |command| {
+                                own |= commands::starts_exact(command, words);
+                                commands::starts_exact(command, words)
+                            }) && own
+                        })
+            }
+        }
     }
 
-    /// Whether the rule applies to the call in `mode`.
-    fn applies(&self, mode: Mode, fid: &str, args: Option<&Value>) -> bool {
-        self.modes.as_ref().is_none_or(|m| m.contains(&mode)) && self.matches(fid, args)
+    /// How many of a deny or ask rule's constraints judge commands on a
+    /// call to `fid`.
+    pub fn command_constraints(&self, fid: &str) -> usize {
+        self.args.as_ref().map_or(0, |a| a.wide_command_count(fid))
     }
+
+    fn in_mode(&self, mode: Mode) -> bool {
+        self.modes.as_ref().is_none_or(|m| m.contains(&mode))
+    }
+}
+
+/// Allow rules and grants, one command constraint: `env` and `stdin`
+/// absent or empty, every reading known (not opaque) and running
+/// something, every command plain and `covered`.
+fn plain_reading(
+    args: Option<&Value>,
+    sources: &Sources,
+    models: &Models,
+    mut covered: impl FnMut(&approval_gate::Command) -> bool,
+) -> bool {
+    let Some(Value::Object(obj)) = args else {
+        return false;
+    };
+    if !commands::quiet(obj.get("env")) || !commands::quiet(obj.get("stdin")) {
+        return false;
+    }
+    let Sources::Read(read) = sources else {
+        return false;
+    };
+    for source in read {
+        let model = models.of(source);
+        if model.is_opaque() || model.commands.is_empty() {
+            return false;
+        }
+        for command in &model.commands {
+            if !commands::plain(command) || !covered(command) {
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// What a decision is made at, beyond the call: the time expiring grants
@@ -348,13 +473,15 @@ pub fn wall_clock_ms() -> u64 {
 }
 
 /// The policy a decision runs under: the rules, how they combine, the
-/// operator's extra human-only globs, and whether it is the lockdown.
+/// operator's extra human-only globs, whether it is the lockdown, and the
+/// limits command fields are read at.
 #[derive(Debug)]
 pub struct Policy {
     rules: Vec<RefRule>,
     precedence: RulePrecedence,
     extra_guards: Vec<String>,
     lockdown: bool,
+    limits: Limits,
 }
 
 impl Policy {
@@ -366,6 +493,7 @@ impl Policy {
             precedence: RulePrecedence::FirstMatch,
             extra_guards: Vec::new(),
             lockdown: false,
+            limits: Limits::default(),
         })
     }
 
@@ -376,6 +504,7 @@ impl Policy {
             precedence: RulePrecedence::FirstMatch,
             extra_guards: Vec::new(),
             lockdown: true,
+            limits: Limits::default(),
         }
     }
 
@@ -389,6 +518,14 @@ impl Policy {
     /// compile guards its exact text).
     pub fn with_extra_guards(mut self, globs: &[String]) -> Policy {
         self.extra_guards = globs.to_vec();
+        self
+    }
+
+    /// With the limits command fields are read at (a test that compares
+    /// with the crate gives both the same generous budget, so that a busy
+    /// machine cannot make one reading opaque and not the other).
+    pub fn with_limits(mut self, limits: Limits) -> Policy {
+        self.limits = limits;
         self
     }
 
@@ -409,75 +546,16 @@ impl Policy {
         out
     }
 
-    /// The first rule that applies in `lane` (`None`: any allow or deny rule).
-    fn first(
-        &self,
-        lane: Option<RuleAction>,
-        mode: Mode,
-        fid: &str,
-        args: Option<&Value>,
-    ) -> Option<usize> {
-        self.rules.iter().position(|r| {
-            let in_lane = match lane {
-                Some(action) => r.action == action,
-                None => r.action != RuleAction::Ask,
-            };
-            in_lane && r.applies(mode, fid, args)
-        })
-    }
-
-    /// The rules alone deny the call: the first allow or deny rule that
-    /// applies is a deny.
-    pub fn rules_deny(&self, mode: Mode, fid: &str, args: Option<&Value>) -> bool {
-        self.first(None, mode, fid, args)
-            .is_some_and(|i| self.rules[i].action == RuleAction::Deny)
-    }
-
-    fn rule_outcome(&self, index: usize) -> Outcome {
-        let rule = &self.rules[index];
-        Outcome::Rule {
-            index,
-            rule_id: rule.rule_id.clone(),
-            action: rule.action,
-            constraint: rule.first_constraint.clone(),
-        }
-    }
-
-    /// The session's own entries of `list` (seed entries a record was
-    /// stored with are ignored): the first that applies, with its slot.
-    fn first_entry(
+    /// Whether the rules alone deny the call in the session's mode: the
+    /// first allow or deny rule that applies is a deny.
+    pub fn rules_deny(
         &self,
         settings: &ApprovalSettings,
-        list: GrantList,
         fid: &str,
         args: Option<&Value>,
         at: At<'_>,
-    ) -> Option<(String, u32)> {
-        let stored = match list {
-            GrantList::ApprovedAlways => &settings.approved_always,
-            GrantList::AlwaysAllow => &settings.always_allow,
-        };
-        let own: Vec<&Entry> = stored
-            .iter()
-            .filter(|e| e.granted_by != GrantedBy::Seed)
-            .collect();
-        own.into_iter()
-            .zip(0u32..)
-            .find(|(e, slot)| {
-                let named = if e.pattern {
-                    pattern_matches(&e.function_id, fid)
-                } else {
-                    e.function_id == fid
-                };
-                named
-                    && e.uses_left != Some(0)
-                    && e.expires_at.is_none_or(|t| at.now_ms < t)
-                    && e.args.as_ref().is_none_or(|map| {
-                        RefArgs::of(map).is_some_and(|a| a.hold(args, Reading::Strict))
-                    })
-                    && !at.passed_over.contains(&GrantRef { list, slot: *slot })
-            })
-            .map(|(e, slot)| (e.function_id.clone(), slot))
+    ) -> bool {
+        Judge::new(self, settings, fid, args, at).rules_deny()
     }
 
     /// The ladder, step by step.
@@ -488,54 +566,313 @@ impl Policy {
         args: Option<&Value>,
         at: At<'_>,
     ) -> Outcome {
-        let mode = settings.mode;
+        Judge::new(self, settings, fid, args, at).decide()
+    }
+}
+
+/// Where an allow source stands: its step (0 `approved_always`, 1
+/// `always_allow`, 2 the rules), then its slot.
+type Position = (u8, u32);
+
+const APPROVED_ALWAYS: u8 = 0;
+const ALWAYS_ALLOW: u8 = 1;
+const RULES: u8 = 2;
+
+/// An allow rule or unbounded grant that may cover commands of `field`
+/// for a source it reaches.
+#[derive(Debug)]
+struct Partner {
+    at: Position,
+    field: String,
+    words: Vec<String>,
+}
+
+/// One decision: the policy, the session and the call, the models read
+/// so far, the partners found on first need.
+struct Judge<'p> {
+    policy: &'p Policy,
+    settings: &'p ApprovalSettings,
+    fid: &'p str,
+    args: Option<&'p Value>,
+    at: At<'p>,
+    models: Models,
+    partners: OnceCell<Vec<Partner>>,
+}
+
+impl<'p> Judge<'p> {
+    fn new(
+        policy: &'p Policy,
+        settings: &'p ApprovalSettings,
+        fid: &'p str,
+        args: Option<&'p Value>,
+        at: At<'p>,
+    ) -> Judge<'p> {
+        Judge {
+            policy,
+            settings,
+            fid,
+            args,
+            at,
+            models: Models::new(policy.limits.clone()),
+            partners: OnceCell::new(),
+        }
+    }
+
+    fn mode(&self) -> Mode {
+        self.settings.mode
+    }
+
+    /// A deny or ask rule: whether it applies, with what its command
+    /// constraints found.
+    fn wide(&self, rule: &RefRule) -> Option<Option<Found>> {
+        if !rule.in_mode(self.mode()) || !pattern_matches(&rule.function, self.fid) {
+            return None;
+        }
+        match &rule.args {
+            None => Some(None),
+            Some(a) => match a.hold_wide(self.fid, self.args, &self.models) {
+                WideHold::No => None,
+                WideHold::Yes(found) => Some(found),
+            },
+        }
+    }
+
+    /// An allow rule at `index`: whether it applies.
+    fn allow_rule(&self, index: usize, rule: &RefRule) -> bool {
+        rule.in_mode(self.mode())
+            && pattern_matches(&rule.function, self.fid)
+            && rule
+                .args
+                .as_ref()
+                .is_none_or(|a| self.strict(a, (RULES, index_slot(index))))
+    }
+
+    /// Whether a rule applies, with what a deny or ask rule's command
+    /// constraints found.
+    fn rule_applies(&self, index: usize) -> Option<Option<Found>> {
+        let rule = &self.policy.rules[index];
+        match rule.action {
+            RuleAction::Allow => self.allow_rule(index, rule).then_some(None),
+            RuleAction::Deny | RuleAction::Ask => self.wide(rule),
+        }
+    }
+
+    /// The first rule that applies in `lane` (`None`: any allow or deny
+    /// rule).
+    fn first(&self, lane: Option<RuleAction>) -> Option<(usize, Option<Found>)> {
+        for (index, rule) in self.policy.rules.iter().enumerate() {
+            let in_lane = match lane {
+                Some(action) => rule.action == action,
+                None => rule.action != RuleAction::Ask,
+            };
+            if !in_lane {
+                continue;
+            }
+            if let Some(found) = self.rule_applies(index) {
+                return Some((index, found));
+            }
+        }
+        None
+    }
+
+    fn rules_deny(&self) -> bool {
+        self.first(None)
+            .is_some_and(|(i, _)| self.policy.rules[i].action == RuleAction::Deny)
+    }
+
+    fn rule_outcome(&self, index: usize, found: Option<Found>) -> Outcome {
+        let rule = &self.policy.rules[index];
+        Outcome::Rule {
+            index,
+            rule_id: rule.rule_id.clone(),
+            action: rule.action,
+            constraint: rule.first_constraint.clone(),
+            command: hit_from(found),
+        }
+    }
+
+    /// The session's own entries of `list` (seed entries a record was
+    /// stored with are ignored), with their slots.
+    fn own(&self, list: GrantList) -> Vec<(u32, &'p Entry)> {
+        let stored = match list {
+            GrantList::ApprovedAlways => &self.settings.approved_always,
+            GrantList::AlwaysAllow => &self.settings.always_allow,
+        };
+        (0u32..)
+            .zip(stored.iter().filter(|e| e.granted_by != GrantedBy::Seed))
+            .collect()
+    }
+
+    /// An entry names the call, has uses left, has not expired and was not
+    /// passed over (its `args` aside).
+    fn in_force(&self, list: GrantList, slot: u32, e: &Entry) -> bool {
+        let named = if e.pattern {
+            pattern_matches(&e.function_id, self.fid)
+        } else {
+            e.function_id == self.fid
+        };
+        named
+            && e.uses_left != Some(0)
+            && e.expires_at.is_none_or(|t| self.at.now_ms < t)
+            && !self.at.passed_over.contains(&GrantRef { list, slot })
+    }
+
+    /// The first entry of `list` that applies, with its slot.
+    fn first_entry(&self, list: GrantList) -> Option<(String, u32)> {
+        let step = match list {
+            GrantList::ApprovedAlways => APPROVED_ALWAYS,
+            GrantList::AlwaysAllow => ALWAYS_ALLOW,
+        };
+        self.own(list)
+            .into_iter()
+            .find(|(slot, e)| {
+                self.in_force(list, *slot, e)
+                    && e.args.as_ref().is_none_or(|map| {
+                        RefArgs::of(map).is_some_and(|a| self.strict(&a, (step, *slot)))
+                    })
+            })
+            .map(|(slot, e)| (e.function_id.clone(), slot))
+    }
+
+    /// Allow rules and grants: the constraints that are not command
+    /// constraints hold strictly, and every command constraint's field
+    /// runs only plain commands, each covered by the source's own words or
+    /// by a partner that reaches it, at least one by its own words.
+    fn strict(&self, a: &RefArgs, at: Position) -> bool {
+        if !a.hold_strict_text(self.fid, self.args) {
+            return false;
+        }
+        a.strict_commands(self.fid, self.args)
+            .iter()
+            .all(|(field, words, sources)| {
+                let mut own = false;
+                plain_reading(self.args, sources, &self.models, |command| {
+                    if commands::starts_exact(command, words) {
+                        own = true;
+                        return true;
+                    }
+                    self.covers(at, field, command)
+                }) && own
+            })
+    }
+
+    /// Whether a partner of the source at `source` covers `command` of
+    /// `field`.
+    fn covers(&self, source: Position, field: &str, command: &approval_gate::Command) -> bool {
+        self.partners().iter().any(|p| {
+            let reaches = if p.at.0 != source.0 {
+                p.at.0 < source.0
+            } else {
+                source.0 != RULES
+                    || self.policy.precedence == RulePrecedence::DenyAskAllow
+                    || p.at.1 <= source.1
+            };
+            reaches && p.field == field && commands::starts_exact(command, &p.words)
+        })
+    }
+
+    /// Every allow source that may cover for others: unbounded entries in
+    /// force (`always_allow` only in `auto`), allow rules in the session's
+    /// mode, each naming the call, its other constraints holding, with
+    /// command constraints that all name one field.
+    fn partners(&self) -> &Vec<Partner> {
+        self.partners.get_or_init(|| {
+            let mut out = Vec::new();
+            let mut add = |at: Position, a: &RefArgs| {
+                let fields = a.command_fields(self.fid);
+                let Some((first, _)) = fields.first() else {
+                    return;
+                };
+                if fields.iter().any(|(f, _)| f != first) {
+                    return;
+                }
+                if !a.hold_strict_text(self.fid, self.args) {
+                    return;
+                }
+                for (field, words) in fields {
+                    out.push(Partner {
+                        at,
+                        field: field.to_owned(),
+                        words: words.to_vec(),
+                    });
+                }
+            };
+            let mut lists = vec![(APPROVED_ALWAYS, GrantList::ApprovedAlways)];
+            if self.mode() == Mode::Auto {
+                lists.push((ALWAYS_ALLOW, GrantList::AlwaysAllow));
+            }
+            for (step, list) in lists {
+                for (slot, e) in self.own(list) {
+                    if e.uses_left.is_some() || !self.in_force(list, slot, e) {
+                        continue;
+                    }
+                    if let Some(a) = e.args.as_ref().and_then(RefArgs::of) {
+                        add((step, slot), &a);
+                    }
+                }
+            }
+            for (index, rule) in self.policy.rules.iter().enumerate() {
+                if rule.action == RuleAction::Allow
+                    && rule.in_mode(self.mode())
+                    && pattern_matches(&rule.function, self.fid)
+                {
+                    if let Some(a) = &rule.args {
+                        add((RULES, index_slot(index)), a);
+                    }
+                }
+            }
+            out
+        })
+    }
+
+    /// The ladder, step by step.
+    fn decide(&self) -> Outcome {
+        let policy = self.policy;
+        let (fid, args, mode) = (self.fid, self.args, self.mode());
         if builtin_guard(fid, args).is_some()
-            || self.extra_guards.iter().any(|g| pattern_matches(g, fid))
+            || policy.extra_guards.iter().any(|g| pattern_matches(g, fid))
         {
             return Outcome::HumanOnly;
         }
-        if self.lockdown {
+        if policy.lockdown {
             return Outcome::Lockdown;
         }
-        let deny_first = self.precedence == RulePrecedence::DenyAskAllow;
+        let deny_first = policy.precedence == RulePrecedence::DenyAskAllow;
         if deny_first {
-            if let Some(i) = self.first(Some(RuleAction::Deny), mode, fid, args) {
-                return self.rule_outcome(i);
+            if let Some((i, found)) = self.first(Some(RuleAction::Deny)) {
+                return self.rule_outcome(i, found);
             }
         }
         if widening_root(fid, args, None).is_some() {
             return Outcome::WideningRoot;
         }
-        if let Some(index) = self.first(Some(RuleAction::Ask), mode, fid, args) {
-            let rule = &self.rules[index];
+        if let Some((index, found)) = self.first(Some(RuleAction::Ask)) {
+            let rule = &policy.rules[index];
             return Outcome::Ask {
                 index,
                 rule_id: rule.rule_id.clone(),
                 timeout_ms: rule.timeout_ms,
                 escalate_after_ms: rule.escalate_after_ms,
                 constraint: rule.first_constraint.clone(),
+                command: hit_from(found),
             };
         }
         if mode == Mode::Full {
             return Outcome::Full;
         }
-        if let Some((function_id, slot)) =
-            self.first_entry(settings, GrantList::ApprovedAlways, fid, args, at)
-        {
+        if let Some((function_id, slot)) = self.first_entry(GrantList::ApprovedAlways) {
             return Outcome::Approved { function_id, slot };
         }
         if mode == Mode::Auto {
-            let seed = self.seeds().into_iter().find(|(glob, _)| {
-                !settings.suppressed_seeds.contains(glob)
+            let seed = policy.seeds().into_iter().find(|(glob, _)| {
+                !self.settings.suppressed_seeds.contains(glob)
                     && pattern_matches(glob, fid)
-                    && !self.rules_deny(mode, fid, args)
+                    && !self.rules_deny()
             });
             if let Some((function_id, rule)) = seed {
                 return Outcome::Seed { function_id, rule };
             }
-            if let Some((function_id, slot)) =
-                self.first_entry(settings, GrantList::AlwaysAllow, fid, args, at)
-            {
+            if let Some((function_id, slot)) = self.first_entry(GrantList::AlwaysAllow) {
                 return Outcome::Always { function_id, slot };
             }
         }
@@ -544,9 +881,14 @@ impl Policy {
         } else {
             None
         };
-        match self.first(lane, mode, fid, args) {
-            Some(i) => self.rule_outcome(i),
+        match self.first(lane) {
+            Some((i, found)) => self.rule_outcome(i, found),
             None => Outcome::NoMatch,
         }
     }
+}
+
+/// A rule's index as a slot (rule sets are far smaller than `u32::MAX`).
+fn index_slot(index: usize) -> u32 {
+    u32::try_from(index).unwrap_or(u32::MAX)
 }

@@ -369,8 +369,9 @@ enum Start {
 }
 
 /// Deny and ask: the program compared by base name, then each prefix word
-/// exactly; a word built from an expansion where one is compared may be
-/// anything.
+/// exactly; a word built from an expansion (or a glob) where one is compared
+/// may become any number of words, so nothing after it is known (`git $A`
+/// runs `git push --force` when `A='push --force'`).
 fn starts_wide(command: &Command, words: &[Box<str>]) -> Start {
     let Some(program) = command.words.first() else {
         return Start::No;
@@ -383,7 +384,6 @@ fn starts_wide(command: &Command, words: &[Box<str>]) -> Start {
     {
         return Start::No;
     }
-    let mut maybe = false;
     for (i, want) in rest.iter().enumerate() {
         match command.words.get(i + 1) {
             None => return Start::No,
@@ -392,14 +392,10 @@ fn starts_wide(command: &Command, words: &[Box<str>]) -> Start {
                     return Start::No;
                 }
             }
-            Some(_) => maybe = true,
+            Some(_) => return Start::Maybe,
         }
     }
-    if maybe {
-        Start::Maybe
-    } else {
-        Start::Yes
-    }
+    Start::Yes
 }
 
 /// Allow rules and grants: whether `command` starts with `words`, its

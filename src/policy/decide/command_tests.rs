@@ -159,6 +159,32 @@ fn rule_25_6_opaque_commands_are_denied_under_deny_and_held_under_ask() {
 }
 
 #[test]
+fn rule_25_6_a_word_built_from_an_expansion_leaves_every_later_word_unknown() {
+    // `git $A --other` runs `git push --force --other` when
+    // `A='push --force'`: the expansion may be any number of words, so the
+    // literal `--other` after it is not where `--force` would be compared.
+    let s = mode(Mode::Full);
+    let deny = rules(
+        json!([{"function": "shell::*", "action": "deny", "rule_id": "no-force",
+                             "args": {"command": {"prefix": "git push --force"}}}]),
+    );
+    for command in [
+        "git $A --other",
+        "git $A main",
+        "git \"$A\" x y",
+        "git $(echo push) -q",
+    ] {
+        let args = bash(command);
+        let d = judge(&s, &deny, &args);
+        assert_eq!(d.verdict, Verdict::Deny, "{command}: {d:?}");
+        assert_eq!(d.rule_id(), Some(OPAQUE_COMMAND_RULE), "{command}");
+    }
+    // A literal word that differs before any expansion still rules it out.
+    let args = bash("git pull $A --other");
+    assert_eq!(judge(&s, &deny, &args).verdict, Verdict::Allow);
+}
+
+#[test]
 fn rule_25_6_opaque_is_judged_only_where_the_rule_is_consulted() {
     // The deny rule names another function: an opaque command of
     // shell::exec is never consulted against it.
