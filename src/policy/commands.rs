@@ -50,6 +50,11 @@ pub(crate) enum Plan {
     One(ReadingKey),
     /// Two readings of one text (shell-words and bash).
     Two(ReadingKey, ReadingKey),
+    /// Three: the text's two, and the argv with a sibling `args` spelled in
+    /// another case (`Args`) — a runner that reads only the exact `args`
+    /// runs the text, one that reads any case runs the argv: deny and ask
+    /// match either, allow rules and grants must cover all three.
+    Three(ReadingKey, ReadingKey, ReadingKey),
     /// Not text nor an argv (or `args` that are not strings): deny and ask
     /// match it, allow rules and grants do not.
     Unreadable,
@@ -67,11 +72,18 @@ pub(crate) fn is_shell_command(function_id: &str, field: &str) -> bool {
 /// The sibling `args` of a `shell::*` command: the exact key, else one that
 /// differs only in ASCII case.
 fn sibling_args(obj: &Map<String, Value>) -> Option<&Value> {
-    obj.get("args").or_else(|| {
-        obj.iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("args"))
-            .map(|(_, v)| v)
-    })
+    obj.get("args").or_else(|| case_variant_args(obj))
+}
+
+/// A sibling `args` spelled in another ASCII case, when there is no exact
+/// `args` (a runner may read it or not).
+fn case_variant_args(obj: &Map<String, Value>) -> Option<&Value> {
+    if obj.contains_key("args") {
+        return None;
+    }
+    obj.iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("args"))
+        .map(|(_, v)| v)
 }
 
 fn key(value: &Value, kind: ReadingKind) -> ReadingKey {
@@ -95,7 +107,15 @@ pub(crate) fn plan(value: Option<&Value>, obj: &Map<String, Value>, shell: bool)
                 key(value, ReadingKind::Bash),
             ),
             Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
-                Plan::One(key(value, ReadingKind::Argv))
+                if case_variant_args(obj).is_some() {
+                    Plan::Three(
+                        key(value, ReadingKind::Words),
+                        key(value, ReadingKind::Bash),
+                        key(value, ReadingKind::Argv),
+                    )
+                } else {
+                    Plan::One(key(value, ReadingKind::Argv))
+                }
             }
             Some(_) => Plan::Unreadable,
         },
@@ -145,8 +165,9 @@ impl Needs {
             return;
         };
         let keys = match plan(Some(value), obj, shell) {
-            Plan::One(a) => [Some(a), None],
-            Plan::Two(a, b) => [Some(a), Some(b)],
+            Plan::One(a) => [Some(a), None, None],
+            Plan::Two(a, b) => [Some(a), Some(b), None],
+            Plan::Three(a, b, c) => [Some(a), Some(b), Some(c)],
             Plan::Unreadable | Plan::Missing => return,
         };
         for key in keys.into_iter().flatten() {
@@ -281,11 +302,16 @@ impl Readings {
 
     /// The models of a value read as `plan` (none for an unreadable or
     /// missing value).
-    fn of(&self, plan: Plan) -> [Option<(u32, &Model)>; 2] {
+    fn of(&self, plan: Plan) -> [Option<(u32, &Model)>; 3] {
         match plan {
-            Plan::One(a) => [Some(self.model(a)), None],
-            Plan::Two(a, b) => [Some(self.model(a)), Some(self.model(b))],
-            Plan::Unreadable | Plan::Missing => [None, None],
+            Plan::One(a) => [Some(self.model(a)), None, None],
+            Plan::Two(a, b) => [Some(self.model(a)), Some(self.model(b)), None],
+            Plan::Three(a, b, c) => [
+                Some(self.model(a)),
+                Some(self.model(b)),
+                Some(self.model(c)),
+            ],
+            Plan::Unreadable | Plan::Missing => [None, None, None],
         }
     }
 }
@@ -338,7 +364,7 @@ pub(crate) fn wide_match(
     match plan {
         Plan::Unreadable => return Some(CommandHit::Unreadable),
         Plan::Missing => return None,
-        Plan::One(_) | Plan::Two(_, _) => {}
+        Plan::One(_) | Plan::Two(_, _) | Plan::Three(_, _, _) => {}
     }
     let models = readings.of(plan);
     let mut maybe = None;

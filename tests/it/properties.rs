@@ -2683,11 +2683,10 @@ mod ladder {
 
     /// §25.2/§25.7: with no key `args` a runner that reads exact names runs
     /// `command` split into words; a sibling spelled `Args` must not hide
-    /// that reading from a deny rule. The crate reads only `[command,
-    /// ...Args]` (its program `rm -rf /tmp/x` is no `rm`) and the call
-    /// continues.
+    /// that reading from a deny rule. (The crate once read only `[command,
+    /// ...Args]`, whose program `rm -rf /tmp/x` is no `rm`, and the call
+    /// continued; it now reads the text both ways and the argv.)
     #[test]
-    #[ignore = "crate disagrees: a sibling `Args` replaces the shell-words and bash readings"]
     fn rule_25_7_a_sibling_args_in_another_case_hides_no_reading() {
         let deny = json!([{"function": "shell::*", "action": "deny", "rule_id": "no-rm",
                            "args": {"command": {"prefix": "rm"}}}]);
@@ -2706,10 +2705,10 @@ mod ladder {
 
     /// §25.7: allow rules and grants keep exact names, so `ARGS` is not
     /// the `args` a runner reads: `{command: "git", ARGS: ["status"]}` runs
-    /// `git` alone, which an allow of `git status` does not cover. The
-    /// crate reads `ARGS` as the argv's tail and allows.
+    /// `git` alone, which an allow of `git status` does not cover. (The
+    /// crate once read `ARGS` as the argv's tail and allowed; now every
+    /// reading must be covered.)
     #[test]
-    #[ignore = "crate disagrees: an allow rule reads `args` in another case"]
     fn rule_25_7_an_allow_reads_args_by_its_exact_name() {
         let allow = json!([{"function": "shell::exec", "action": "allow",
                             "args": {"command": {"prefix": "git status"}}}]);
