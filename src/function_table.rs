@@ -18,7 +18,7 @@ pub(crate) fn register_all(worker: &Arc<Worker>) {
     health::register(worker);
     links::register(worker);
     console::register(worker);
-    config::identity::register(worker);
+    decision::configuration_id::register(worker);
 }
 
 /// The ids [`register_all`] registers, in the contract's order.

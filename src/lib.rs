@@ -107,6 +107,7 @@ pub use policy::{
     DEFAULT_SUGGEST_PREFIXES, OPAQUE_COMMAND_RULE,
 };
 pub use policy::{widening_root, Widening, WIDENING_ROOT_RULE};
+pub use policy::{HitKind, ProtectedHit, ProtectedNote, ProtectedPaths, PROTECTED_PATH_RULE};
 pub use redact::{
     holds_secret, is_secret_key, redact, redact_call, redact_call_full, redact_full, redact_text,
     Full, FULL_ARGUMENTS_CAP, MAX_CLIPPED_CHARS, MAX_DEPTH, MAX_ENTRIES, MAX_OUTPUT_BYTES,

@@ -58,11 +58,12 @@ async fn rule_25_10_calls_without_a_command_rule_never_parse() {
     let probe = engine.client("probe").await;
     // Command constraints exist, but none applies to shell::exec: one is on
     // another function, the other a plain text prefix on a field that is
-    // not a command field (§25.1).
+    // not a command field (§25.1). Protected paths (§29) read every
+    // `shell::*` command by default: turned off here, so only rules count.
     configure(
         &probe,
         &worker,
-        json!({"default_mode": "full", "rule_precedence": "deny_ask_allow", "rules": [
+        json!({"default_mode": "full", "rule_precedence": "deny_ask_allow", "protected_path_functions": [], "rules": [
             "!approval::*",
             {"function": "deploy::*", "action": "deny", "args": {"command": {"prefix": "rm"}}},
             {"function": "shell::exec", "action": "deny", "args": {"cwd": {"prefix": "/etc"}}},
@@ -101,7 +102,7 @@ async fn rule_25_10_calls_without_a_command_rule_never_parse() {
     configure(
         &probe,
         &worker,
-        json!({"default_mode": "full", "rule_precedence": "deny_ask_allow", "rules": [
+        json!({"default_mode": "full", "rule_precedence": "deny_ask_allow", "protected_path_functions": [], "rules": [
             "!approval::*",
             {"function": "shell::exec", "action": "deny", "args": {"command": {"prefix": "rm"}}}
         ]}),

@@ -129,6 +129,7 @@ pub fn record(i: usize) -> PendingRecord {
         review: None,
         runs: None,
         suggested_prefix: None,
+        protected_path: None,
     }
 }
 

@@ -110,6 +110,9 @@ pub enum Outcome {
     /// calling turn's roots (the reference judges calls made in a turn
     /// without a root: every root asked for widens).
     WideningRoot,
+    /// The call names a protected path (the reference judges
+    /// configurations without protected paths: only the crate says this).
+    ProtectedPath,
 }
 
 impl Outcome {
@@ -117,9 +120,11 @@ impl Outcome {
     pub fn verdict(&self) -> Verdict {
         match self {
             Outcome::HumanOnly => Verdict::Deny,
-            Outcome::Lockdown | Outcome::Ask { .. } | Outcome::NoMatch | Outcome::WideningRoot => {
-                Verdict::Hold
-            }
+            Outcome::Lockdown
+            | Outcome::Ask { .. }
+            | Outcome::NoMatch
+            | Outcome::WideningRoot
+            | Outcome::ProtectedPath => Verdict::Hold,
             Outcome::Full
             | Outcome::Approved { .. }
             | Outcome::Always { .. }
@@ -179,6 +184,7 @@ pub fn outcome_of(d: &Decision<'_>) -> Outcome {
         },
         Basis::NoMatch => Outcome::NoMatch,
         Basis::WideningRoot { .. } => Outcome::WideningRoot,
+        Basis::ProtectedPath { .. } => Outcome::ProtectedPath,
     }
 }
 

@@ -43,8 +43,10 @@ impl ConfigCell {
 
     /// A cell of the entry `id` holding `snapshot`.
     pub(crate) fn named(id: impl Into<String>, snapshot: Snapshot) -> ConfigCell {
+        let id = id.into();
+        let snapshot = snapshot.for_entry(&id);
         ConfigCell {
-            id: id.into(),
+            id,
             current: watch::Sender::new(Arc::new(snapshot)),
             reloading: tokio::sync::Mutex::new(Persisted::default()),
         }
@@ -69,6 +71,7 @@ impl ConfigCell {
 
     /// Replaces the snapshot and wakes every subscriber.
     pub(crate) fn store(&self, snapshot: Snapshot) {
+        let snapshot = snapshot.for_entry(&self.id);
         self.current.send_replace(Arc::new(snapshot));
     }
 }
@@ -93,5 +96,41 @@ mod tests {
         assert_eq!(changes.borrow_and_update().config.default_mode, Mode::Auto);
         assert_eq!(cell.load().config.default_mode, Mode::Auto);
         assert!(!changes.has_changed().unwrap());
+    }
+
+    #[test]
+    fn rule_29_1_the_running_entry_file_is_protected_whatever_its_name() {
+        let named = |cell: &ConfigCell, path: &str| {
+            let args = serde_json::json!({"path": path, "content": "x"});
+            cell.load()
+                .rules
+                .protected()
+                .judge(
+                    "coder::write",
+                    Some(&args),
+                    None,
+                    &crate::policy::Readings::none(),
+                )
+                .is_some()
+        };
+        let cell = ConfigCell::named("gate-b", Snapshot::compile(ApprovalConfig::default()));
+        assert!(named(&cell, "/opt/iii/config/gate-b.yaml"));
+        assert!(named(&cell, "/opt/iii/config/approval-gate.yaml"));
+        assert!(!named(&cell, "/opt/iii/config/gate-c.yaml"));
+        // Every later snapshot of the cell keeps it.
+        cell.store(Snapshot::compile(ApprovalConfig {
+            protected_paths: vec!["/etc/**".into()],
+            ..ApprovalConfig::default()
+        }));
+        assert!(named(&cell, "/opt/iii/config/gate-b.yaml"));
+        assert!(named(&cell, "/etc/passwd"));
+        assert!(
+            !named(&cell, "/opt/iii/config/approval-gate.yaml"),
+            "the default globs were replaced"
+        );
+        // The default entry's cell protects its own file.
+        let cell = ConfigCell::new(Snapshot::compile(ApprovalConfig::default()));
+        assert!(named(&cell, "/opt/iii/config/approval-gate.yaml"));
+        assert!(!named(&cell, "/opt/iii/config/gate-b.yaml"));
     }
 }

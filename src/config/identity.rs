@@ -10,15 +10,8 @@
 //!
 //! # Format
 //!
-//! `approval-gate::configuration-id`: In `{}`; Out `{ id: string }`.
-
-use std::sync::Arc;
-
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use crate::functions::register_typed;
-use crate::worker::Worker;
+//! `approval-gate::configuration-id`: In `{}`; Out `{ id: string }` (the
+//! handler: `decision::configuration_id`).
 
 /// `approval-gate::configuration-id`.
 pub(crate) const ID: &str = "approval-gate::configuration-id";
@@ -64,31 +57,6 @@ pub fn config_id_from_env() -> Result<String, BadConfigName> {
         Ok(name) if !name.is_empty() => check_config_id(&name).map(|()| name),
         _ => Ok(super::CONFIG_ID.to_string()),
     }
-}
-
-/// `approval-gate::configuration-id` request: nothing.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-pub(crate) struct ConfigurationIdRequest {}
-
-/// `approval-gate::configuration-id` response.
-#[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct ConfigurationIdResponse {
-    /// The id of the configuration entry this worker follows.
-    pub id: String,
-}
-
-/// Registers `approval-gate::configuration-id`.
-pub(crate) fn register(worker: &Arc<Worker>) {
-    register_typed(
-        worker,
-        ID,
-        "The id of the configuration entry this worker follows (III_CONFIG_NAME, default approval-gate): where a console edits this instance's policy.",
-        |w, _r: ConfigurationIdRequest| async move {
-            Ok(ConfigurationIdResponse {
-                id: w.config.id().to_string(),
-            })
-        },
-    );
 }
 
 #[cfg(test)]

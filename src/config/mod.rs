@@ -696,6 +696,18 @@ impl Snapshot {
         }
     }
 
+    /// This snapshot for the configuration entry `id`: its protected paths
+    /// include that entry's own file (§29.1, §27.2).
+    pub(crate) fn for_entry(mut self, id: &str) -> Snapshot {
+        if id != CONFIG_ID {
+            self.rules = self.rules.with_protected(
+                &self.config.protected_path_globs(id),
+                &self.config.protected_path_functions,
+            );
+        }
+        self
+    }
+
     /// The rest of a snapshot around compiled rules, and the extra guard
     /// globs that could only guard their exact text.
     fn assemble(
@@ -704,7 +716,12 @@ impl Snapshot {
         lockdown: bool,
     ) -> (Snapshot, Vec<String>) {
         let (rules, guard_errors) = rules.with_extra_guards(&config.human_only_extra);
-        let rules = rules.with_configured_guards(&config.configured_ids());
+        let rules = rules
+            .with_configured_guards(&config.configured_ids())
+            .with_protected(
+                &config.protected_path_globs(CONFIG_ID),
+                &config.protected_path_functions,
+            );
         let default_settings = default_settings(&config, &rules, 0);
         let defaults = CompiledSettings::new(&default_settings);
         let (links, link_errors) = match config.links.as_ref().map(LinksConfig::compile) {

@@ -152,10 +152,21 @@ pub(crate) fn explain_in_turn(
             ..DecideOptions::default()
         },
     );
+    let mut reason = decision.reason_with(function_id, readings);
+    if matches!(decision.basis, crate::policy::Basis::ProtectedPath { .. }) {
+        // The path that matched, as the trace's step names it.
+        if let Some(path) = trace
+            .iter()
+            .find(|s| s.step == crate::policy::Step::ProtectedPath)
+            .and_then(|s| s.detail.as_deref())
+        {
+            reason = format!("held: {function_id}: {path}; a human decides");
+        }
+    }
     EvaluateResponse {
         verdict: WireVerdict::of(decision.verdict),
         rule_id: decision.rule_id().map(str::to_string),
-        reason: decision.reason_with(function_id, readings),
+        reason,
         trace,
         rule_errors: Vec::new(),
         deadline_ms: (decision.verdict == Verdict::Hold)

@@ -21,7 +21,10 @@ use serde_json::Value;
 
 use super::evaluate::WireVerdict;
 use crate::config::{ApprovalConfig, Snapshot};
-use crate::policy::{decide_with, Call, CompiledRules, CompiledSettings, DecideOptions};
+use crate::policy::{
+    decide_with, Call, CompiledRules, CompiledSettings, DecideOptions, Needs, ProtectedNote,
+    PROTECTED_PATH_RULE,
+};
 use crate::terms::Mode;
 
 /// One call to judge, as a client supplies it.
@@ -71,6 +74,10 @@ pub struct SimResult {
     /// argument that redaction replaced or clipped may judge differently.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approximate: Option<bool>,
+    /// The protected path the call names, when one side holds it for that
+    /// (rule `protected_path`): what matched, and which glob.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protected_path: Option<String>,
 }
 
 /// What a simulation answers.
@@ -139,7 +146,15 @@ impl<'n> WhatIf<'n> {
             arguments,
             mode,
         );
-        Verdicts { now, draft }
+        let protected = [(&now, &self.now.rules), (&draft, &self.draft.rules)]
+            .into_iter()
+            .find(|(side, _)| side.1.as_deref() == Some(PROTECTED_PATH_RULE))
+            .and_then(|(_, rules)| protected_path(rules, function_id, arguments));
+        Verdicts {
+            now,
+            draft,
+            protected,
+        }
     }
 
     /// [`WhatIf::compare`] for a supplied call, as its result.
@@ -166,6 +181,8 @@ pub struct Verdicts {
     pub now: (WireVerdict, Option<String>),
     /// With the draft.
     pub draft: (WireVerdict, Option<String>),
+    /// The protected path the call names, when a side holds it for that.
+    pub protected: Option<String>,
 }
 
 impl Verdicts {
@@ -175,6 +192,7 @@ impl Verdicts {
         Verdicts {
             now: side.clone(),
             draft: side,
+            protected: None,
         }
     }
 
@@ -197,8 +215,30 @@ impl Verdicts {
             rule_id_now: self.now.1,
             rule_id_draft: self.draft.1,
             approximate: None,
+            protected_path: self.protected,
         }
     }
+}
+
+/// What a call held by rule `protected_path` names, for the operator (the
+/// call's command read inline: simulate judges off the hook's thread).
+fn protected_path(
+    rules: &CompiledRules,
+    function_id: &str,
+    arguments: Option<&Value>,
+) -> Option<String> {
+    let readings = Needs::for_record(function_id, arguments).read_inline();
+    rules
+        .protected()
+        .judge(function_id, arguments, None, &readings)
+        .map(ProtectedNote::from)
+        .map(|note| {
+            if note.path.is_empty() {
+                format!("a part that cannot be known ({})", note.glob)
+            } else {
+                format!("{} ({})", note.path, note.glob)
+            }
+        })
 }
 
 /// The gate's verdict on one call: the one ladder, in `mode` when given.

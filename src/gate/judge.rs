@@ -9,7 +9,7 @@ use crate::error::is_valid_id;
 use crate::hook::{HookCall, HookInput};
 use crate::policy::{
     decide_with, Basis, Call, CompiledRules, CompiledSettings, DecideOptions, GrantRef, Readings,
-    Verdict, WIDENING_ROOT_RULE,
+    Verdict, PROTECTED_PATH_RULE, WIDENING_ROOT_RULE,
 };
 use crate::redact::holds_secret;
 use crate::settings::Entry;
@@ -227,6 +227,11 @@ pub(crate) fn judge_in_turn<'r>(
                 // Held like an ask rule, with the configuration's deadlines.
                 Basis::WideningRoot { .. } => Some(AskHold {
                     rule_id: WIDENING_ROOT_RULE,
+                    timeout_ms: None,
+                    escalate_after_ms: None,
+                }),
+                Basis::ProtectedPath { .. } => Some(AskHold {
+                    rule_id: PROTECTED_PATH_RULE,
                     timeout_ms: None,
                     escalate_after_ms: None,
                 }),

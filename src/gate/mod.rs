@@ -169,6 +169,18 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                     escalate_after_ms: a.escalate_after_ms,
                 });
                 let reviewer = snapshot.config.reviewer_for(by_default, settings.mode);
+                // The path an approver must see: judged again (holds only).
+                let protected = (rule == crate::policy::PROTECTED_PATH_RULE)
+                    .then(|| {
+                        snapshot.rules.protected().judge(
+                            &call.function_id,
+                            call.arguments.as_ref(),
+                            turn,
+                            &readings,
+                        )
+                    })
+                    .flatten()
+                    .map(Into::into);
                 let out = hold(
                     worker,
                     &input,
@@ -180,6 +192,7 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                         reviewer,
                         mode: settings.mode,
                         readings: &readings,
+                        protected,
                     },
                     deadline,
                 )
@@ -355,6 +368,8 @@ struct Held<'a> {
     mode: Mode,
     /// The call's command fields as the ladder read them.
     readings: &'a Readings,
+    /// The protected path the call names, when that holds it.
+    protected: Option<crate::policy::ProtectedNote>,
 }
 
 /// The hold path: idempotent on redelivery, context under a budget, the
@@ -375,6 +390,7 @@ async fn hold(
         reviewer,
         mode,
         readings,
+        protected,
     } = held;
     let (sid, cid) = (input.session_id.as_str(), call.id.as_str());
     if worker.pending.get(sid, cid).is_some() {
@@ -425,6 +441,7 @@ async fn hold(
     let shown = if shell.is_empty() { readings } else { &shell };
     record.runs = Runs::of(shown.models()).map(Box::new);
     record.suggested_prefix = crate::policy::suggested_prefix(shell.models(), &config.suggested());
+    record.protected_path = protected.map(Box::new);
     // The deadlines of the decision's rule, or the configuration it was
     // made under, counted from when the record is built.
     record::set_deadlines(&mut record, limits, config);

@@ -97,6 +97,7 @@ pub fn build_record(
         review: None,
         runs: None,
         suggested_prefix: None,
+        protected_path: None,
     }
 }
 

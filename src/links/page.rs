@@ -121,6 +121,8 @@ pub(crate) struct CallView<'a> {
     pub runs: Option<&'a Runs>,
     /// The prefix offered as a session grant (§25.9).
     pub suggested_prefix: Option<&'a str>,
+    /// The protected path the call names (§29), when that holds it.
+    pub protected: Option<&'a crate::policy::ProtectedNote>,
 }
 
 /// One line of the inbox page.
@@ -346,6 +348,16 @@ fn details(view: &CallView<'_>) -> Markup {
                         " — and what else runs cannot be known without running it"
                         @if let Some(why) = &runs.why { ": " (visible(why)) }
                     }
+                }
+            }
+            @if let Some(protected) = view.protected {
+                dt { "Protected path" }
+                dd .warning {
+                    @if protected.path.is_empty() { "a path that cannot be known" } @else {
+                        code { (visible(&protected.path)) }
+                    }
+                    " (matches " code { (visible(&protected.glob)) } ") — "
+                    "an engine worker's configuration: allowing this lets the call change how the engine, or this gate, behaves."
                 }
             }
             @if let (Kind::Function, Some(prefix)) = (view.kind, view.suggested_prefix) {

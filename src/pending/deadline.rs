@@ -266,6 +266,7 @@ mod tests {
             review: None,
             runs: None,
             suggested_prefix: None,
+            protected_path: None,
         }
     }
 

@@ -182,6 +182,10 @@ pub struct PendingRecord {
     /// this one call (one plain command of a configured read-only form).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suggested_prefix: Option<String>,
+    /// The protected path the call names (`architecture/contract.md`
+    /// § Protected paths), when that is why it is held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protected_path: Option<Box<crate::policy::ProtectedNote>>,
 }
 
 /// Who carried a decision to the harness.
@@ -386,6 +390,7 @@ impl PendingRecord {
             review,
             runs,
             suggested_prefix,
+            protected_path,
         } = self;
         *session_id == other.session_id
             && *turn_id == other.turn_id
@@ -407,6 +412,7 @@ impl PendingRecord {
             && *review == other.review
             && *runs == other.runs
             && *suggested_prefix == other.suggested_prefix
+            && *protected_path == other.protected_path
     }
 
     /// When the timer next has something to do for this record: the
@@ -471,6 +477,7 @@ mod tests {
             review: None,
             runs: None,
             suggested_prefix: None,
+            protected_path: None,
         }
     }
 

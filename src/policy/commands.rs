@@ -624,10 +624,9 @@ impl Runs {
                 opaque: false,
                 why: None,
             });
+            // A program word is the agent's text: it passes the detectors
+            // like every other shown text (a URL with a `sig=` is a word).
             for program in model.programs() {
-                // A program word is shown (§25.8), but one reading may take
-                // a whole text for it (`https://h/q?sig=…&sv=…` split into
-                // shell words): the detectors' spans in it still go.
                 let program = crate::redact::redact_text(program);
                 if !runs.programs.iter().any(|p| *p == program) {
                     runs.programs.push(program.into_owned());

@@ -27,6 +27,7 @@ mod envelope;
 mod glob;
 mod grants;
 mod guard;
+mod protected;
 mod reasons;
 mod rules;
 mod trace;
@@ -44,6 +45,7 @@ pub use decide::{
 pub use envelope::DenialEnvelope;
 pub use grants::{CompiledSettings, GrantRef};
 pub use guard::{builtin_guard, is_guarded_scope, is_human_only, Family, Guard};
+pub use protected::{HitKind, ProtectedHit, ProtectedNote, ProtectedPaths, PROTECTED_PATH_RULE};
 pub use reasons::OPAQUE_COMMAND_RULE;
 pub use rules::{
     default_rules, CompiledRules, Probe, RuleAction, RuleError, RuleExamples, RuleObject,

@@ -11,6 +11,7 @@
 use super::args::MatchedConstraint;
 use super::commands::{self, CommandHit, Readings};
 use super::decide::{Basis, Decision, Verdict, HUMAN_ONLY_RULE, LOCKDOWN_RULE};
+use super::protected::{HitKind, PROTECTED_PATH_RULE};
 use super::widening::WIDENING_ROOT_RULE;
 
 /// The rule id reported when a deny or ask rule is consulted on a command
@@ -27,6 +28,7 @@ impl<'r> Decision<'r> {
             Basis::HumanOnly { .. } => Some(HUMAN_ONLY_RULE),
             Basis::Lockdown => Some(LOCKDOWN_RULE),
             Basis::WideningRoot { .. } => Some(WIDENING_ROOT_RULE),
+            Basis::ProtectedPath { .. } => Some(PROTECTED_PATH_RULE),
             Basis::Rule {
                 command: Some(hit), ..
             }
@@ -133,6 +135,14 @@ impl<'r> Decision<'r> {
                 "held: lockdown (no configuration has compiled yet); a human decides".to_owned()
             }
             (_, Basis::NoMatch) => "held: no rule matched".to_owned(),
+            (_, Basis::ProtectedPath { how }) => format!(
+                "held: {function_id} {}; a human decides",
+                match how {
+                    HitKind::Literal => "names a protected path (the gate's or an engine worker's configuration file)",
+                    HitKind::Pattern => "has a word that could expand to a protected path",
+                    HitKind::Opaque => "cannot be known without running it and could write a protected path",
+                }
+            ),
             (_, Basis::WideningRoot { widening }) => format!(
                 "held: {function_id} asks for a root outside the calling turn's roots ({}); a human decides",
                 widening.describe()

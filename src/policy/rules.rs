@@ -39,6 +39,7 @@ use super::commands::{self, Needs};
 use super::compile_error::CompileError;
 use super::glob::{Pattern, PatternTable};
 use super::guard::{ConfiguredGuards, ExtraGuards, Guard};
+use super::protected::ProtectedPaths;
 use crate::terms::{ArgConstraint, Mode};
 use crate::terms::{Entry, GrantedBy};
 
@@ -367,6 +368,8 @@ pub struct CompiledRules {
     /// Whether some rule has a constraint that may judge a command: when
     /// none does, no call's command is ever read for the rules.
     pub(crate) commands: bool,
+    /// The configuration's protected paths and the functions judged.
+    pub(crate) protected: ProtectedPaths,
 }
 
 impl CompiledRules {
@@ -419,6 +422,7 @@ impl CompiledRules {
                 let commands = rules.iter().any(CompiledRule::may_judge_commands);
                 Ok(CompiledRules {
                     commands,
+                    protected: ProtectedPaths::default(),
                     rules,
                     table,
                     asks,
@@ -464,6 +468,18 @@ impl CompiledRules {
     pub fn with_configured_guards(mut self, ids: &[&str]) -> CompiledRules {
         self.configured = ConfiguredGuards::new(ids);
         self
+    }
+
+    /// Sets the protected paths (`protected_paths` with the running entry's
+    /// own file, and `protected_path_functions`).
+    pub fn with_protected(mut self, globs: &[String], functions: &[String]) -> CompiledRules {
+        self.protected = ProtectedPaths::compile(globs, functions);
+        self
+    }
+
+    /// The protected paths in force.
+    pub fn protected(&self) -> &ProtectedPaths {
+        &self.protected
     }
 
     /// Sets how the rules combine with modes and grants.

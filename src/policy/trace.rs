@@ -32,6 +32,9 @@ pub enum Step {
     Lockdown,
     /// `deny_ask_allow` only: one deny rule whose function glob matched.
     DenyRule,
+    /// The functions of `protected_path_functions` only: whether the call
+    /// names a protected path (a human decides).
+    ProtectedPath,
     /// `harness::spawn` / `harness::send` only: whether a root it asks for
     /// lies outside the calling turn's roots (a human decides).
     WideningRoot,
@@ -115,6 +118,14 @@ impl<'r> Observer<'r> for Recorder<'r> {
                 Some("no root outside the calling turn's roots".into()),
             ),
             Event::NoAskRules => self.push(Step::Ask, Outcome::Pass, Some("no ask rules".into())),
+            Event::Protected(Some(hit)) => {
+                self.push(Step::ProtectedPath, Outcome::Hold, Some(hit.describe()));
+            }
+            Event::Protected(None) => self.push(
+                Step::ProtectedPath,
+                Outcome::Pass,
+                Some("no protected path named".into()),
+            ),
             Event::RuleMissed { slot, rule, why } => self.missed.push((slot, rule, why)),
             Event::RuleStep { step, lane, hit } => self.rule_step(step, lane, hit),
             Event::Mode { mode, allows: true } => {

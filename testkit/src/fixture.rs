@@ -289,6 +289,16 @@ impl EngineFixture {
         }
     }
 
+    /// A real engine's directory (its working directory: the
+    /// configuration worker keeps each entry in `config/<id>.yaml` there);
+    /// `None` on the test engine (configuration in memory).
+    pub fn engine_dir(&self) -> Option<PathBuf> {
+        match &self.engine {
+            Engine::Test(_) => None,
+            Engine::Real(engine) => Some(engine.root.clone()),
+        }
+    }
+
     /// The test engine, for fault injection and counters; `None` on a real
     /// engine.
     pub fn test_engine(&self) -> Option<&TestEngine> {

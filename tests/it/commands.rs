@@ -32,7 +32,13 @@ enum Kind {
     Deny,
     Ask,
     Allow,
+    /// No rule; the default protected paths (§29), `full` mode.
+    Protected,
 }
+
+/// The turn's root every case is sent from (the protected-path class
+/// writes relative to it).
+const TURN_ROOT: &str = "/srv/iii";
 
 impl Kind {
     fn name(self) -> &'static str {
@@ -40,14 +46,18 @@ impl Kind {
             Kind::Deny => "deny",
             Kind::Ask => "ask",
             Kind::Allow => "allow",
+            Kind::Protected => "protected",
         }
     }
 
-    fn expected(self, case: &Case) -> Outcome {
+    /// The outcome a case states under this kind (`None`: the case states
+    /// none, and is not sent).
+    fn expected(self, case: &Case) -> Option<Outcome> {
         match self {
-            Kind::Deny => case.expect.deny,
-            Kind::Ask => case.expect.ask,
-            Kind::Allow => case.expect.allow,
+            Kind::Deny => Some(case.expect.deny),
+            Kind::Ask => Some(case.expect.ask),
+            Kind::Allow => Some(case.expect.allow),
+            Kind::Protected => case.expect.protected,
         }
     }
 
@@ -55,6 +65,7 @@ impl Kind {
     fn group_key(self, case: &Case) -> Vec<String> {
         match self {
             Kind::Deny | Kind::Ask => vec![case.target.clone()],
+            Kind::Protected => Vec::new(),
             Kind::Allow => case
                 .allow_prefixes()
                 .iter()
@@ -73,10 +84,17 @@ impl Kind {
             Kind::Deny => ("full", vec![rule("deny", &key[0])]),
             Kind::Ask => ("full", vec![rule("ask", &key[0])]),
             Kind::Allow => ("manual", key.iter().map(|p| rule("allow", p)).collect()),
+            Kind::Protected => {
+                return json!({"default_mode": "full", "rule_precedence": "deny_ask_allow",
+                              "rules": ["!approval::*"]});
+            }
         };
         let mut all = vec![json!("!approval::*")];
         all.extend(rules);
-        json!({"default_mode": mode, "rule_precedence": "deny_ask_allow", "rules": all})
+        // The rule kinds judge commands by rules alone (§25.6): protected
+        // paths (§29) have their own kind.
+        json!({"default_mode": mode, "rule_precedence": "deny_ask_allow",
+               "protected_path_functions": [], "rules": all})
     }
 }
 
@@ -133,7 +151,11 @@ async fn run_kind(kind: Kind) {
         async move {
             let lost = LostReplies::new(&engine);
             let scene = Scene::start(engine).await;
-            let cases = corpus();
+            let cases: Vec<Case> = corpus()
+                .into_iter()
+                .filter(|c| kind.expected(c).is_some())
+                .collect();
+            assert!(!cases.is_empty(), "{test}: no case states an outcome");
             let mut groups: BTreeMap<Vec<String>, Vec<&Case>> = BTreeMap::new();
             for case in &cases {
                 groups.entry(kind.group_key(case)).or_default().push(case);
@@ -145,7 +167,9 @@ async fn run_kind(kind: Kind) {
                 configure(&scene, kind.configuration(key)).await;
                 for case in group {
                     let got = decide(&scene, &lost, &session, case).await;
-                    let want = kind.expected(case);
+                    let Some(want) = kind.expected(case) else {
+                        continue;
+                    };
                     let ok = got.as_deref() == Some(want.as_str());
                     tally.add(&case.class, ok);
                     if !ok {
@@ -187,6 +211,7 @@ async fn decide(scene: &Scene, lost: &LostReplies, session: &str, case: &Case) -
             "point": "pre_trigger",
             "session_id": session,
             "turn_id": "t_cmd",
+            "metadata": {"fs_scope": {"root": TURN_ROOT}},
             "call": {"id": format!("{}-{attempt}", case.id), "function_id": "shell::exec",
                      "arguments": case.arguments},
         });
@@ -212,6 +237,11 @@ async fn rule_25_6_every_corpus_case_gets_its_outcome_under_an_ask_rule() {
 #[tokio::test]
 async fn rule_25_6_every_corpus_case_gets_its_outcome_under_allow_rules() {
     run_kind(Kind::Allow).await;
+}
+
+#[tokio::test]
+async fn rule_29_2_the_protected_path_class_gets_its_outcome_in_full_mode() {
+    run_kind(Kind::Protected).await;
 }
 
 // ------------------------------------------------------------------------

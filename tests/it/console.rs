@@ -236,6 +236,7 @@ async fn rule_27_1_browser_form_approvals_page_and_chip_drive_the_worker() {
             scene.targets.add("shell::read", Arc::new(JailShell::new(Dialect::Shell, &["/srv"]))).await;
             scene.ok("approval::approve-always", json!({"session_id": "s_f", "function_id": "shell::read"})).await;
             scene.hold(held("s_f", "t5", "c_dir", "shell::read", json!({"path": "/data/reports/q1.csv"}))).await;
+            scene.hold(held("s_g", "t6", "c_git", "shell::run", json!({"command": "git status --short"}))).await;
 
             let browser = Browser::start(&chromium, &driver).await;
             browser.resize(1100, 1400).await;
@@ -346,7 +347,7 @@ async fn rule_27_1_browser_form_approvals_page_and_chip_drive_the_worker() {
 
             // The approvals page while the harness double holds the calls.
             browser.goto(&format!("{}/#/ext/approvals", host.url())).await;
-            let listed = browser.wait_until("return document.querySelectorAll('article[data-call]').length === 7;", WAIT * 2).await;
+            let listed = browser.wait_until("return document.querySelectorAll('article[data-call]').length === 8;", WAIT * 2).await;
             assert_eq!(listed, true, "{}", browser.script("return document.querySelector('.ag-page') && document.querySelector('.ag-page').textContent;").await);
             let echo = "article[data-call=\"s_c/c_echo\"]";
             let view = browser.wait_until(&format!("const a = document.querySelector({}); const t = a && a.querySelector('pre').textContent; return t && t.includes('\"n\": 1') ? t : null;", json!(echo)), WAIT).await;
@@ -374,8 +375,31 @@ async fn rule_27_1_browser_form_approvals_page_and_chip_drive_the_worker() {
             // Allow and don't ask again in this session.
             browser.click("article[data-call=\"s_c/c_other\"] button[data-decision=\"allow-remember\"]").await;
             assert!(eventually(WAIT, || matches!(scene.harness.state("s_c", "c_other"), Some(CallState::Completed { .. }))).await);
-            let settings = scene.ok("approval::get-settings", json!({"session_id": "s_c"})).await;
-            assert!(settings["settings"]["approved_always"].to_string().contains("demo::other"), "{settings}");
+            // Remembered once the harness confirmed the allow.
+            let remembered = async |sid: &str, needle: &str| {
+                for _ in 0..50 {
+                    let settings = scene.ok("approval::get-settings", json!({"session_id": sid})).await;
+                    if settings["settings"]["approved_always"].to_string().contains(needle) {
+                        return true;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                false
+            };
+            assert!(remembered("s_c", "demo::other").await, "the approve-always did not follow the allow");
+
+            // The suggested prefix: the call runs, and later plain `git status` calls in the session do not ask.
+            let git = "article[data-call=\"s_g/c_git\"]";
+            let offered = browser.script(&format!("const b = document.querySelector({} + ' button[data-decision=\"allow-prefix\"]'); return b && b.textContent;", json!(git))).await;
+            assert_eq!(offered, json!("Allow git status … in this session"));
+            browser.click(&format!("{git} button[data-decision=\"allow-prefix\"]")).await;
+            assert!(eventually(WAIT, || matches!(scene.harness.state("s_g", "c_git"), Some(CallState::Completed { .. }))).await, "the allow did not reach the harness");
+            assert!(remembered("s_g", "\"prefix\":\"git status\"").await, "the prefix grant did not follow the allow");
+            let out = scene.harness.call(held("s_g", "t7", "c_git2", "shell::run", json!({"command": "git status -sb"}))).await;
+            assert!(matches!(out, CallState::Completed { .. }), "{out:?}");
+            let out = scene.harness.call(held("s_g", "t7", "c_git3", "shell::run", json!({"command": "git push"}))).await;
+            assert!(out.is_held(), "{out:?}");
+            scene.ok("approval::resolve", json!({"session_id": "s_g", "function_call_id": "c_git3", "decision": "deny"})).await;
 
             // A folder prompt, for the session.
             let dir = "article[data-call=\"s_f/c_dir\"]";

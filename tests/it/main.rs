@@ -46,6 +46,7 @@ mod oracle;
 mod playground;
 mod policy;
 mod properties;
+mod protected;
 mod provenance;
 mod redaction;
 mod release;

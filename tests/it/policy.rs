@@ -143,6 +143,8 @@ async fn policy_ask_rules_hold_in_full_mode_over_grants_and_carry_their_deadline
             steps(&ev),
             vec![
                 ("human_only".into(), "pass".into()),
+                // shell::* is judged for protected paths (§29).
+                ("protected_path".into(), "pass".into()),
                 ("ask".into(), "hold".into())
             ]
         );
@@ -335,7 +337,7 @@ async fn policy_bounded_grants_are_used_up_expire_and_are_scoped_by_arguments() 
         let out = scene.harness.call(spec("s_g", "g2", "shell::run", json!({"cmd": "rm -rf /"}))).await;
         assert!(out.is_held(), "{out:?}");
         let ev = evaluate(&scene, "s_g", "shell::run", json!({"cmd": "rm -rf /"})).await;
-        let detail = ev["trace"][3]["detail"].as_str().unwrap_or_default().to_owned();
+        let detail = ev["trace"][4]["detail"].as_str().unwrap_or_default().to_owned();
         assert_eq!(detail, "entry shell::run (args on cmd) passed over: its args do not hold", "{ev}");
 
         // ttl_ms: the grant applies until expires_at, then not at all.
@@ -576,6 +578,7 @@ async fn policy_evaluate_explains_every_step_and_the_gate_agrees() {
             ev["trace"],
             json!([
                 {"step": "human_only", "outcome": "pass"},
+                {"step": "protected_path", "outcome": "pass", "detail": "no protected path named"},
                 {"step": "ask", "outcome": "pass", "detail": "no ask rules"},
                 {"step": "mode", "outcome": "pass", "detail": "mode manual"},
                 {"step": "approved_always", "outcome": "pass", "detail": "no entry matches"},

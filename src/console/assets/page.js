@@ -1071,6 +1071,10 @@ function Facts({ record, now }) {
     const programs = Array.isArray(record.runs.programs) ? record.runs.programs.map(visible).join(", ") : "";
     row("Runs", `${programs || "(nothing it can name)"}${record.runs.opaque ? ` — opaque${record.runs.why ? `: ${visible(record.runs.why)}` : ""}` : ""}`);
   }
+  if (isObject(record.protected_path)) {
+    const where = record.protected_path.path ? visible(record.protected_path.path) : "a path that cannot be known";
+    row("Protected path", `${where} (matches ${visible(record.protected_path.glob || "")}) — an engine worker's configuration`);
+  }
   if (record.held_by_rule) row("Held by", h("code", null, visible(record.held_by_rule)));
   if (isObject(record.review)) {
     row("Reviewer", reviewSummary(record.review));
@@ -1108,8 +1112,13 @@ function HeldCall({ host, record, now, onDecided }) {
     setBusy(true);
     setSaid(null);
     try {
-      let answer;
-      for (const [fid, payload] of steps) answer = await host.iii.trigger(fid, payload, { timeoutMs: 15000 });
+      // The decision first; what it remembers only once the harness has
+      // confirmed it (contract §20: side effects follow the harness).
+      const [[fid, payload], ...after] = steps;
+      const answer = await host.iii.trigger(fid, payload, { timeoutMs: 15000 });
+      if (answer?.resolved === true && !answer?.unknown) {
+        for (const [next, body] of after) await host.iii.trigger(next, body, { timeoutMs: 15000 });
+      }
       const text = answerText(answer, allowText);
       setSaid({ ok: Boolean(answer?.resolved), text });
       onDecided(record, label, text);
@@ -1134,7 +1143,7 @@ function HeldCall({ host, record, now, onDecided }) {
           className: "ag-button",
           "data-decision": "allow-remember",
           disabled: busy,
-          onClick: () => act("allow-remember", [["approval::approve-always", { session_id: record.session_id, function_id: record.function_id }], resolve("allow")], "Allowed, and this function will not ask again in this session."),
+          onClick: () => act("allow-remember", [resolve("allow"), ["approval::approve-always", { session_id: record.session_id, function_id: record.function_id }]], "Allowed, and this function will not ask again in this session."),
         },
         "Allow and don't ask again in this session",
       ),
@@ -1153,8 +1162,8 @@ function HeldCall({ host, record, now, onDecided }) {
               act(
                 "allow-prefix",
                 [
-                  ["approval::approve-always", { session_id: record.session_id, function_id: record.function_id, args: { command: { prefix: record.suggested_prefix } } }],
                   resolve("allow"),
+                  ["approval::approve-always", { session_id: record.session_id, function_id: record.function_id, args: { command: { prefix: record.suggested_prefix } } }],
                 ],
                 `Allowed, and ${record.suggested_prefix} … runs without asking in this session.`,
               ),

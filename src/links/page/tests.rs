@@ -59,6 +59,7 @@ fn view<'a>(args: &'a Value, kind: Kind) -> CallView<'a> {
         releasing: false,
         review: None,
         runs: None,
+        protected: None,
         suggested_prefix: None,
     }
 }
@@ -395,6 +396,7 @@ fn hostile_text_renders_as_inert_text_everywhere() {
             releasing: false,
             review: Some(&review),
             runs: None,
+            protected: None,
             suggested_prefix: None,
         };
         let inbox_row = InboxRow {
@@ -1044,6 +1046,7 @@ fn the_page_shows_what_the_reviewer_said_and_why_a_human_decides() {
         let v = CallView {
             review: Some(&review),
             runs: None,
+            protected: None,
             suggested_prefix: None,
             ..view(&args, Kind::Function)
         };
@@ -1112,6 +1115,27 @@ fn rule_25_8_the_page_shows_what_runs_and_offers_the_suggested_grant() {
     let mut v = view(&args, Kind::FolderAccess);
     v.suggested_prefix = Some("git status");
     assert!(!markup_only(&call_page(&v)).contains("data-remember-prefix"));
+}
+
+#[test]
+fn rule_29_4_the_page_names_the_protected_path() {
+    let args = args();
+    let note = crate::policy::ProtectedNote {
+        path: "/opt/iii/config/<b>approval-gate</b>.yaml".into(),
+        glob: "**/config/approval-gate*.yaml".into(),
+        how: crate::policy::HitKind::Literal,
+    };
+    let mut v = view(&args, Kind::Function);
+    let page = call_page(&v);
+    assert!(!page.contains("Protected path"), "{page}");
+    v.protected = Some(&note);
+    let page = call_page(&v);
+    assert!(page.contains("<dt>Protected path</dt>"), "{page}");
+    assert!(
+        page.contains("/opt/iii/config/&lt;b&gt;approval-gate&lt;/b&gt;.yaml"),
+        "{page}"
+    );
+    assert!(page.contains("**/config/approval-gate*.yaml"), "{page}");
 }
 
 #[test]

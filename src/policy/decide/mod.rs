@@ -45,6 +45,7 @@ use super::args::{
 use super::commands::{self, CommandHit, Needs, Readings};
 use super::grants::{CompiledSettings, GrantArgs, GrantRef};
 use super::guard::{builtin_guard, Guard};
+use super::protected::HitKind;
 use super::rules::{CompiledRule, CompiledRules, RuleAction, RulePrecedence};
 use super::trace::{Recorder, Step, TraceStep};
 use super::widening::{widening_root, Widening};
@@ -102,6 +103,13 @@ pub enum Basis<'r> {
     },
     /// No configuration has ever compiled: a human decides every call.
     Lockdown,
+    /// The call names a protected path (the gate's or an engine worker's
+    /// configuration file): a human decides, in every mode, whatever the
+    /// grants say.
+    ProtectedPath {
+        /// How the path was found.
+        how: HitKind,
+    },
     /// The call asks for a root outside the calling turn's roots: a human
     /// decides, in every mode.
     WideningRoot {
@@ -239,6 +247,9 @@ pub fn needs(settings: &CompiledSettings, rules: &CompiledRules, call: &Call<'_>
     let Some(Value::Object(obj)) = call.arguments else {
         return needs;
     };
+    if fid.starts_with("shell::") && rules.protected.judges(fid) {
+        needs.add(obj.get("command"), obj, true);
+    }
     let mut add = |constraints: Option<&[CompiledConstraint]>| {
         for c in constraints.into_iter().flatten() {
             c.add_needs(fid, obj, &mut needs);
@@ -670,6 +681,9 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
                 return decision;
             }
         }
+        if let Some(decision) = self.protected_path() {
+            return decision;
+        }
         if let Some(decision) = self.widening_root() {
             return decision;
         }
@@ -768,6 +782,41 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
         self.rule_step(Step::DenyRule, Lane::Deny, first);
         let (slot, hit) = first?;
         self.rule_decision(slot, hit)
+    }
+
+    /// A call naming a protected path holds for a human — unless a deny
+    /// rule denies it (`first_match`: the first rule that applies is a
+    /// deny; `deny_ask_allow` consulted every deny rule already).
+    fn protected_path(&mut self) -> Option<Decision<'r>> {
+        let call = self.judge.call;
+        let protected = &self.judge.rules.protected;
+        if !protected.judges(call.function_id) {
+            return None;
+        }
+        let hit = protected.judge(
+            call.function_id,
+            call.arguments,
+            self.turn,
+            self.judge.readings,
+        );
+        let Some(hit) = hit else {
+            self.observer.see(Event::Protected(None));
+            return None;
+        };
+        if self.judge.rules.precedence == RulePrecedence::FirstMatch && self.rules_deny() {
+            let first = self.scan().first;
+            self.rule_step(Step::Rule, Lane::AllowOrDeny, first);
+            let (slot, command) = first?;
+            return self.rule_decision(slot, command);
+        }
+        let how = hit.how;
+        if O::ON {
+            self.observer.see(Event::Protected(Some(hit)));
+        }
+        Some(Decision {
+            verdict: Verdict::Hold,
+            basis: Basis::ProtectedPath { how },
+        })
     }
 
     /// A root outside the calling turn's roots holds the call for a human.

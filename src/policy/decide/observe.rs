@@ -7,6 +7,7 @@
 
 use crate::policy::args::CompiledConstraint;
 use crate::policy::guard::Guard;
+use crate::policy::protected::ProtectedHit;
 use crate::policy::rules::CompiledRule;
 use crate::policy::trace::Step;
 use crate::policy::widening::Widening;
@@ -82,6 +83,8 @@ pub(crate) enum Event<'r> {
     Widening(Option<Widening<'r>>),
     /// The configuration has no ask rules.
     NoAskRules,
+    /// The protected path a judged call names, or none.
+    Protected(Option<ProtectedHit>),
     /// A rule whose function glob matched did not apply.
     RuleMissed {
         slot: u32,

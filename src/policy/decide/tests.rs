@@ -163,6 +163,7 @@ fn every_mode_and_list_combination() {
                         Basis::Seed { .. } => "seed",
                         Basis::Lockdown => "lockdown",
                         Basis::WideningRoot { .. } => "widening",
+                        Basis::ProtectedPath { .. } => "protected",
                     };
                     assert_eq!(
                         (d.verdict, basis),
@@ -1082,4 +1083,60 @@ fn the_deny_ask_allow_trace_shows_the_deny_rules_first() {
 fn compiled_settings_are_shareable_across_threads() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<CompiledSettings>();
+}
+
+fn protected(rules: CompiledRules) -> CompiledRules {
+    rules.with_protected(
+        &["**/config/approval-gate*.yaml".into()],
+        &["shell::*".into(), "coder::*".into()],
+    )
+}
+
+#[test]
+fn rule_29_3_a_protected_path_holds_in_every_mode_whatever_the_grants() {
+    let rs = protected(rules(json!(["!approval::*", "shell::*", "coder::*"])));
+    let args = json!({"path": "/opt/iii/config/approval-gate.yaml", "content": "x"});
+    for mode in [Mode::Manual, Mode::Auto, Mode::Full] {
+        let s = settings(mode, &["coder::write"], &["coder::write"]);
+        let d = decide(&s, &rs, &with_args("coder::write", &args));
+        assert_eq!(d.verdict, Verdict::Hold, "{mode:?}");
+        assert!(
+            matches!(d.basis, Basis::ProtectedPath { .. }),
+            "{mode:?}: {d:?}"
+        );
+        assert_eq!(d.rule_id(), Some("protected_path"));
+        // Not the default hold: a reviewer is never asked.
+        assert!(!d.is_default_hold());
+    }
+    // Another path, or a function outside the list, follows the ladder.
+    let other = json!({"path": "/opt/iii/src/lib.rs"});
+    let s = settings(Mode::Full, &[], &[]);
+    assert_eq!(
+        decide(&s, &rs, &with_args("coder::write", &other)).verdict,
+        Verdict::Allow
+    );
+    assert_eq!(
+        decide(&s, &rs, &with_args("docs::write", &args)).basis,
+        Basis::ModeFull,
+        "a function outside protected_path_functions follows the ladder"
+    );
+}
+
+#[test]
+fn rule_29_3_deny_rules_still_deny_a_protected_path() {
+    let args = json!({"command": "rm /opt/iii/config/approval-gate.yaml"});
+    let deny =
+        json!({"function": "shell::exec", "action": "deny", "args": {"command": {"prefix": "rm"}}});
+    let ask =
+        json!({"function": "shell::exec", "action": "ask", "args": {"command": {"prefix": "rm"}}});
+    let s = settings(Mode::Full, &[], &[]);
+    for precedence in [RulePrecedence::FirstMatch, RulePrecedence::DenyAskAllow] {
+        let rs = protected(rules(json!([deny.clone()]))).with_precedence(precedence);
+        let d = decide(&s, &rs, &with_args("shell::exec", &args));
+        assert_eq!(d.verdict, Verdict::Deny, "{precedence:?}: {d:?}");
+        // An ask rule does not turn it into an ask: the protected path holds first.
+        let rs = protected(rules(json!([ask.clone()]))).with_precedence(precedence);
+        let d = decide(&s, &rs, &with_args("shell::exec", &args));
+        assert_eq!(d.rule_id(), Some("protected_path"), "{precedence:?}");
+    }
 }

@@ -60,6 +60,11 @@ pub struct Expect {
     pub ask: Outcome,
     /// Under the allow rules of `allow_prefix`, `manual` mode.
     pub allow: Outcome,
+    /// Under no rule but the default protected paths (contract §29),
+    /// `full` mode, the turn's root `/srv/iii`: stated by the
+    /// protected-path class only.
+    #[serde(default)]
+    pub protected: Option<Outcome>,
 }
 
 /// One allow prefix or several (one allow rule each).
@@ -314,6 +319,7 @@ mod tests {
                 deny: Outcome::Continue,
                 ask: Outcome::Continue,
                 allow: Outcome::Hold,
+                protected: None,
             },
             note: None,
             oracle_blind: None,
