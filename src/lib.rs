@@ -109,9 +109,9 @@ pub use policy::{
 pub use policy::{widening_root, Widening, WIDENING_ROOT_RULE};
 pub use policy::{HitKind, ProtectedHit, ProtectedNote, ProtectedPaths, PROTECTED_PATH_RULE};
 pub use redact::{
-    holds_secret, is_secret_key, redact, redact_full, redact_text, Full, FULL_ARGUMENTS_CAP,
-    MAX_CLIPPED_CHARS, MAX_DEPTH, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_STRING_CHARS, REDACTED,
-    SECRET_NAMES,
+    holds_secret, is_secret_key, redact, redact_call, redact_call_full, redact_full, redact_text,
+    Full, FULL_ARGUMENTS_CAP, MAX_CLIPPED_CHARS, MAX_DEPTH, MAX_ENTRIES, MAX_OUTPUT_BYTES,
+    MAX_STRING_CHARS, REDACTED, SECRET_NAMES,
 };
 // The command model (§25): what a command field runs, as facts.
 pub use settings::{ApprovalSettings, Bounds, Entry, GrantList, GrantedBy};

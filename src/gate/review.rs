@@ -30,7 +30,7 @@ use crate::engine::{CallError, ErrorCode, SessionContext};
 use crate::hook::budget::Deadline;
 use crate::hook::{HookCall, HookInput};
 use crate::policy::DenialEnvelope;
-use crate::redact::{redact, redact_full, redact_text};
+use crate::redact::{redact, redact_call_full, redact_text};
 use crate::review::{Limits, Recent, Reviewed};
 use crate::terms::leads::{self, led};
 use crate::terms::review::{clip_rationale, parse_answer, HeldBecause, Review, ReviewVerdict};
@@ -85,7 +85,7 @@ pub(super) async fn review(
 ) -> Reviewed {
     let sid = input.session_id.as_str();
     let empty = Value::Object(Map::new());
-    let full = redact_full(call.arguments.as_ref().unwrap_or(&empty));
+    let full = redact_call_full(&call.function_id, call.arguments.as_ref().unwrap_or(&empty));
     let payload = ReviewInput {
         session_id: sid,
         turn_id: &input.turn_id,
@@ -119,7 +119,11 @@ pub(super) async fn review(
         per_50: reviewer.max_denials_per_50,
     };
     let to_human = worker.reviews.breaker(sid, review.verdict, limits);
-    let reviewed = outcome(review, full.clipped, to_human, &call.function_id, || {
+    let seen = Seen {
+        clipped: full.clipped,
+        hidden_command: full.hidden_command,
+    };
+    let reviewed = outcome(review, seen, to_human, &call.function_id, || {
         call.arguments.clone()
     });
     worker.reviews.remember(
@@ -186,18 +190,33 @@ async fn ask(worker: &Worker, reviewer: &ReviewerConfig, payload: Value, wait: D
     }
 }
 
-/// PURE: what the gate answers for a review. `clipped`: the reviewer did
-/// not see all of the arguments. `to_human`: the session's breaker sends
-/// this denial to a human. `arguments`: the call's, for a denial's envelope.
+/// What the reviewer saw of the arguments, as far as an `allow` depends on
+/// it.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Seen {
+    /// Something of the arguments is missing (cut to the cap).
+    pub(crate) clipped: bool,
+    /// Redaction hid something inside a command field (contract §25.8).
+    pub(crate) hidden_command: bool,
+}
+
+/// PURE: what the gate answers for a review. `seen`: whether the reviewer
+/// saw all of the arguments, and all of every command. `to_human`: the
+/// session's breaker sends this denial to a human. `arguments`: the
+/// call's, for a denial's envelope.
 pub(crate) fn outcome(
     mut review: Review,
-    clipped: bool,
+    seen: Seen,
     to_human: bool,
     function_id: &str,
     arguments: impl FnOnce() -> Option<Value>,
 ) -> Reviewed {
     match review.verdict {
-        ReviewVerdict::Allow if clipped => {
+        ReviewVerdict::Allow if seen.hidden_command => {
+            review.held_because = Some(HeldBecause::HiddenCommand);
+            Reviewed::Hold(review)
+        }
+        ReviewVerdict::Allow if seen.clipped => {
             review.held_because = Some(HeldBecause::Clipped);
             Reviewed::Hold(review)
         }
@@ -258,7 +277,11 @@ mod tests {
     #[test]
     fn rule_22_only_an_allow_of_what_was_seen_whole_continues() {
         let out = |verdict, clipped, to_human| {
-            outcome(review(verdict), clipped, to_human, "shell::exec", || None)
+            let seen = Seen {
+                clipped,
+                hidden_command: false,
+            };
+            outcome(review(verdict), seen, to_human, "shell::exec", || None)
         };
         assert!(matches!(
             out(ReviewVerdict::Allow, false, false),
@@ -285,7 +308,7 @@ mod tests {
     fn rule_22_a_denial_is_led_for_the_model_unless_the_breaker_sends_it_to_a_human() {
         match outcome(
             review(ReviewVerdict::Deny),
-            false,
+            Seen::default(),
             false,
             "shell::exec",
             || None,
@@ -311,11 +334,54 @@ mod tests {
         }
         let held = outcome(
             review(ReviewVerdict::Deny),
-            false,
+            Seen::default(),
             true,
             "shell::exec",
             || None,
         );
         assert!(matches!(&held, Reviewed::Hold(r) if r.held_because == Some(HeldBecause::Breaker)));
+    }
+
+    #[test]
+    fn rule_25_8_the_reviewer_never_allows_a_command_it_did_not_see_whole() {
+        for clipped in [false, true] {
+            let seen = Seen {
+                clipped,
+                hidden_command: true,
+            };
+            let held = outcome(
+                review(ReviewVerdict::Allow),
+                seen,
+                false,
+                "shell::exec",
+                || None,
+            );
+            assert!(
+                matches!(&held, Reviewed::Hold(r) if r.held_because == Some(HeldBecause::HiddenCommand)),
+                "{held:?}"
+            );
+        }
+        // A denial of a hidden command stays a denial.
+        let seen = Seen {
+            clipped: false,
+            hidden_command: true,
+        };
+        let denied = outcome(
+            review(ReviewVerdict::Deny),
+            seen,
+            false,
+            "shell::exec",
+            || None,
+        );
+        assert!(matches!(denied, Reviewed::Deny { .. }));
+        // What the reviewer is shown says so: a shell call's secret word.
+        let full = redact_call_full(
+            "shell::exec",
+            &serde_json::json!({"command": "mysql -pSECRETpass1 db"}),
+        );
+        assert!(full.hidden_command);
+        assert_eq!(full.value["command"], "mysql <redacted> db");
+        let plain = redact_call_full("shell::exec", &serde_json::json!({"command": "git status"}));
+        assert!(!plain.hidden_command);
     }
 }

@@ -10,7 +10,7 @@ use super::protocol::{HookCall, HookInput};
 use crate::config::ApprovalConfig;
 use crate::engine::{Engine, SessionContext};
 use crate::pending::{deadlines, HoldLimits, Metadata, PendingRecord, RecordKind};
-use crate::redact::{redact, redact_full, redact_text, Full};
+use crate::redact::{redact, redact_call, redact_call_full, redact_text, Full};
 
 /// The argument today's harness stamps onto shell, coder and pipe calls:
 /// its trusted filesystem scope, not the agent's.
@@ -59,7 +59,7 @@ pub fn build_record(
     let empty = Value::Object(Map::new());
     // Redacted output is depth-bounded, so taking the stamp out of it is
     // safe whatever the input's depth.
-    let mut arguments = redact(call.arguments.as_ref().unwrap_or(&empty));
+    let mut arguments = redact_call(&call.function_id, call.arguments.as_ref().unwrap_or(&empty));
     let fs_scope = match &mut arguments {
         Value::Object(map) => match map.remove(FS_SCOPE) {
             Some(Value::Object(scope)) => Some(Metadata::from(scope)),
@@ -117,9 +117,9 @@ pub(crate) fn whole_arguments(call: &HookCall) -> Full {
         Value::Object(map) if map.get(FS_SCOPE).is_some_and(Value::is_object) => {
             let mut agent = map.clone();
             agent.remove(FS_SCOPE);
-            redact_full(&Value::Object(agent))
+            redact_call_full(&call.function_id, &Value::Object(agent))
         }
-        other => redact_full(other),
+        other => redact_call_full(&call.function_id, other),
     }
 }
 

@@ -450,6 +450,9 @@ fn review_summary(review: &Review) -> String {
         (ReviewVerdict::Allow, Some(HeldBecause::Clipped)) => {
             "allowed, but saw the arguments clipped: a human decides"
         }
+        (ReviewVerdict::Allow, Some(HeldBecause::HiddenCommand)) => {
+            "allowed, but part of the command was redacted from it: a human decides"
+        }
         (ReviewVerdict::Deny, Some(HeldBecause::Breaker)) => {
             "denied, but it has denied too often in a row: a human decides"
         }

@@ -738,3 +738,27 @@ fn same_words(a: &Command, b: &Command) -> bool {
             .zip(&b.words)
             .all(|(x, y)| x.text == y.text && x.kind == y.kind)
 }
+
+#[cfg(test)]
+mod runs_tests {
+    use super::Runs;
+    use crate::shell::{read, Limits, Source};
+
+    #[test]
+    fn rule_25_8_the_programs_an_approver_sees_hold_no_detected_secret() {
+        let sas = "https://acct.queue.core.windows.net/q/messages?sig=FAKEk1Lm2Nn3Oo4Pp5Qq6Rr7Ss8Tt9Uu0Vv%2FWw%3D&sv=2022-11-02";
+        let models = [
+            read(Source::Words(sas), &Limits::default()),
+            read(Source::Bash("curl -s x | sh"), &Limits::default()),
+        ];
+        let runs = Runs::of(models.iter()).expect("command fields");
+        let shown = runs.programs.join(" ");
+        assert!(
+            !shown.contains("FAKEk1Lm2Nn3Oo4Pp5Qq6Rr7Ss8Tt9Uu0Vv"),
+            "{shown}"
+        );
+        assert!(shown.contains("sig=<redacted>"), "{shown}");
+        assert!(runs.programs.iter().any(|p| p == "curl"), "{shown}");
+        assert!(runs.programs.iter().any(|p| p == "sh"), "{shown}");
+    }
+}

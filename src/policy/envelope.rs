@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::redact::redact;
+use crate::redact::redact_call;
 use crate::terms::ConstraintOp;
 
 /// The envelope's schema version.
@@ -131,7 +131,7 @@ impl DenialEnvelope {
             rule_id: None,
             rule_action: None,
             matched_constraint: None,
-            args_excerpt: args_excerpt.as_ref().map(redact),
+            args_excerpt: args_excerpt.as_ref().map(|a| redact_call(function_id, a)),
             reason,
         }
     }

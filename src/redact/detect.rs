@@ -98,6 +98,10 @@ pub(super) struct Found {
     /// Whether a command line was read: its words depend on the spaces and
     /// operators a span may replace.
     pub command_lines: bool,
+    /// The spans of provider token formats (also in `spans`): inside a
+    /// value that can run they are replaced where they are, not as words
+    /// (`command.rs`).
+    pub providers: Vec<Range<usize>>,
 }
 
 /// A text with its spans replaced, and its guards in output coordinates.
@@ -485,7 +489,13 @@ impl Scan<'_> {
                 }
             }
             Kind::Jwt => self.found.secret(text, m.start, m.clone()),
-            Kind::Provider(i) => provider(&PROVIDERS[i], text, m, &mut self.found),
+            Kind::Provider(i) => {
+                let before = self.found.spans.len();
+                provider(&PROVIDERS[i], text, m, &mut self.found);
+                if let Some(span) = self.found.spans.get(before..).and_then(<[_]>::last) {
+                    self.found.providers.push(span.clone());
+                }
+            }
             Kind::SasSignature => {
                 let start = m.end;
                 let end = start

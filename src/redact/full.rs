@@ -54,31 +54,50 @@ pub struct Full {
     pub value: Value,
     /// Whether anything of the arguments is missing from `value`.
     pub clipped: bool,
+    /// Whether redaction hid anything inside a command field (contract
+    /// §25.8): the reviewer never allows such a call. Not stored: the
+    /// reviewer reads it when it redacts the call itself.
+    #[serde(skip)]
+    pub hidden_command: bool,
 }
 
 /// The whole redacted arguments (see the module docs).
 pub fn redact_full(value: &Value) -> Full {
+    redact_full_of("", value)
+}
+
+/// The whole redacted arguments of a call to `function_id`: inside a value
+/// that can run, whole words are hidden (contract §25.8, `command.rs`).
+pub fn redact_call_full(function_id: &str, value: &Value) -> Full {
+    redact_full_of(function_id, value)
+}
+
+fn redact_full_of(function_id: &str, value: &Value) -> Full {
     #[cfg(test)]
     super::calls::count();
-    let mut walk = Walk::new(Limit::Bytes(FULL_ARGUMENTS_CAP), None, None);
+    let mut walk = Walk::new(Limit::Bytes(FULL_ARGUMENTS_CAP), None, None).of_call(function_id);
     let whole = walk.run(value);
+    let hidden_command = walk.hidden_command;
     let size = json_len(&whole);
     if size <= FULL_ARGUMENTS_CAP {
         return Full {
             value: whole,
             clipped: walk.clipped,
+            hidden_command,
         };
     }
     let mut lengths = Vec::new();
     string_lengths(&whole, &mut lengths);
     if let Some(level) = level_that_fits(size, &lengths) {
         let out = Walk::new(Limit::Bytes(level), None, None)
+            .of_call(function_id)
             .over_redacted()
             .run(&whole);
         if json_len(&out) <= FULL_ARGUMENTS_CAP {
             return Full {
                 value: out,
                 clipped: true,
+                hidden_command,
             };
         }
     }
@@ -86,12 +105,15 @@ pub fn redact_full(value: &Value) -> Full {
     let room = MAX_OUTPUT_BYTES - OUTPUT_BUDGET;
     let mut budget = FULL_ARGUMENTS_CAP - room;
     loop {
-        let out = Walk::new(Limit::Chars(MAX_STRING_CHARS), None, Some(budget)).run(&whole);
+        let out = Walk::new(Limit::Chars(MAX_STRING_CHARS), None, Some(budget))
+            .of_call(function_id)
+            .run(&whole);
         // Always true by that bound; halving is a guard that ends at 0.
         if json_len(&out) <= FULL_ARGUMENTS_CAP || budget == 0 {
             return Full {
                 value: out,
                 clipped: true,
+                hidden_command,
             };
         }
         budget /= 2;

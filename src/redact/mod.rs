@@ -7,7 +7,14 @@
 //! Three ways in: [`redact`] makes the *excerpt* (bounded, every record,
 //! event and envelope carries it), [`redact_full`] the *whole form* (every
 //! string whole, capped at [`FULL_ARGUMENTS_CAP`] bytes with the cap stated;
-//! `full.rs`), [`redact_text`] any free text.
+//! `full.rs`), [`redact_text`] any free text. A call's arguments go through
+//! [`redact_call`] and [`redact_call_full`], the same with the call's
+//! function id: inside a value that can run (a `shell::*` call's `command`
+//! and `args`, contract §25.8) only whole literal argument words are hidden
+//! — program words, substitutions and the shell's structure stay, a `-c`
+//! string is redacted inside by the same rule, an `env` value run as the
+//! program (`$TOOL`) is shown — and [`Full::hidden_command`] tells the
+//! reviewer that it did not see the whole command (`command.rs`).
 //!
 //! # What is redacted
 //!
@@ -151,6 +158,7 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 mod argv;
+mod command;
 mod detect;
 mod full;
 mod keys;
@@ -158,7 +166,7 @@ mod providers;
 mod subst;
 mod walk;
 
-pub use full::{redact_full, Full, FULL_ARGUMENTS_CAP};
+pub use full::{redact_call_full, redact_full, Full, FULL_ARGUMENTS_CAP};
 pub use keys::{is_secret_key, SECRET_NAMES};
 
 /// What a secret becomes.
@@ -202,6 +210,23 @@ pub fn redact(value: &Value) -> Value {
         Some(MAX_ENTRIES),
         Some(OUTPUT_BUDGET),
     )
+    .run(value)
+}
+
+/// The excerpt of a call's arguments: [`redact`], except that inside a
+/// value that can run — a `shell::*` call's `command` and `args` —
+/// redaction hides only whole literal argument words, never a program
+/// word, a substitution or the shell's structure (contract §25.8;
+/// `command.rs`).
+pub fn redact_call(function_id: &str, value: &Value) -> Value {
+    #[cfg(test)]
+    calls::count();
+    walk::Walk::new(
+        walk::Limit::Chars(MAX_STRING_CHARS),
+        Some(MAX_ENTRIES),
+        Some(OUTPUT_BUDGET),
+    )
+    .of_call(function_id)
     .run(value)
 }
 

@@ -3,6 +3,7 @@ use serde_json::{json, Map, Value};
 use super::walk::{mark, split_mark};
 use super::*;
 
+mod commands;
 mod corpus;
 mod full;
 mod shapes;

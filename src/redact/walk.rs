@@ -5,6 +5,7 @@
 use serde_json::{Map, Number, Value};
 
 use super::argv::{reads_secret_stdin, Argv, Secret};
+use super::command::{env_programs, is_dash_c, is_shell, providers_only, redact_command};
 use super::detect::{apply, scan};
 use super::subst::may_hold_one;
 use super::{
@@ -44,6 +45,14 @@ pub(super) struct Walk {
     /// Whether anything of the input was left out: a string cut, an entry
     /// dropped, a container too deep.
     pub clipped: bool,
+    /// The top-level object is the arguments of a call whose `command` (and
+    /// `args`) can run (contract §25.8): redacted by whole words.
+    command_call: bool,
+    /// The names of `env` a command names as its program (`$TOOL`): shown
+    /// even when secret-named, while the walk is inside `env`.
+    shown_env: Vec<String>,
+    /// Whether redaction hid anything inside a command field.
+    pub hidden_command: bool,
 }
 
 impl Walk {
@@ -55,7 +64,17 @@ impl Walk {
             redacted_input: false,
             used: 0,
             clipped: false,
+            command_call: false,
+            shown_env: Vec::new(),
+            hidden_command: false,
         }
+    }
+
+    /// A walk over the arguments of a call to `function_id`: a `shell::*`
+    /// call's `command` and `args` are redacted by whole words.
+    pub(super) fn of_call(mut self, function_id: &str) -> Walk {
+        self.command_call = function_id.starts_with("shell::");
+        self
     }
 
     /// A pass over an earlier pass's output.
@@ -168,6 +187,79 @@ impl Walk {
         Value::Array(out)
     }
 
+    /// A command string of a call that can run: whole literal argument
+    /// words hidden (`command.rs`), then clipped like any string.
+    fn command_string(&mut self, s: &str) -> String {
+        let (body, carried) = split_mark(s);
+        let redacted = redact_command(body);
+        self.hidden_command |= redacted.hidden;
+        let guards = marker_guards(&redacted.text);
+        let (out, cut) = clip(redacted.text, &guards, self.limit, 0, carried);
+        self.clipped |= cut;
+        out
+    }
+
+    /// The argv tail of a call that can run (`command` is its program):
+    /// each element is a word, hidden whole when a detector or a
+    /// secret-taking flag before it finds a secret in it; a shell's `-c`
+    /// element is redacted as a command string, and the words after it
+    /// (its positional words, which can be programs) keep only the
+    /// provider-token rule.
+    fn command_args(&mut self, items: &[Value], command: Option<&str>) -> Value {
+        self.used += 2;
+        let shell = command.is_some_and(is_shell);
+        let mut argv = command.map(Argv::after_command).unwrap_or_default();
+        let mut out = Vec::with_capacity(items.len().min(self.entries.unwrap_or(256)) + 1);
+        let mut after_dash_c = false;
+        let mut positional = false;
+        for item in items {
+            if self.full(out.len()) {
+                break;
+            }
+            self.used += 1;
+            let Value::String(s) = item else {
+                argv.next(None);
+                after_dash_c = false;
+                out.push(self.value(item, 2, false, None));
+                continue;
+            };
+            let (body, carried) = split_mark(s);
+            let text = if positional {
+                argv.next(Some(body));
+                providers_only(body)
+            } else if after_dash_c {
+                argv.next(Some(body));
+                positional = true;
+                let redacted = redact_command(body);
+                self.hidden_command |= redacted.hidden;
+                redacted.text
+            } else {
+                let (plain, _) = redact_string(body, Limit::Bytes(usize::MAX / 4), None);
+                let part = argv.next(Some(&plain));
+                let (whole, _) = redact_string(body, Limit::Bytes(usize::MAX / 4), part);
+                if whole != body {
+                    self.hidden_command = true;
+                    REDACTED.to_owned()
+                } else {
+                    body.to_owned()
+                }
+            };
+            after_dash_c = shell && is_dash_c(s);
+            let guards = marker_guards(&text);
+            let (text, cut) = clip(text, &guards, self.limit, 0, carried);
+            self.clipped |= cut;
+            out.push(self.string_out(text));
+        }
+        let dropped = (items.len() - out.len()) as u64;
+        self.clipped |= dropped > 0;
+        if dropped > 0 {
+            let marker = format!("<+{dropped} more>");
+            self.used += 1 + string_cost(&marker);
+            out.push(Value::String(marker));
+        }
+        Value::Array(out)
+    }
+
     fn object(&mut self, map: &Map<String, Value>, depth: usize, secret: bool) -> Value {
         self.used += 2;
         // A marker from an earlier pass: carried over, not counted as an entry.
@@ -198,15 +290,36 @@ impl Walk {
                 continue;
             }
             self.used += 2 + string_cost(&out_key);
+            let shown = depth == 1 && self.shown_env.iter().any(|n| n == key);
             let value_secret = secret
-                || is_secret_key(key)
+                || (is_secret_key(key) && !shown)
                 || (secret_pair && key.eq_ignore_ascii_case("value"))
                 || (secret_stdin && key.eq_ignore_ascii_case("stdin"));
             let argv = match value {
                 Value::Array(_) => command.map(Argv::after_command),
                 _ => None,
             };
-            let out_value = self.value(value, depth + 1, value_secret, argv);
+            let runs = depth == 0 && self.command_call && !value_secret;
+            let out_value = match (key.as_str(), value) {
+                ("command", Value::String(s)) if runs => {
+                    let out = self.command_string(s);
+                    self.string_out(out)
+                }
+                ("args", Value::Array(items)) if runs && depth + 1 < MAX_DEPTH => {
+                    self.command_args(items, command)
+                }
+                ("env", Value::Object(_)) if runs => {
+                    self.shown_env = map
+                        .get("command")
+                        .and_then(Value::as_str)
+                        .map(env_programs)
+                        .unwrap_or_default();
+                    let out = self.value(value, depth + 1, value_secret, argv);
+                    self.shown_env.clear();
+                    out
+                }
+                _ => self.value(value, depth + 1, value_secret, argv),
+            };
             out.insert(out_key, out_value);
         }
         let dropped = ((total - consumed) as u64).saturating_add(collisions);
@@ -222,6 +335,14 @@ impl Walk {
         }
         Value::Object(out)
     }
+}
+
+/// The ranges of the `<redacted>` markers of `text`: a clip never cuts
+/// into one.
+fn marker_guards(text: &str) -> Vec<std::ops::Range<usize>> {
+    text.match_indices(REDACTED)
+        .map(|(at, m)| at..at + m.len())
+        .collect()
 }
 
 /// Whether `map` is a `{name, value}` / `{key, value}` pair (HAR and

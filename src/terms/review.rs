@@ -67,6 +67,10 @@ pub enum HeldBecause {
     /// The session's circuit breaker is open: the reviewer denied too
     /// often, so its denials go to a human until one decides.
     Breaker,
+    /// Redaction hid part of a command the call runs (contract §25.8): an
+    /// `allow` of a command the reviewer did not see whole is a human's
+    /// call.
+    HiddenCommand,
 }
 
 /// A review, as a held call's record and `pending-created` carry it.

@@ -534,3 +534,50 @@ async fn rule_22_the_link_page_shows_the_approver_what_the_reviewer_said() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn rule_25_8_a_command_with_a_hidden_word_is_never_allowed_by_the_reviewer() {
+    on_each_engine("rule_25_8_hidden_command", |engine| async move {
+        let (scene, reviewer) =
+            reviewed_scene(engine, Answer::Allow, json!(["!approval::*"]), json!({})).await;
+        let created = scene
+            .sink("hidden-created", "approval::pending-created", json!({}))
+            .await;
+        let out = scene
+            .harness
+            .call(spec(
+                "s1",
+                "c_hidden",
+                "shell::exec",
+                json!({"command": "PGPASSWORD= psql -h db && mysql -pSECRETpass1 db"}),
+            ))
+            .await;
+        assert!(out.is_held(), "{out:?}");
+        // The reviewer saw the programs and not the secret word, and allowed.
+        let asked = reviewer.reviews_of("c_hidden");
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        let command = asked[0]["arguments"]["command"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(!command.contains("SECRETpass1"), "{command}");
+        assert!(
+            command.contains("psql -h db && mysql <redacted> db"),
+            "{command}"
+        );
+        let held = record(&scene, "s1", "c_hidden").await;
+        assert_eq!(held["review"]["verdict"], "allow", "{held}");
+        assert_eq!(held["review"]["held_because"], "hidden_command", "{held}");
+        // The approver's excerpt keeps every program word.
+        let events = created.wait_for(1, WAIT).await;
+        let excerpt = events[0]["arguments_excerpt"]["command"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(!excerpt.contains("SECRETpass1"), "{excerpt}");
+        assert!(
+            excerpt.contains("psql -h db && mysql <redacted> db"),
+            "{excerpt}"
+        );
+    })
+    .await;
+}

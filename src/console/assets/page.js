@@ -1036,7 +1036,9 @@ async function listAll(host, query) {
 
 function reviewSummary(review) {
   const said = {
-    allow: review.held_because === "clipped" ? "allowed, but saw the arguments clipped: a human decides" : "allowed",
+    allow: review.held_because === "clipped" ? "allowed, but saw the arguments clipped: a human decides"
+      : review.held_because === "hidden_command" ? "allowed, but part of the command was redacted from it: a human decides"
+      : "allowed",
     deny: review.held_because === "breaker" ? "denied, but it has denied too often in a row: a human decides" : "denied",
     escalate: "asked for a human",
     error: "could not be asked (error): a human decides",

@@ -232,6 +232,35 @@ fn benign_look_alikes_pass_unchanged() {
     }
 }
 
+#[test]
+fn rule_25_8_no_corpus_secret_survives_in_a_shell_command_and_look_alikes_stay() {
+    for shape in &CORPUS.secrets {
+        let text = Value::String(shape.text.clone());
+        for (place, input) in [
+            ("command", json!({"command": text})),
+            (
+                "command in a list",
+                json!({"command": format!("cd /srv && {}", shape.text)}),
+            ),
+            ("args", json!({"command": "tool", "args": ["-x", text]})),
+        ] {
+            let out = redact_call("shell::exec", &input);
+            assert_eq!(leak_in(&out, shape), None, "{place}: {out}");
+            let full = redact_call_full("shell::exec", &input);
+            assert_eq!(leak_in(&full.value, shape), None, "{place}: whole form");
+            assert!(full.hidden_command, "{}: {place}", shape.name);
+        }
+    }
+    for text in &CORPUS.benign {
+        let value = json!({"command": text, "args": [text]});
+        assert_eq!(redact_call("shell::exec", &value), value, "{text}");
+        assert!(
+            !redact_call_full("shell::exec", &value).hidden_command,
+            "{text}"
+        );
+    }
+}
+
 // ---- properties ----
 
 fn shape_index() -> impl Strategy<Value = usize> {
