@@ -2,6 +2,7 @@
 //! entry so the console renders a form and the engine rejects bad values
 //! before they are stored.
 
+use schemars::JsonSchema;
 use serde_json::{json, Value};
 
 use super::check::MAX_SAFE_INTEGER;
@@ -17,18 +18,15 @@ use super::{
 };
 use crate::link_token::token::MIN_SECRET_CHARS;
 use crate::policy::MIN_DEADLINE_MS;
+use crate::terms::ArgConstraint;
 
 /// The JSON schema (draft-07) registered with the entry: titles, descriptions,
 /// defaults and an example so the console renders a form; unknown keys rejected.
 pub fn schema() -> Value {
     let mode = json!({"type": "string", "enum": ["manual", "auto", "full"]});
-    let constraint = json!({
-        "oneOf": [
-            {"type": "object", "additionalProperties": false, "required": ["equals"], "properties": {"equals": {"description": "Type-strict JSON equality; a missing field is null."}}},
-            {"type": "object", "additionalProperties": false, "required": ["matches"], "properties": {"matches": {"description": "Unanchored regular expression; strings only.", "type": "string"}}},
-            {"type": "object", "additionalProperties": false, "required": ["prefix"], "properties": {"prefix": {"description": "The string value starts with this text (no regex, case-sensitive); strings only.", "type": "string"}}}
-        ]
-    });
+    // The constraint's schema and wording are the type's own
+    // (`terms::constraint_docs`), as in the settings RPCs' schemas.
+    let constraint = constraint_schema();
     let probe = json!({
         "title": "Example call",
         "type": "object",
@@ -346,3 +344,13 @@ pub fn schema() -> Value {
         }]
     })
 }
+
+/// [`ArgConstraint`]'s schema as JSON: one object per operator, described
+/// with the words of `terms::constraint_docs`.
+fn constraint_schema() -> Value {
+    let mut generator = schemars::gen::SchemaSettings::draft07().into_generator();
+    serde_json::to_value(ArgConstraint::json_schema(&mut generator)).unwrap_or(Value::Bool(true))
+}
+
+#[cfg(test)]
+mod tests;
