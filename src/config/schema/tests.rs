@@ -222,3 +222,35 @@ fn rule_25_1_the_schema_words_constraints_as_the_type_does() {
     }
     assert!(!text.contains("starts with this text"));
 }
+
+#[test]
+fn rule_26_2_the_derived_sections_state_the_limits_the_worker_checks() {
+    let schema = schema();
+    let reviewer = &schema["properties"]["reviewer"]["properties"];
+    assert_eq!(
+        reviewer["max_denials_per_50"]["maximum"].as_f64(),
+        Some(f64::from(crate::config::BREAKER_WINDOW))
+    );
+    let ceiling = crate::config::REVIEWER_TIMEOUT_CEILING_MS;
+    assert!(
+        reviewer["timeout_ms"]["description"]
+            .as_str()
+            .is_some_and(|d| d.contains(&format!("clamped to {ceiling} "))),
+        "{}",
+        reviewer["timeout_ms"]
+    );
+    let links = &schema["properties"]["links"]["properties"];
+    assert_eq!(
+        links["secret"]["minLength"].as_u64(),
+        Some(crate::link_token::token::MIN_SECRET_CHARS as u64)
+    );
+    for section in ["links", "reviewer", "decision_log"] {
+        let s = &schema["properties"][section];
+        assert_eq!(s["type"], json!(["object", "null"]), "{section}");
+        assert_eq!(s["additionalProperties"], json!(false), "{section}");
+        assert!(
+            s["title"].is_string() && s["examples"].is_array(),
+            "{section}"
+        );
+    }
+}
