@@ -13,6 +13,7 @@
 //! `<redacted>`, and a value of the wrong shape is refused without echoing
 //! it (serde's own messages quote the offending string).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
@@ -42,19 +43,52 @@ impl std::fmt::Debug for Secret {
     }
 }
 
-/// `links`: approval links and the inbox page.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `links`: approval links and the inbox page. Its configuration schema is
+/// derived from here: the attributes give what an operator reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LinksConfig {
     /// Signs every link (HMAC-SHA256); at least 32 characters. Rotating it
     /// voids every outstanding link.
+    #[schemars(
+        with = "String",
+        title = "Link secret",
+        description = "Signs every link (HMAC-SHA256); at least 32 characters. Write ${APPROVAL_LINK_SECRET} so the value comes from the environment. Changing it voids every outstanding link.",
+        length(min = 32),
+        example = "example_secret"
+    )]
     pub secret: Secret,
     /// The URL the engine's HTTP port is reached at, as a browser sees it
     /// (`https://gate.example`, or with a path prefix a proxy strips).
+    #[schemars(
+        title = "Public base URL",
+        description = "Where a browser reaches the engine's HTTP port (scheme, host, port, optional path prefix). Decisions are accepted only from this origin.",
+        regex(pattern = "^[Hh][Tt][Tt][Pp][Ss]?://"),
+        example = "example_base_url"
+    )]
     pub public_base_url: String,
     /// The bearer token of `GET /approvals`; without it the inbox page is 404.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        with = "String",
+        title = "Inbox token",
+        description = "Bearer token of GET /approvals, the list of held calls; at least 32 characters, like the secret (a shorter one keeps the page off and is reported). Write ${APPROVAL_INBOX_TOKEN} so the value comes from the environment. Without it that page answers 404.",
+        length(min = 1),
+        example = "example_inbox_token"
+    )]
     pub inbox_token: Option<Secret>,
+}
+
+fn example_secret() -> &'static str {
+    "${APPROVAL_LINK_SECRET}"
+}
+
+fn example_base_url() -> &'static str {
+    "https://approvals.example.com"
+}
+
+fn example_inbox_token() -> &'static str {
+    "${APPROVAL_INBOX_TOKEN}"
 }
 
 impl LinksConfig {

@@ -23,6 +23,7 @@ mod seed;
 
 use std::sync::Arc;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
@@ -96,14 +97,28 @@ pub(crate) const DEFAULT_PROTECTED_PATH_FUNCTIONS: [&str; 3] = ["shell::*", "cod
 
 /// `decision_log`: where one record per gate verdict and per removal goes
 /// (`architecture/contract.md` § Provenance and typed outcomes).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionLogConfig {
     /// The function that receives each record (void calls).
+    #[schemars(
+        title = "Log function",
+        length(min = 1),
+        example = "example_log_function"
+    )]
     pub function_id: String,
     /// Records waiting to be sent at most; past it the oldest is dropped.
     #[serde(default = "default_decision_log_queue")]
+    #[schemars(title = "Queue size", range(min = 1), example = "example_queue")]
     pub queue: usize,
+}
+
+fn example_log_function() -> &'static str {
+    "audit::approval-decision"
+}
+
+fn example_queue() -> usize {
+    DEFAULT_DECISION_LOG_QUEUE
 }
 
 fn default_decision_log_queue() -> usize {

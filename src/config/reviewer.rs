@@ -11,6 +11,7 @@
 //!   "max_denials_per_50": 10 }           // … or among a session's last 50 reviews
 //! ```
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
@@ -33,27 +34,57 @@ pub(super) const MIN_REVIEWER_TIMEOUT_MS: u64 = 1;
 pub(crate) const BREAKER_WINDOW: u32 = 50;
 
 /// `reviewer`: an automated reviewer asked about calls that would
-/// otherwise wait for a human by default.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// otherwise wait for a human by default. Its configuration schema is
+/// derived from here: the attributes give what an operator reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReviewerConfig {
     /// The function the gate calls with each review.
+    #[schemars(
+        title = "Reviewer function",
+        description = "The function the gate calls with {session_id, turn_id, function_call_id, function_id, arguments, clipped, session, mode, recent}; it answers {verdict: allow|deny|escalate, rationale, risk?}.",
+        length(min = 1),
+        regex(pattern = r"^\S(.*\S)?$"),
+        example = "example_function_id"
+    )]
     pub function_id: String,
     /// The session modes reviewed.
     #[serde(default = "default_modes")]
+    #[schemars(
+        title = "Reviewed modes",
+        description = "Sessions in these modes are reviewed."
+    )]
     pub modes: Vec<Mode>,
     /// How long the gate waits for the reviewer (clamped, see
     /// [`ReviewerConfig::timeout`]).
     #[serde(default = "default_timeout_ms")]
+    #[schemars(
+        title = "Reviewer timeout (ms)",
+        description = "How long the gate waits for the reviewer; clamped to 3000 (the hook budget less 1000 ms, kept to record the hold). No answer in time holds the call for a human.",
+        range(min = 1)
+    )]
     pub timeout_ms: u64,
     /// The breaker opens after this many reviewer denials in a row in a
     /// session (0: every denial goes to a human).
     #[serde(default = "default_consecutive")]
+    #[schemars(
+        title = "Denials in a row before a human",
+        description = "After this many reviewer denials in a row in a session, its denials hold the call for a human until a human decides a call of the session (0: every denial goes to a human)."
+    )]
     pub max_consecutive_denials: u32,
     /// … or after this many among the session's last 50 reviews
     /// (0: every denial goes to a human).
     #[serde(default = "default_per_50")]
+    #[schemars(
+        title = "Denials per 50 reviews before a human",
+        description = "After this many reviewer denials among a session's last 50 reviews, its denials hold the call for a human until a human decides a call of the session (0: every denial goes to a human).",
+        range(max = 50)
+    )]
     pub max_denials_per_50: u32,
+}
+
+fn example_function_id() -> &'static str {
+    "review::call"
 }
 
 fn default_modes() -> Vec<Mode> {

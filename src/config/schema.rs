@@ -1,34 +1,30 @@
 //! The configuration entry's JSON schema (draft-07), registered with the
 //! entry so the console renders a form and the engine rejects bad values
-//! before they are stored.
+//! before they are stored. The argument constraint and the `links`,
+//! `reviewer` and `decision_log` sections are derived from their types
+//! (schemars, subschemas inlined as for the function schemas); the rest is
+//! still written here.
 
+use schemars::JsonSchema;
 use serde_json::{json, Value};
 
 use super::check::MAX_SAFE_INTEGER;
-use super::reviewer::{
-    DEFAULT_MAX_CONSECUTIVE_DENIALS, DEFAULT_MAX_DENIALS_PER_50, DEFAULT_REVIEWER_TIMEOUT_MS,
-    MIN_REVIEWER_TIMEOUT_MS, REVIEWER_TIMEOUT_CEILING_MS,
-};
 use super::{
-    BREAKER_WINDOW, DEFAULT_BINDING_CHECK_INTERVAL_MS, DEFAULT_DECISION_LOG_QUEUE,
+    DecisionLogConfig, LinksConfig, ReviewerConfig, DEFAULT_BINDING_CHECK_INTERVAL_MS,
     DEFAULT_EDIT_TTL_MAX_MS, DEFAULT_GATE_PRIORITY, DEFAULT_GRANT_REASK_LIMIT,
     DEFAULT_PROTECTED_PATHS, DEFAULT_PROTECTED_PATH_FUNCTIONS, DEFAULT_RELEASE_TIMEOUT_MS,
     DEFAULT_RESOLVE_WAIT_MS, DEFAULT_SUGGEST_PREFIXES,
 };
-use crate::link_token::token::MIN_SECRET_CHARS;
 use crate::policy::MIN_DEADLINE_MS;
+use crate::terms::ArgConstraint;
 
 /// The JSON schema (draft-07) registered with the entry: titles, descriptions,
 /// defaults and an example so the console renders a form; unknown keys rejected.
 pub fn schema() -> Value {
     let mode = json!({"type": "string", "enum": ["manual", "auto", "full"]});
-    let constraint = json!({
-        "oneOf": [
-            {"type": "object", "additionalProperties": false, "required": ["equals"], "properties": {"equals": {"description": "Type-strict JSON equality; a missing field is null."}}},
-            {"type": "object", "additionalProperties": false, "required": ["matches"], "properties": {"matches": {"description": "Unanchored regular expression; strings only.", "type": "string"}}},
-            {"type": "object", "additionalProperties": false, "required": ["prefix"], "properties": {"prefix": {"description": "The string value starts with this text (no regex, case-sensitive); strings only.", "type": "string"}}}
-        ]
-    });
+    // The constraint's schema and wording are the type's own
+    // (`terms::constraint_docs`), as in the settings RPCs' schemas.
+    let constraint = constraint_schema();
     let probe = json!({
         "title": "Example call",
         "type": "object",
@@ -172,112 +168,21 @@ pub fn schema() -> Value {
                 "default": DEFAULT_RESOLVE_WAIT_MS,
                 "examples": [8000]
             },
-            "links": {
-                "title": "Approval links",
-                "description": "A signed link per held call, served through the engine's HTTP worker (iii-http) at <public_base_url>/approvals/<token>, where a human decides the call in a browser; records and pending-created events carry it as approval_url. Null: off. Also set the iii-http worker's cors.allowed_origins to the base URL's origin.",
-                "type": ["object", "null"],
-                "default": null,
-                "additionalProperties": false,
-                "required": ["secret", "public_base_url"],
-                "properties": {
-                    "secret": {
-                        "title": "Link secret",
-                        "description": "Signs every link (HMAC-SHA256); at least 32 characters. Write ${APPROVAL_LINK_SECRET} so the value comes from the environment. Changing it voids every outstanding link.",
-                        "type": "string",
-                        "minLength": MIN_SECRET_CHARS,
-                        "examples": ["${APPROVAL_LINK_SECRET}"]
-                    },
-                    "public_base_url": {
-                        "title": "Public base URL",
-                        "description": "Where a browser reaches the engine's HTTP port (scheme, host, port, optional path prefix). Decisions are accepted only from this origin.",
-                        "type": "string",
-                        "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://",
-                        "examples": ["https://approvals.example.com"]
-                    },
-                    "inbox_token": {
-                        "title": "Inbox token",
-                        "description": "Bearer token of GET /approvals, the list of held calls; at least 32 characters, like the secret (a shorter one keeps the page off and is reported). Write ${APPROVAL_INBOX_TOKEN} so the value comes from the environment. Without it that page answers 404.",
-                        "type": "string",
-                        "minLength": 1,
-                        "examples": ["${APPROVAL_INBOX_TOKEN}"]
-                    }
-                },
-                "examples": [{"secret": "${APPROVAL_LINK_SECRET}", "public_base_url": "https://approvals.example.com"}]
-            },
-            "reviewer": {
-                "title": "Reviewer",
-                "description": "An automated reviewer asked about calls that would otherwise wait for a human only because no rule decided them (the default hold), in the listed modes. Never asked about an ask rule, a human-only function, a denied call or while the gate is in lockdown. Its allow lets the call run (unless the arguments it saw were clipped); its deny refuses it, led 'Denied by the reviewer:'; anything else (escalate, an error, a timeout, a malformed answer) holds the call for a human, and the record carries the review. Only a human may call the reviewer's function. Null: off.",
-                "type": ["object", "null"],
-                "default": null,
-                "additionalProperties": false,
-                "required": ["function_id"],
-                "properties": {
-                    "function_id": {
-                        "title": "Reviewer function",
-                        "description": "The function the gate calls with {session_id, turn_id, function_call_id, function_id, arguments, clipped, session, mode, recent}; it answers {verdict: allow|deny|escalate, rationale, risk?}.",
-                        "type": "string",
-                        "minLength": 1,
-                        "pattern": "^\\S(.*\\S)?$",
-                        "examples": ["review::call"]
-                    },
-                    "modes": {
-                        "title": "Reviewed modes",
-                        "description": "Sessions in these modes are reviewed.",
-                        "type": "array",
-                        "items": mode,
-                        "default": ["auto"]
-                    },
-                    "timeout_ms": {
-                        "title": "Reviewer timeout (ms)",
-                        "description": format!("How long the gate waits for the reviewer; clamped to {REVIEWER_TIMEOUT_CEILING_MS} (the hook budget less 1000 ms, kept to record the hold). No answer in time holds the call for a human."),
-                        "type": "integer",
-                        "minimum": MIN_REVIEWER_TIMEOUT_MS,
-                        "default": DEFAULT_REVIEWER_TIMEOUT_MS
-                    },
-                    "max_consecutive_denials": {
-                        "title": "Denials in a row before a human",
-                        "description": "After this many reviewer denials in a row in a session, its denials hold the call for a human until a human decides a call of the session (0: every denial goes to a human).",
-                        "type": "integer",
-                        "minimum": 0,
-                        "default": DEFAULT_MAX_CONSECUTIVE_DENIALS
-                    },
-                    "max_denials_per_50": {
-                        "title": "Denials per 50 reviews before a human",
-                        "description": "After this many reviewer denials among a session's last 50 reviews, its denials hold the call for a human until a human decides a call of the session (0: every denial goes to a human).",
-                        "type": "integer",
-                        "minimum": 0,
-                        "maximum": BREAKER_WINDOW,
-                        "default": DEFAULT_MAX_DENIALS_PER_50
-                    }
-                },
-                "examples": [{"function_id": "review::call", "modes": ["auto"], "timeout_ms": 2000}]
-            },
-            "decision_log": {
-                "title": "Decision log",
-                "description": "Send one record {decision, rule_id?, decided_by, session_id, function_call_id, function_id, at} per gate verdict (continue, deny, hold) and per held call that leaves the inbox to this function, fire-and-forget, from a queue of its own: the gate never waits for it. Ids only, no arguments, every string redacted. A full queue drops its oldest record (counted in approval::health). The function becomes a human-only target. Null: off.",
-                "type": ["object", "null"],
-                "default": null,
-                "additionalProperties": false,
-                "required": ["function_id"],
-                "properties": {
-                    "function_id": {
-                        "title": "Log function",
-                        "description": "The function that receives each record (void calls).",
-                        "type": "string",
-                        "minLength": 1,
-                        "examples": ["audit::approval-decision"]
-                    },
-                    "queue": {
-                        "title": "Queue size",
-                        "description": "Records waiting to be sent at most; past it the oldest is dropped.",
-                        "type": "integer",
-                        "minimum": 1,
-                        "default": DEFAULT_DECISION_LOG_QUEUE,
-                        "examples": [10000]
-                    }
-                },
-                "examples": [{"function_id": "audit::approval-decision"}]
-            },
+            "links": section::<LinksConfig>(
+                "Approval links",
+                "A signed link per held call, served through the engine's HTTP worker (iii-http) at <public_base_url>/approvals/<token>, where a human decides the call in a browser; records and pending-created events carry it as approval_url. Null: off. Also set the iii-http worker's cors.allowed_origins to the base URL's origin.",
+                json!({"secret": "${APPROVAL_LINK_SECRET}", "public_base_url": "https://approvals.example.com"}),
+            ),
+            "reviewer": section::<ReviewerConfig>(
+                "Reviewer",
+                "An automated reviewer asked about calls that would otherwise wait for a human only because no rule decided them (the default hold), in the listed modes. Never asked about an ask rule, a human-only function, a denied call or while the gate is in lockdown. Its allow lets the call run (unless the arguments it saw were clipped); its deny refuses it, led 'Denied by the reviewer:'; anything else (escalate, an error, a timeout, a malformed answer) holds the call for a human, and the record carries the review. Only a human may call the reviewer's function. Null: off.",
+                json!({"function_id": "review::call", "modes": ["auto"], "timeout_ms": 2000}),
+            ),
+            "decision_log": section::<DecisionLogConfig>(
+                "Decision log",
+                "Send one record {decision, rule_id?, decided_by, session_id, function_call_id, function_id, at} per gate verdict (continue, deny, hold) and per held call that leaves the inbox to this function, fire-and-forget, from a queue of its own: the gate never waits for it. Ids only, no arguments, every string redacted. A full queue drops its oldest record (counted in approval::health). The function becomes a human-only target. Null: off.",
+                json!({"function_id": "audit::approval-decision"}),
+            ),
             "pending_timeout_ms": {
                 "title": "Pending timeout (ms)",
                 "description": "Deny a held call that no one answered within this many milliseconds: the agent is told no one approved it in time, and approval::pending-resolved reports outcome timeout. null: held calls wait until a human answers or their turn ends. Applies to calls held after the change; an ask rule's own timeout_ms wins.",
@@ -346,3 +251,36 @@ pub fn schema() -> Value {
         }]
     })
 }
+
+/// `T`'s derived schema (draft-07, subschemas inlined, as the function
+/// schemas are made) as JSON.
+fn derived<T: JsonSchema>() -> Value {
+    let mut generator = schemars::gen::SchemaSettings::draft07()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator();
+    serde_json::to_value(generator.subschema_for::<T>()).unwrap_or(Value::Bool(true))
+}
+
+/// An optional section of the entry: `T`'s derived object, or null (off,
+/// the default), with the section's title, description and an example.
+fn section<T: JsonSchema>(title: &str, description: &str, example: Value) -> Value {
+    let mut schema = derived::<T>();
+    if let Value::Object(map) = &mut schema {
+        map.insert("title".into(), json!(title));
+        map.insert("description".into(), json!(description));
+        map.insert("type".into(), json!(["object", "null"]));
+        map.insert("default".into(), Value::Null);
+        map.insert("examples".into(), json!([example]));
+    }
+    schema
+}
+
+/// [`ArgConstraint`]'s schema as JSON: one object per operator, described
+/// with the words of `terms::constraint_docs`.
+fn constraint_schema() -> Value {
+    let mut generator = schemars::gen::SchemaSettings::draft07().into_generator();
+    serde_json::to_value(ArgConstraint::json_schema(&mut generator)).unwrap_or(Value::Bool(true))
+}
+
+#[cfg(test)]
+mod tests;
