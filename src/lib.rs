@@ -96,8 +96,8 @@ pub use policy::{
     builtin_guard, decide, decide_with, default_rules, is_guarded_scope, is_human_only, Basis,
     Call, CompiledRules, CompiledSettings, DecideOptions, Decision, DenialEnvelope, Family,
     GrantRef, Guard, Outcome, Probe, RuleAction, RuleError, RuleExamples, RuleObject,
-    RulePrecedence, RuleSpec, Step, TraceStep, Verdict, HUMAN_ONLY_RULE, LOCKDOWN_RULE,
-    MIN_DEADLINE_MS,
+    RulePrecedence, RuleSpec, Step, TraceStep, Verdict, HARNESS_ASK, HUMAN_ONLY_RULE,
+    IMPLICIT_ASK_RULE, LOCKDOWN_RULE, MIN_DEADLINE_MS,
 };
 pub use policy::{
     needs, suggested_prefix, CommandHit, CompileError, Needs, ReadingKind, Readings, Runs,

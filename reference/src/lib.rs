@@ -20,9 +20,10 @@
 //!   after the deny rules of `deny_ask_allow`, before the ask rules;
 //! * `first_match`: first ask rule that applies → mode `full` →
 //!   `approved_always` → (`auto` only) the seeds of the rules, then
-//!   `always_allow` → first allow or deny rule → hold;
+//!   `always_allow` → first allow or deny rule → `harness::ask` allowed by
+//!   the implicit rule → hold;
 //! * `deny_ask_allow`: first deny rule → first ask rule → mode `full` → the
-//!   grants → first allow rule → hold.
+//!   grants → first allow rule → `harness::ask` allowed → hold.
 //!
 //! Rules read arguments as their action says (deny and ask widely, allow
 //! strictly: typed constraints and command prefixes, [`args`]). An entry
@@ -104,6 +105,9 @@ pub enum Outcome {
         /// Its first constraint.
         constraint: Option<Constraint>,
     },
+    /// Nothing decided and the call is `harness::ask`: the implicit rule
+    /// after the configured ones allows it.
+    ImplicitAsk,
     /// Nothing decided.
     NoMatch,
     /// `harness::spawn` / `harness::send` asked for a root outside the
@@ -123,7 +127,8 @@ impl Outcome {
             Outcome::Full
             | Outcome::Approved { .. }
             | Outcome::Always { .. }
-            | Outcome::Seed { .. } => Verdict::Allow,
+            | Outcome::Seed { .. }
+            | Outcome::ImplicitAsk => Verdict::Allow,
             Outcome::Rule { action, .. } => match action {
                 RuleAction::Allow => Verdict::Allow,
                 RuleAction::Deny => Verdict::Deny,
@@ -177,6 +182,7 @@ pub fn outcome_of(d: &Decision<'_>) -> Outcome {
             action,
             constraint: constraint.map(|c| (c.field.to_owned(), c.operator, c.value.clone())),
         },
+        Basis::ImplicitAsk => Outcome::ImplicitAsk,
         Basis::NoMatch => Outcome::NoMatch,
         Basis::WideningRoot { .. } => Outcome::WideningRoot,
     }
@@ -540,6 +546,7 @@ impl Policy {
         };
         match self.first(lane, mode, fid, args) {
             Some(i) => self.rule_outcome(i),
+            None if fid == "harness::ask" => Outcome::ImplicitAsk,
             None => Outcome::NoMatch,
         }
     }

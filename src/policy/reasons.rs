@@ -10,7 +10,7 @@
 
 use super::args::MatchedConstraint;
 use super::commands::{self, CommandHit, Readings};
-use super::decide::{Basis, Decision, Verdict, HUMAN_ONLY_RULE, LOCKDOWN_RULE};
+use super::decide::{Basis, Decision, Verdict, HUMAN_ONLY_RULE, IMPLICIT_ASK_RULE, LOCKDOWN_RULE};
 use super::widening::WIDENING_ROOT_RULE;
 
 /// The rule id reported when a deny or ask rule is consulted on a command
@@ -27,6 +27,7 @@ impl<'r> Decision<'r> {
             Basis::HumanOnly { .. } => Some(HUMAN_ONLY_RULE),
             Basis::Lockdown => Some(LOCKDOWN_RULE),
             Basis::WideningRoot { .. } => Some(WIDENING_ROOT_RULE),
+            Basis::ImplicitAsk => Some(IMPLICIT_ASK_RULE),
             Basis::Rule {
                 command: Some(hit), ..
             }
@@ -131,6 +132,9 @@ impl<'r> Decision<'r> {
             ),
             (_, Basis::Lockdown) => {
                 "held: lockdown (no configuration has compiled yet); a human decides".to_owned()
+            }
+            (_, Basis::ImplicitAsk) => {
+                "allowed: no rule matched, and the implicit rule allows harness::ask (the model asks the user a question)".to_owned()
             }
             (_, Basis::NoMatch) => "held: no rule matched".to_owned(),
             (_, Basis::WideningRoot { widening }) => format!(

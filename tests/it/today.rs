@@ -482,3 +482,41 @@ each_generation! {
         .await;
     }
 }
+
+#[tokio::test]
+async fn rule_27_4_harness_ask_runs_by_the_implicit_rule_unless_a_configured_rule_decides() {
+    on_test_engine("today_harness_ask", |engine| async move {
+        let scene = today(engine).await;
+        scene
+            .targets
+            .add("harness::ask", Arc::new(approval_gate_testkit::targets::Echo))
+            .await;
+        let ask = |cid: &str| {
+            CallSpec::new("s_q", "t_q", cid, "harness::ask", json!({"questions": [{"question": "which branch?"}]}))
+                .with_fs_root("/w/s_q")
+        };
+        // No configured rule names it: it runs, in the default manual mode.
+        let out = scene.harness.call(ask("c1")).await;
+        assert!(!out.is_held() && out.deny_reason().is_none(), "{out:?}");
+        assert_eq!(scene.harness.target_runs("harness::ask"), 1);
+        let ev = scene
+            .ok("approval::evaluate", json!({"session_id": "s_q", "function_id": "harness::ask"}))
+            .await;
+        assert_eq!(ev["verdict"], "allow", "{ev}");
+        assert_eq!(ev["rule_id"], approval_gate::IMPLICIT_ASK_RULE, "{ev}");
+        let last = ev["trace"].as_array().and_then(|t| t.last()).cloned().unwrap_or_default();
+        assert_eq!(last["step"], "implicit_ask", "{ev}");
+        // An ask rule (any configured rule) decides before the implicit one.
+        scene
+            .ok(
+                "configuration::set",
+                json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "?harness::ask", "shell::*"]}}),
+            )
+            .await;
+        let w = scene.worker.as_ref().unwrap();
+        assert!(eventually(WAIT, || w.config().rules.len() == 3).await);
+        assert!(scene.harness.call(ask("c2")).await.is_held());
+        assert_eq!(scene.harness.target_runs("harness::ask"), 1, "the held ask did not run");
+    })
+    .await;
+}
