@@ -1,10 +1,11 @@
 //! The events the engine and the harness send the worker
 //! (`architecture/contract.md` § Bindings): a completed turn and a deleted
 //! session take their held calls out of the inbox (outcome `aborted`), with
-//! the grant watch's memory and, for a session, its settings; the harness's
-//! `ready` reconciles the inbox with what it holds; a configuration change
-//! re-reads the policy. Every record leaves through the pending store's emit
-//! gate.
+//! the grant watch's memory and, for a session, its settings; a turn event
+//! that names a session's parent is remembered for its records (§27.3); the
+//! harness's `ready` reconciles the inbox with what it holds; a
+//! configuration change re-reads the policy. Every record leaves through the
+//! pending store's emit gate.
 
 use std::sync::Arc;
 
@@ -18,7 +19,9 @@ use crate::provenance::DecidedVia;
 use crate::release::NOT_HELD;
 use crate::worker::Worker;
 
-pub(crate) use crate::bindings::{HARNESS_READY_ID, SESSION_DELETED_ID, TURN_COMPLETED_ID};
+pub(crate) use crate::bindings::{
+    HARNESS_READY_ID, SESSION_DELETED_ID, TURN_COMPLETED_ID, TURN_STARTED_ID,
+};
 
 /// How many sessions a reconcile works on at once. Kept low so the pass
 /// stays off the gate's path: with 10k held calls across 1k sessions on a
@@ -42,6 +45,64 @@ pub(crate) struct TurnCompleted {
     #[serde(default)]
     #[allow(dead_code)]
     pub status: Option<String>,
+    /// A sub-agent's turn: the call that spawned it.
+    #[serde(default)]
+    pub parent: Option<ParentLink>,
+    /// A display parent (a sub-agent without a live parent turn).
+    #[serde(default)]
+    pub parent_session_id: Option<String>,
+}
+
+/// `harness::turn-started` payload (unknown fields ignored): read only for
+/// the parent it names.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub(crate) struct TurnStarted {
+    /// The session whose turn began.
+    pub session_id: String,
+    /// The turn.
+    // Published in the schema; only the parent is read.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub turn_id: Option<String>,
+    /// A sub-agent's turn: the call that spawned it.
+    #[serde(default)]
+    pub parent: Option<ParentLink>,
+    /// A display parent (a sub-agent without a live parent turn).
+    #[serde(default)]
+    pub parent_session_id: Option<String>,
+}
+
+/// The call a sub-agent's turn was spawned from (turn events' `parent`).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub(crate) struct ParentLink {
+    /// The parent session.
+    pub session_id: String,
+    /// The parent's turn.
+    // Published in the schema; only the session is read.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub turn_id: Option<String>,
+    /// The parent's `harness::spawn` call.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub function_call_id: Option<String>,
+}
+
+/// Remembers the parent a turn event names for its session: the link's
+/// session, else the display parent.
+fn learn_parent(
+    worker: &Worker,
+    session_id: &str,
+    parent: Option<&ParentLink>,
+    display: Option<&str>,
+) {
+    let named = parent
+        .map(|p| p.session_id.as_str())
+        .or(display)
+        .filter(|p| !p.is_empty());
+    if let Some(parent) = named {
+        worker.lineage.learn(session_id, parent);
+    }
 }
 
 /// `harness::ready` payload (read as nothing).
@@ -82,6 +143,14 @@ async fn purge(worker: &Worker, keys: Vec<RecordKey>, why: DecidedVia) -> usize 
 
 /// Purges a turn's held calls and its grant-watch attempt counters.
 async fn on_turn_completed(worker: &Worker, event: TurnCompleted) -> usize {
+    if let Some(sid) = event.session_id.as_deref() {
+        learn_parent(
+            worker,
+            sid,
+            event.parent.as_ref(),
+            event.parent_session_id.as_deref(),
+        );
+    }
     let keys: Vec<RecordKey> = worker
         .pending
         .keys_of_turn(&event.turn_id)
@@ -115,6 +184,7 @@ async fn on_session_deleted(worker: &Worker, event: SessionDeleted) -> usize {
     }
     worker.folders.memory.forget_session(sid).await;
     worker.reviews.forget_session(sid);
+    worker.lineage.forget(sid);
     purged
 }
 
@@ -221,6 +291,20 @@ pub(crate) fn register(worker: &Arc<Worker>) {
         "Internal (harness::turn-completed): purges the turn's held calls (outcome aborted) and attempt counters.",
         |w, e: TurnCompleted| async move {
             on_turn_completed(&w, e).await;
+            Ok(Ack { ok: true })
+        },
+    );
+    register_typed(
+        worker,
+        TURN_STARTED_ID,
+        "Internal (harness::turn-started): remembers the parent a sub-agent's turn names, for its held calls' session_metadata.parent_session_id.",
+        |w, e: TurnStarted| async move {
+            learn_parent(
+                &w,
+                &e.session_id,
+                e.parent.as_ref(),
+                e.parent_session_id.as_deref(),
+            );
             Ok(Ack { ok: true })
         },
     );

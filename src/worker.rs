@@ -46,6 +46,8 @@ pub(crate) struct Worker {
     /// Reads command fields off the hook's thread, under a budget (the
     /// command model's containment pool).
     pub(crate) commands: crate::shell::Reader,
+    /// The parents the harness's turn events named (§27.3).
+    pub(crate) lineage: crate::hook::lineage::Lineage,
     in_flight: AtomicUsize,
 }
 
@@ -81,6 +83,7 @@ impl Worker {
             engine,
             config,
             commands: crate::shell::Reader::new(crate::shell::Limits::default()),
+            lineage: crate::hook::lineage::Lineage::default(),
             in_flight: AtomicUsize::new(0),
         })
     }

@@ -354,7 +354,8 @@ async fn hold(
         let slot = worker.reviews.slot(sid, cid);
         let answer = slot
             .get_or_init(|| async {
-                let context = record::session_context(&worker.engine, sid, budget).await;
+                let context =
+                    record::session_context(&worker.engine, &worker.lineage, sid, budget).await;
                 let answer =
                     review::review(worker, input, call, reviewer, mode, &context, deadline).await;
                 fetched = Some(context);
@@ -378,7 +379,7 @@ async fn hold(
         Some(context) => context,
         None => {
             let budget = deadline.cap(record::SESSION_BUDGET, WRITE_RESERVE);
-            record::session_context(&worker.engine, sid, budget).await
+            record::session_context(&worker.engine, &worker.lineage, sid, budget).await
         }
     };
     let mut record = record::build_record(input, call, RecordKind::Function, context);

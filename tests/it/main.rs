@@ -50,4 +50,5 @@ mod reviewer;
 mod security;
 mod simulate;
 mod standby;
+mod subagents;
 mod today;
