@@ -505,11 +505,9 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
             tokio::spawn(worker.pending.decision_log().clone().run(Box::new(move || {
                 Engine::new(decision_log_client(&url, otel))
             })));
-            // Records of calls today's harness no longer holds.
-            let reconciling = worker.clone();
-            tokio::spawn(async move {
-                crate::lifecycle::reconcile(&reconciling).await;
-            });
+            // Records of calls today's harness no longer holds (one pass
+            // with the `harness::ready` the new binding receives at once).
+            crate::lifecycle::request_reconcile(&worker);
             Ok(Running {
                 timer: Timer::start(worker.releaser.clone()),
                 log: LogConnection(worker.pending.decision_log().clone()),

@@ -7,11 +7,15 @@
 //! configuration change re-reads the policy. Every record leaves through the
 //! pending store's emit gate.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::engine::HarnessStatus;
 use crate::error::is_valid_id;
 use crate::functions::{register_shaped, register_typed, Ack};
 use crate::pending::{Purged, RecordKey, Resolution};
@@ -31,6 +35,52 @@ const RECONCILE_CONCURRENCY: usize = 2;
 /// A record younger than this is left alone by a reconcile: the harness
 /// may not have parked its call yet (twice the hooks' 5 s timeout).
 const RECONCILE_MIN_AGE_MS: u64 = 10_000;
+/// How long after a `null` `harness::status` the session is read again
+/// before its records are acted on (twice the hooks' 5 s timeout, §27.4).
+const NULL_RECHECK: Duration = Duration::from_millis(RECONCILE_MIN_AGE_MS);
+/// How long a reconcile request waits before its pass starts: requests in
+/// that time join it. At boot the worker asks for a pass, and today's harness
+/// sends `harness::ready` at once to the binding boot just made: one pass,
+/// not two (§27.4).
+const RECONCILE_SETTLE: Duration = Duration::from_secs(1);
+
+/// The reconciles of a worker: one pass at a time, requests that arrive
+/// before a pass starts joining it, and the sessions `harness::status`
+/// answered `null` for, waiting for their second read.
+#[derive(Debug, Default)]
+pub(crate) struct Reconciles {
+    /// A pass is asked for and has not started.
+    queued: AtomicBool,
+    /// One pass at a time.
+    running: tokio::sync::Mutex<()>,
+    /// `harness::ready` arrived: the harness has booted, so a `null` is
+    /// worth reading again (a booting harness may answer `null` for
+    /// sessions it has not loaded).
+    ready: AtomicBool,
+    /// Sessions read `null`, waiting for their second read.
+    rechecking: Mutex<HashSet<String>>,
+}
+
+impl Reconciles {
+    fn rechecking(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.rechecking.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Asks for a reconcile pass: it starts [`RECONCILE_SETTLE`] from now, after
+/// any pass under way; a request made before it starts joins it.
+pub(crate) fn request_reconcile(worker: &Arc<Worker>) {
+    if worker.reconciles.queued.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let worker = worker.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(RECONCILE_SETTLE).await;
+        let _one = worker.reconciles.running.lock().await;
+        worker.reconciles.queued.store(false, Ordering::SeqCst);
+        reconcile(&worker).await;
+    });
+}
 
 /// `harness::turn-completed` payload (unknown fields ignored).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -189,27 +239,35 @@ async fn on_session_deleted(worker: &Worker, event: SessionDeleted) -> usize {
 }
 
 /// Reconciles the inbox with the harness (`architecture/contract.md` § Two
-/// harness generations, "Reconcile"): for each session with records, ask
-/// `harness::status` which calls are pending; a record whose call is not
-/// (and that is neither `releasing` nor younger than twice the hook timeout)
-/// leaves through the emit gate as `aborted` / `not_held`. The brief's
-/// harness has no `harness::status`: nothing is done. Bounded concurrency;
-/// never on the gate's path. Returns how many records left.
-pub(crate) async fn reconcile(worker: &Worker) -> usize {
+/// harness generations, "Reconcile"; §27.4): for each session with records,
+/// ask `harness::status` which calls are pending; a record whose call the
+/// harness cannot be holding — not listed, or listed as waiting on the
+/// sub-agent it spawned — leaves through the emit gate as `aborted` /
+/// `not_held`, unless it is `releasing` or younger than twice the hook
+/// timeout. A listed call is kept (it may be held) but is no proof of a hold.
+/// A `null` (no turn of the session) is acted on only after `harness::ready`
+/// and a second read [`NULL_RECHECK`] later. The brief's harness has no
+/// `harness::status`: nothing is done. Bounded concurrency; never on the
+/// gate's path. Returns how many records left.
+async fn reconcile(worker: &Arc<Worker>) -> usize {
     use futures_util::stream::{self, StreamExt};
     let sessions = worker.pending.session_ids();
-    let stop = std::sync::atomic::AtomicBool::new(false);
+    let stop = AtomicBool::new(false);
     let removed: Vec<usize> = stream::iter(sessions)
         .map(|sid| {
             let stop = &stop;
             async move {
-                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if stop.load(Ordering::Relaxed) {
                     return 0;
                 }
-                match worker.engine.harness_pending_calls(&sid).await {
-                    Ok(pending) => reconcile_session(worker, &sid, &pending).await,
+                match worker.engine.harness_status(&sid).await {
+                    Ok(HarnessStatus::Unknown) => {
+                        recheck_later(worker, sid);
+                        0
+                    }
+                    Ok(status) => reconcile_session(worker, &sid, &status).await,
                     Err(err) if err.is_function_not_found() => {
-                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        stop.store(true, Ordering::Relaxed);
                         0
                     }
                     Err(err) => {
@@ -232,12 +290,41 @@ pub(crate) async fn reconcile(worker: &Worker) -> usize {
     removed
 }
 
-/// One session of [`reconcile`].
-async fn reconcile_session(worker: &Worker, sid: &str, pending: &[String]) -> usize {
+/// A session `harness::status` answered `null` for: once the harness has
+/// said `ready`, read it again [`NULL_RECHECK`] later, and only a second
+/// `null` removes its records (as a turn that holds nothing would). Before
+/// `ready`, the records are kept; the pass `ready` asks for reads again.
+fn recheck_later(worker: &Arc<Worker>, sid: String) {
+    if !worker.reconciles.ready.load(Ordering::SeqCst) {
+        tracing::debug!(session_id = %sid, "harness::status knows no turn of the session before harness::ready; records kept");
+        return;
+    }
+    if !worker.reconciles.rechecking().insert(sid.clone()) {
+        return;
+    }
+    let worker = worker.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(NULL_RECHECK).await;
+        let status = worker.engine.harness_status(&sid).await;
+        worker.reconciles.rechecking().remove(&sid);
+        match status {
+            Ok(status) => {
+                reconcile_session(&worker, &sid, &status).await;
+            }
+            Err(err) => {
+                tracing::warn!(session_id = %sid, error = %err, "harness::status failed on the second read; the session's records are kept");
+            }
+        }
+    });
+}
+
+/// One session of [`reconcile`]: removes the records of calls the harness
+/// cannot be holding (`status` is the current turn, or a second `null`).
+async fn reconcile_session(worker: &Worker, sid: &str, status: &HarnessStatus) -> usize {
     let now = crate::time::now_ms();
     let mut removed = 0;
     for (_, cid) in worker.pending.keys_of_session(sid) {
-        if pending.contains(&cid) {
+        if status.may_hold(&cid) {
             continue;
         }
         let lock = worker.pending.lock(sid, &cid).await;
@@ -328,10 +415,8 @@ pub(crate) fn register(worker: &Arc<Worker>) {
             for durable in [&w.gate_binding, &w.watch_binding] {
                 durable.check_soon();
             }
-            let worker = w.clone();
-            tokio::spawn(async move {
-                reconcile(&worker).await;
-            });
+            w.reconciles.ready.store(true, Ordering::SeqCst);
+            request_reconcile(&w);
             Ok(Ack { ok: true })
         },
     );

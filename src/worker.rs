@@ -48,6 +48,9 @@ pub(crate) struct Worker {
     pub(crate) commands: crate::shell::Reader,
     /// The parents the harness's turn events named (§27.3).
     pub(crate) lineage: crate::hook::lineage::Lineage,
+    /// The reconciles with the harness: one pass at a time, `null`s read
+    /// twice (§27.4).
+    pub(crate) reconciles: crate::lifecycle::Reconciles,
     in_flight: AtomicUsize,
 }
 
@@ -84,6 +87,7 @@ impl Worker {
             config,
             commands: crate::shell::Reader::new(crate::shell::Limits::default()),
             lineage: crate::hook::lineage::Lineage::default(),
+            reconciles: crate::lifecycle::Reconciles::default(),
             in_flight: AtomicUsize::new(0),
         })
     }

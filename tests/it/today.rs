@@ -520,3 +520,160 @@ async fn rule_27_4_harness_ask_runs_by_the_implicit_rule_unless_a_configured_rul
     })
     .await;
 }
+
+/// Writes a record of `(sid, cid)` held long ago, before the worker boots.
+async fn seed_old_record(engine: &EngineFixture, sid: &str, cid: &str, function_id: &str) {
+    let seeder = engine.client("seeder").await;
+    let record = json!({"session_id": sid, "turn_id": format!("t_{sid}"), "function_call_id": cid,
+        "function_id": function_id, "kind": "function", "arguments_excerpt": {}, "pending_at": 1000, "depth": 0});
+    approval_gate_testkit::fixture::call(
+        &seeder,
+        "state::set",
+        json!({"scope": approval_gate::bucket_scope(sid, cid), "key": format!("{sid}/{cid}"), "value": record}),
+    )
+    .await
+    .expect("seeded");
+}
+
+#[tokio::test]
+async fn rule_27_4_boot_and_ready_reconcile_once_and_a_null_status_is_acted_on_only_when_read_again(
+) {
+    on_test_engine("today_null_status", |engine| async move {
+        // The harness knows no turn of s_gone: harness::status answers null.
+        seed_old_record(&engine, "s_gone", "c_g", "demo::ask").await;
+        let scene = Scene::start_with(engine, HarnessOptions::generation(Generation::G2)).await;
+        let resolved = scene
+            .sink("null-resolved", "approval::pending-resolved", json!({}))
+            .await;
+        // The boot's pass and the one the harness::ready the new binding got
+        // at once asks for are one pass: one read.
+        assert!(eventually(WAIT, || scene.harness.status_reads("s_gone") >= 1).await);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            scene.harness.status_reads("s_gone"),
+            1,
+            "boot and ready reconcile once"
+        );
+        // One null is not acted on.
+        assert_eq!(scene.inbox().await.len(), 1, "kept after the first null");
+        assert!(resolved.events().is_empty());
+        // Read again, twice the hook timeout later: still null, so removed.
+        assert!(
+            eventually(Duration::from_secs(15), || scene
+                .harness
+                .status_reads("s_gone")
+                >= 2)
+            .await,
+            "no second read"
+        );
+        let events = resolved.wait_for(1, WAIT).await;
+        assert_eq!(events[0]["function_call_id"], "c_g", "{events:?}");
+        assert_eq!(events[0]["outcome"], "aborted");
+        assert_eq!(events[0]["reason"], "not_held");
+        assert!(scene.inbox().await.is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_27_4_a_call_waiting_on_its_sub_agent_is_not_read_as_a_hold() {
+    on_test_engine("today_subagent_wait", |engine| async move {
+        seed_old_record(&engine, "s_p", "c_spawn", "harness::spawn").await;
+        seed_old_record(&engine, "s_p", "c_held", "demo::ask").await;
+        let scene = Scene::start_with(engine, HarnessOptions::generation(Generation::G2)).await;
+        scene
+            .ok(
+                "configuration::set",
+                json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "harness::*"]}}),
+            )
+            .await;
+        let w = scene.worker.as_ref().unwrap();
+        assert!(eventually(WAIT, || w.config().rules.len() == 2).await);
+        let resolved = scene
+            .sink("child-resolved", "approval::pending-resolved", json!({}))
+            .await;
+        scene.harness.play_spawns();
+        let spawn = CallSpec::new(
+            "s_p",
+            "t_s_p",
+            "c_spawn",
+            "harness::spawn",
+            json!({"task": "go", "session_id": "kid"}),
+        )
+        .with_fs_root("/w/s_p");
+        let state = scene.harness.call(spawn).await;
+        assert!(
+            matches!(
+                state,
+                approval_gate_testkit::harness::CallState::AwaitingChild { .. }
+            ),
+            "{state:?}"
+        );
+        scene
+            .hold(
+                CallSpec::new("s_p", "t_s_p", "c_held", "demo::ask", json!({}))
+                    .with_fs_root("/w/s_p"),
+            )
+            .await;
+        // Both are listed as pending; only the held one may be a hold.
+        assert_eq!(
+            scene.harness.pending_calls("s_p"),
+            vec!["c_held".to_string(), "c_spawn".to_string()]
+        );
+        scene.harness.announce_ready().await;
+        let events = resolved.wait_for(1, Duration::from_secs(6)).await;
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0]["function_call_id"], "c_spawn");
+        assert_eq!(events[0]["reason"], "not_held");
+        let left: Vec<Value> = scene
+            .inbox()
+            .await
+            .iter()
+            .map(|r| r["function_call_id"].clone())
+            .collect();
+        assert_eq!(left, vec![json!("c_held")]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_27_4_a_lost_answer_is_not_read_as_a_hold_when_the_call_waits_on_its_sub_agent() {
+    on_test_engine("today_lost_spawn", |engine| async move {
+        let scene = Scene::start_with(engine, HarnessOptions::generation(Generation::G2)).await;
+        scene
+            .ok(
+                "configuration::set",
+                json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "?harness::spawn"],
+                    "release_timeout_ms": 1500, "resolve_wait_ms": 500}}),
+            )
+            .await;
+        let w = scene.worker.as_ref().unwrap();
+        assert!(eventually(WAIT, || w.config().release_timeout_ms == 1500).await);
+        let resolved = scene
+            .sink("lost-resolved", "approval::pending-resolved", json!({}))
+            .await;
+        scene.harness.play_spawns();
+        scene
+            .hold(
+                CallSpec::new("s_l", "t_s_l", "c1", "harness::spawn", json!({"task": "go", "session_id": "kid_l"}))
+                    .with_fs_root("/w/s_l"),
+            )
+            .await;
+        // The harness does the release (the spawn starts its child) and its
+        // answer is lost; harness::status then lists the call, waiting on
+        // the child: it ran, it is not held.
+        scene.harness.fault_resolves(ResolveFault::LoseReply, 1);
+        let out = scene
+            .ok("approval::resolve", json!({"session_id": "s_l", "function_call_id": "c1", "decision": "allow"}))
+            .await;
+        assert_eq!(out, json!({"resolved": false, "releasing": true}));
+        let events = resolved.wait_for(1, Duration::from_secs(8)).await;
+        assert_eq!(events.first().map(|e| e["outcome"].clone()), Some(json!("unknown")), "{events:?}");
+        assert!(matches!(
+            scene.harness.state("s_l", "c1"),
+            Some(approval_gate_testkit::harness::CallState::AwaitingChild { .. })
+        ));
+        assert!(scene.inbox().await.is_empty(), "not pending again");
+    })
+    .await;
+}

@@ -306,6 +306,8 @@ struct Core {
     lineage: Mutex<HashMap<String, ParentLink>>,
     /// Generation 2: the sessions' subscriptions.
     subscriptions: Mutex<mediate::Subscriptions>,
+    /// Generation 2: how many `harness::status` reads each session had.
+    status_reads: Mutex<HashMap<String, usize>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -375,6 +377,7 @@ impl HarnessDouble {
             play_spawns: AtomicBool::new(false),
             lineage: Mutex::default(),
             subscriptions: Mutex::default(),
+            status_reads: Mutex::default(),
         });
         let mut functions = vec![RESOLVE];
         resolve::register(&core);
@@ -638,6 +641,15 @@ impl HarnessDouble {
     /// lists as `pending_function_calls`.
     pub fn pending_calls(&self, session_id: &str) -> Vec<String> {
         self.core.pending_calls(session_id)
+    }
+
+    /// Generation 2: how many times `harness::status` was asked about
+    /// `session_id`.
+    pub fn status_reads(&self, session_id: &str) -> usize {
+        lock(&self.core.status_reads)
+            .get(session_id)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Calls of `(session_id, turn_id)` currently held.

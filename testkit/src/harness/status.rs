@@ -114,6 +114,9 @@ pub(super) fn bind_session_deleted(iii: &IIIClient) {
 
 impl Core {
     fn status(&self, req: &StatusRequest) -> Value {
+        *lock(&self.status_reads)
+            .entry(req.session_id.clone())
+            .or_default() += 1;
         let Some(turn_id) = lock(&self.current_turn).get(&req.session_id).cloned() else {
             return Value::Null;
         };
