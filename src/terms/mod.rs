@@ -57,17 +57,17 @@ pub enum ArgConstraint {
 /// What an argument constraint means, for operators: the one place these
 /// words are written (the configuration schema and the settings RPCs'
 /// schemas show them).
-pub(crate) mod constraint_docs {
+pub mod constraint_docs {
     /// The constraint object as a whole.
-    pub(crate) const WHOLE: &str = "One argument constraint: exactly one of equals, matches, prefix, runs. Deny and ask rules read arguments widely (a field name ignores ASCII case; a number or boolean reads as its JSON text; an array by any element or by its elements joined with spaces; arguments that are not an object match); allow rules and grants strictly (the exact name and type only; an array only as its string elements joined with spaces).";
+    pub const WHOLE: &str = "One argument constraint: exactly one of equals, matches, prefix, runs. Deny and ask rules read arguments widely (a field name ignores ASCII case; a number or boolean reads as its JSON text; an array by any element or by its elements joined with spaces; arguments that are not an object match); allow rules and grants strictly (the exact name and type only; an array only as its string elements joined with spaces).";
     /// `equals`.
-    pub(crate) const EQUALS: &str = "JSON equality; a missing field is null. Deny and ask rules compare numbers by value (1.0 = 1); allow rules and grants are type-strict.";
+    pub const EQUALS: &str = "JSON equality; a missing field is null. Deny and ask rules compare numbers by value (1.0 = 1); allow rules and grants are type-strict.";
     /// `matches`.
-    pub(crate) const MATCHES: &str = "An unanchored regular expression (Rust regex syntax) tested against the text as written: it does not read commands.";
+    pub const MATCHES: &str = "An unanchored regular expression (Rust regex syntax) tested against the text as written: it does not read commands.";
     /// `prefix`.
-    pub(crate) const PREFIX: &str = "On a command field (command, with its args, of a shell::* function) the same as runs. On any other field, text: allow rules and grants need the value to equal it or go on after whitespace with no ; & | newline ` $ < > \\ or unbalanced quote after it; deny and ask rules match when a segment of the value split on ; & | and newlines, trimmed, starts with it.";
+    pub const PREFIX: &str = "On a command field (command, with its args, of a shell::* function) the same as runs. On any other field, text: allow rules and grants need the value to equal it or go on after whitespace with no ; & | newline ` $ < > \\ or unbalanced quote after it; deny and ask rules match when a segment of the value split on ; & | and newlines, trimmed, starts with it.";
     /// `runs`.
-    pub(crate) const RUNS: &str = "The program and first arguments of a command, as words (\"git status\"), matched against what the value will run: the field is read as bash (a string) or as an argv (an array of strings). Deny and ask rules match when any simple command that can run (nested in bash -c, $(...), wrappers such as sudo, env or xargs) starts with these words, its program compared by base name; a command that cannot be known without running it is denied (deny) or held (ask) as opaque_command. Allow rules and grants match only when every simple command is covered by some allow rule or grant, each starting with the exact program word, with nothing opaque, no wrapper, substitution, leading assignment, argument that hands a command on, or redirection other than 2>&1, >&2 and /dev/null.";
+    pub const RUNS: &str = "The program and first arguments of a command, as words (\"git status\"), matched against what the value will run: the field is read as bash (a string) or as an argv (an array of strings). Deny and ask rules match when any simple command that can run (nested in bash -c, $(...), wrappers such as sudo, env or xargs) starts with these words, its program compared by base name; a command that cannot be known without running it is denied (deny) or held (ask) as opaque_command. Allow rules and grants match only when every simple command is covered by some allow rule or grant, each starting with the exact program word, with nothing opaque, no wrapper, substitution, leading assignment, argument that hands a command on, or redirection other than 2>&1, >&2 and /dev/null.";
 }
 
 /// The schema a console shows: one object per operator, each key
