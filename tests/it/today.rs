@@ -523,7 +523,7 @@ async fn rule_27_4_harness_ask_runs_by_the_implicit_rule_unless_a_configured_rul
 
 /// Writes a record of `(sid, cid)` held long ago, before the worker boots.
 async fn seed_old_record(engine: &EngineFixture, sid: &str, cid: &str, function_id: &str) {
-    let seeder = engine.client("seeder").await;
+    let seeder = engine.client(&format!("seeder-{sid}-{cid}")).await;
     let record = json!({"session_id": sid, "turn_id": format!("t_{sid}"), "function_call_id": cid,
         "function_id": function_id, "kind": "function", "arguments_excerpt": {}, "pending_at": 1000, "depth": 0});
     approval_gate_testkit::fixture::call(
@@ -538,7 +538,7 @@ async fn seed_old_record(engine: &EngineFixture, sid: &str, cid: &str, function_
 #[tokio::test]
 async fn rule_27_4_boot_and_ready_reconcile_once_and_a_null_status_is_acted_on_only_when_read_again(
 ) {
-    on_test_engine("today_null_status", |engine| async move {
+    on_each_engine("today_null_status", |engine| async move {
         // The harness knows no turn of s_gone: harness::status answers null.
         seed_old_record(&engine, "s_gone", "c_g", "demo::ask").await;
         let scene = Scene::start_with(engine, HarnessOptions::generation(Generation::G2)).await;
@@ -577,7 +577,7 @@ async fn rule_27_4_boot_and_ready_reconcile_once_and_a_null_status_is_acted_on_o
 
 #[tokio::test]
 async fn rule_27_4_a_call_waiting_on_its_sub_agent_is_not_read_as_a_hold() {
-    on_test_engine("today_subagent_wait", |engine| async move {
+    on_each_engine("today_subagent_wait", |engine| async move {
         seed_old_record(&engine, "s_p", "c_spawn", "harness::spawn").await;
         seed_old_record(&engine, "s_p", "c_held", "demo::ask").await;
         let scene = Scene::start_with(engine, HarnessOptions::generation(Generation::G2)).await;
@@ -638,7 +638,7 @@ async fn rule_27_4_a_call_waiting_on_its_sub_agent_is_not_read_as_a_hold() {
 
 #[tokio::test]
 async fn rule_27_4_a_lost_answer_is_not_read_as_a_hold_when_the_call_waits_on_its_sub_agent() {
-    on_test_engine("today_lost_spawn", |engine| async move {
+    on_each_engine("today_lost_spawn", |engine| async move {
         let scene = Scene::start_with(engine, HarnessOptions::generation(Generation::G2)).await;
         scene
             .ok(
