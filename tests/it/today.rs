@@ -677,3 +677,71 @@ async fn rule_27_4_a_lost_answer_is_not_read_as_a_hold_when_the_call_waits_on_it
     })
     .await;
 }
+
+/// Today's harness settles an agent's `engine::register_trigger` itself (a
+/// subscription the calling session owns) after the pre-trigger chain let the
+/// call through, and asks `approval::evaluate` about the subscription's target
+/// before it binds. The gate denies both controls in the chain (human-only):
+/// no agent binds a hook type or unbinds the gate, and the double binds
+/// nothing. The probe the harness would send answers by the ladder.
+#[tokio::test]
+async fn rule_27_4_an_agent_binds_no_hook_and_unbinds_no_gate_through_a_subscription() {
+    on_each_engine("today_subscriptions", |engine| async move {
+        let scene = today(engine).await;
+        let evaluate = |function_id: &'static str, arguments: Value| {
+            let scene = &scene;
+            async move {
+                scene
+                    .ok(
+                        "approval::evaluate",
+                        json!({"session_id": "s_sub", "function_id": function_id, "arguments": arguments}),
+                    )
+                    .await
+            }
+        };
+        // The probe about a target: allowed, held and human-only targets.
+        let ev = evaluate("demo::tick", json!({})).await;
+        assert_eq!(ev["verdict"], "allow", "{ev}");
+        let ev = evaluate("demo::ask", json!({})).await;
+        assert_eq!(ev["verdict"], "needs_approval", "{ev}");
+        for control in ["engine::register_trigger", "engine::unregister_trigger"] {
+            let ev = evaluate(control, json!({"trigger_type": "harness::hook::pre-trigger", "function_id": "demo::tick"})).await;
+            assert_eq!(ev["verdict"], "deny", "{control}: {ev}");
+            assert_eq!(ev["rule_id"], "human_only_function", "{control}: {ev}");
+        }
+        // The agent's own calls, through the turn's chain.
+        let gate_bindings = || {
+            scene
+                .harness
+                .bindings("harness::hook::pre-trigger")
+                .into_iter()
+                .filter(|b| b.function_id == "approval::gate")
+                .collect::<Vec<_>>()
+        };
+        let gate = gate_bindings();
+        assert_eq!(gate.len(), 1, "{gate:?}");
+        let control = |cid: &str, function_id: &str, arguments: Value| {
+            CallSpec::new("s_sub", "t_s_sub", cid, function_id, arguments).with_fs_root("/w/s_sub")
+        };
+        let attempts = [
+            control("c1", "engine::register_trigger", json!({"trigger_type": "cron", "config": {"expression": "* * * * *"}, "function_id": "demo::tick"})),
+            control("c2", "engine::register_trigger", json!({"trigger_type": "harness::hook::pre-trigger", "function_id": "demo::tick", "config": {}})),
+            control("c3", "engine::unregister_trigger", json!({"id": gate[0].id})),
+        ];
+        for spec in attempts {
+            let cid = spec.call_id.clone();
+            let out = scene.harness.call(spec).await;
+            let reason = out.deny_reason().unwrap_or_default().to_string();
+            assert!(!reason.is_empty(), "{cid} was not denied: {out:?}");
+        }
+        assert!(scene.harness.subscriptions().is_empty(), "{:?}", scene.harness.subscriptions());
+        // The gate is still bound and still holds.
+        assert_eq!(gate_bindings().len(), 1);
+        assert!(scene
+            .harness
+            .call(control("c4", "demo::ask", json!({})))
+            .await
+            .is_held());
+    })
+    .await;
+}
