@@ -563,6 +563,7 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
             source,
         })?;
     let worker = Worker::new(engine.clone(), config, tenure, pending);
+    crate::metrics::watch_held(Arc::downgrade(&worker));
     let read = read
         .map_err(|err| tracing::warn!(error = %err, "held calls not read while the name was confirmed; reading again"))
         .ok();

@@ -43,6 +43,7 @@ mod link_token;
 mod links;
 mod logs;
 mod manifest;
+pub mod metrics;
 mod pending;
 mod policy;
 mod provenance;

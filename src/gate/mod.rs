@@ -262,15 +262,11 @@ fn log_verdict(
     rule: Option<&str>,
     by_reviewer: bool,
 ) {
+    crate::metrics::verdict(out.as_str(), rule);
     worker.pending.decision_log().push(config, || {
         let at = crate::time::now_ms();
         LogRecord {
-            decision: match out {
-                HookOutput::Continue => "continue",
-                HookOutput::Deny { .. } => "deny",
-                HookOutput::Hold => "hold",
-            }
-            .to_string(),
+            decision: out.as_str().to_string(),
             rule_id: rule.map(str::to_string),
             decided_by: DecidedBy::gate_verdict(by_reviewer, at),
             session_id: input.session_id.clone(),
@@ -290,6 +286,7 @@ fn log_secret_id_verdict(
     input: &HookInput,
     call: &HookCall,
 ) {
+    crate::metrics::verdict("deny", Some(SECRET_IN_ID));
     let shown = |id: &str| crate::redact::redact_text(id).into_owned();
     worker.pending.decision_log().push(config, || {
         let at = crate::time::now_ms();
@@ -532,7 +529,12 @@ pub(crate) fn register(worker: &Arc<Worker>) {
         worker,
         ID,
         "Pre-trigger hook: decides continue, deny or hold for one function call. Harness only.",
-        |worker, input| async move { gate(&worker, input).await },
+        |worker, input| async move {
+            let started = std::time::Instant::now();
+            let out = gate(&worker, input).await;
+            crate::metrics::gate_latency(out.as_str(), started.elapsed());
+            out
+        },
     );
 }
 

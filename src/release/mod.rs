@@ -344,10 +344,14 @@ impl Releaser {
                 // the call is still held.
                 self.take_back(sid, granted.as_deref()).await;
                 tracing::warn!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, decision = request.decision.as_str(), error = %err, "the harness did not take the decision; the call stays held");
+                crate::metrics::release_failure("unavailable");
                 give_back(claim, false).await;
                 Answer::Unavailable(err)
             }
-            Err(err) => self.settle_lost(claim, granted, runs, err).await,
+            Err(err) => {
+                crate::metrics::release_failure("answer_lost");
+                self.settle_lost(claim, granted, runs, err).await
+            }
         }
     }
 
