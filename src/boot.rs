@@ -563,7 +563,10 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
             source,
         })?;
     let worker = Worker::new(engine.clone(), config, tenure, pending);
-    crate::metrics::watch_held(Arc::downgrade(&worker));
+    let inbox = Arc::downgrade(&worker);
+    crate::metrics::count_held(Box::new(move || {
+        inbox.upgrade().map(|w| w.pending.len() as u64)
+    }));
     let read = read
         .map_err(|err| tracing::warn!(error = %err, "held calls not read while the name was confirmed; reading again"))
         .ok();

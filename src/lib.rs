@@ -39,6 +39,7 @@ mod health;
 mod hook;
 mod inbox;
 mod lifecycle;
+mod lineage;
 mod link_token;
 mod links;
 mod logs;

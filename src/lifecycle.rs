@@ -7,9 +7,8 @@
 //! configuration change re-reads the policy. Every record leaves through the
 //! pending store's emit gate.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -43,29 +42,6 @@ const NULL_RECHECK: Duration = Duration::from_millis(RECONCILE_MIN_AGE_MS);
 /// sends `harness::ready` at once to the binding boot just made: one pass,
 /// not two (§27.4).
 const RECONCILE_SETTLE: Duration = Duration::from_secs(1);
-
-/// The reconciles of a worker: one pass at a time, requests that arrive
-/// before a pass starts joining it, and the sessions `harness::status`
-/// answered `null` for, waiting for their second read.
-#[derive(Debug, Default)]
-pub(crate) struct Reconciles {
-    /// A pass is asked for and has not started.
-    queued: AtomicBool,
-    /// One pass at a time.
-    running: tokio::sync::Mutex<()>,
-    /// `harness::ready` arrived: the harness has booted, so a `null` is
-    /// worth reading again (a booting harness may answer `null` for
-    /// sessions it has not loaded).
-    ready: AtomicBool,
-    /// Sessions read `null`, waiting for their second read.
-    rechecking: Mutex<HashSet<String>>,
-}
-
-impl Reconciles {
-    fn rechecking(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.rechecking.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
 
 /// Asks for a reconcile pass: it starts [`RECONCILE_SETTLE`] from now, after
 /// any pass under way; a request made before it starts joins it.

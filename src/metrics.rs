@@ -14,7 +14,7 @@
 //! decider kinds, reviewer verdicts and failure classes are fixed words, and
 //! a rule id is the operator's configuration.
 
-use std::sync::{OnceLock, Weak};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use iii_helpers::observability::opentelemetry::metrics::{
@@ -133,7 +133,7 @@ impl Instruments {
 }
 
 /// How the gauge counts held calls: the worker's inbox, while it lives.
-type HeldCount = Box<dyn Fn() -> Option<u64> + Send + Sync>;
+pub(crate) type HeldCount = Box<dyn Fn() -> Option<u64> + Send + Sync>;
 
 static INSTRUMENTS: OnceLock<Instruments> = OnceLock::new();
 static HELD: OnceLock<HeldCount> = OnceLock::new();
@@ -155,16 +155,9 @@ pub fn install(meter: &Meter) -> bool {
     INSTRUMENTS.set(Instruments::new(meter)).is_ok()
 }
 
-/// Counts held calls from `worker`'s inbox (the first worker of the
-/// process; a gauge has one source).
-pub(crate) fn watch_held(worker: Weak<crate::worker::Worker>) {
-    count_held(Box::new(move || {
-        worker.upgrade().map(|w| w.pending.len() as u64)
-    }));
-}
-
-/// The gauge's source of held calls; the first one set stays.
-fn count_held(count: HeldCount) {
+/// The gauge's source of held calls: the first worker's inbox, while it
+/// lives (a gauge has one source; the first one set stays).
+pub(crate) fn count_held(count: HeldCount) {
     let _ = HELD.set(count);
 }
 

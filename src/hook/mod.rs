@@ -5,7 +5,6 @@
 //! this module.
 
 pub(crate) mod budget;
-pub(crate) mod lineage;
 pub(crate) mod protocol;
 pub(crate) mod record;
 

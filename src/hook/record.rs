@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::lineage::Lineage;
 use super::protocol::{HookCall, HookInput};
 use crate::config::ApprovalConfig;
 use crate::engine::{Engine, SessionContext};
+use crate::lineage::Lineage;
 use crate::pending::{deadlines, HoldLimits, Metadata, PendingRecord, RecordKind};
 use crate::redact::{redact, redact_full, redact_text, Full};
 
