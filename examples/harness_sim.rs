@@ -63,6 +63,10 @@ fn describe(state: &CallState) -> Value {
         }
         CallState::Abandoned { status } => json!({"abandoned": status}),
         CallState::Running => json!({"running": true}),
+        CallState::AwaitingChild {
+            child_session_id,
+            child_turn_id,
+        } => json!({"awaiting_child": child_session_id, "child_turn_id": child_turn_id}),
     }
 }
 

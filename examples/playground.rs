@@ -1221,5 +1221,11 @@ fn describe(state: &CallState, function_id: &str, screen: &mut Screen<'_>) {
             format!("the turn ended ({status}) while it was held"),
         ),
         CallState::Running => screen.say("harness", "still running"),
+        CallState::AwaitingChild {
+            child_session_id, ..
+        } => screen.say(
+            "harness",
+            format!("waiting on the sub-agent {child_session_id}"),
+        ),
     }
 }

@@ -528,11 +528,9 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
             tokio::spawn(worker.pending.decision_log().clone().run(Box::new(move || {
                 Engine::new(decision_log_client(&url, otel))
             })));
-            // Records of calls today's harness no longer holds.
-            let reconciling = worker.clone();
-            tokio::spawn(async move {
-                crate::lifecycle::reconcile(&reconciling).await;
-            });
+            // Records of calls today's harness no longer holds (one pass
+            // with the `harness::ready` the new binding receives at once).
+            crate::lifecycle::request_reconcile(&worker);
             Ok(Running {
                 timer: Timer::start(worker.releaser.clone()),
                 log: LogConnection(worker.pending.decision_log().clone()),
@@ -565,6 +563,10 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
             source,
         })?;
     let worker = Worker::new(engine.clone(), config, tenure, pending);
+    let inbox = Arc::downgrade(&worker);
+    crate::metrics::count_held(Box::new(move || {
+        inbox.upgrade().map(|w| w.pending.len() as u64)
+    }));
     let read = read
         .map_err(|err| tracing::warn!(error = %err, "held calls not read while the name was confirmed; reading again"))
         .ok();

@@ -40,6 +40,7 @@ pub const FUNCTION_IDS: &[&str] = &[
     decision::simulate::ID,
     lifecycle::SESSION_DELETED_ID,
     lifecycle::TURN_COMPLETED_ID,
+    lifecycle::TURN_STARTED_ID,
     lifecycle::HARNESS_READY_ID,
     config::ID,
     decision::settings::ON_SETTINGS_CHANGE_ID,

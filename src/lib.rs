@@ -39,10 +39,12 @@ mod health;
 mod hook;
 mod inbox;
 mod lifecycle;
+mod lineage;
 mod link_token;
 mod links;
 mod logs;
 mod manifest;
+pub mod metrics;
 mod pending;
 mod policy;
 mod provenance;
@@ -90,6 +92,7 @@ pub use grant_watch::{folder_request, StandDown};
 pub use hook::record::build_record;
 pub use hook::{parse_hook_input, HookCall, HookInput, HookOutput, MalformedInput};
 pub use pending::cursor::{decode as decode_cursor, encode as encode_cursor, CursorError};
+pub use pending::identity::digest as arguments_digest;
 pub use pending::index::{ListPage, ListQuery, PendingIndex};
 pub use pending::{
     all_scopes, bucket_scope, state_key, GrantRequest, HoldLimits, PendingRecord, RecordKind,
@@ -99,8 +102,8 @@ pub use policy::{
     builtin_guard, decide, decide_with, default_rules, is_guarded_scope, is_human_only, Basis,
     Call, CompiledRules, CompiledSettings, DecideOptions, Decision, DenialEnvelope, Family,
     GrantRef, Guard, Outcome, Probe, RuleAction, RuleError, RuleExamples, RuleObject,
-    RulePrecedence, RuleSpec, Step, TraceStep, Verdict, HUMAN_ONLY_RULE, LOCKDOWN_RULE,
-    MIN_DEADLINE_MS,
+    RulePrecedence, RuleSpec, Step, TraceStep, Verdict, HARNESS_ASK, HUMAN_ONLY_RULE,
+    IMPLICIT_ASK_RULE, LOCKDOWN_RULE, MIN_DEADLINE_MS,
 };
 pub use policy::{
     needs, suggested_prefix, CommandHit, CompileError, Needs, ReadingKind, Readings, Runs,

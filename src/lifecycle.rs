@@ -1,16 +1,20 @@
 //! The events the engine and the harness send the worker
 //! (`architecture/contract.md` § Bindings): a completed turn and a deleted
 //! session take their held calls out of the inbox (outcome `aborted`), with
-//! the grant watch's memory and, for a session, its settings; the harness's
-//! `ready` reconciles the inbox with what it holds; a configuration change
-//! re-reads the policy. Every record leaves through the pending store's emit
-//! gate.
+//! the grant watch's memory and, for a session, its settings; a turn event
+//! that names a session's parent is remembered for its records (§27.3); the
+//! harness's `ready` reconciles the inbox with what it holds; a
+//! configuration change re-reads the policy. Every record leaves through the
+//! pending store's emit gate.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::engine::HarnessStatus;
 use crate::error::is_valid_id;
 use crate::functions::{register_shaped, register_typed, Ack};
 use crate::pending::{Purged, RecordKey, Resolution};
@@ -18,7 +22,9 @@ use crate::provenance::DecidedVia;
 use crate::release::NOT_HELD;
 use crate::worker::Worker;
 
-pub(crate) use crate::bindings::{HARNESS_READY_ID, SESSION_DELETED_ID, TURN_COMPLETED_ID};
+pub(crate) use crate::bindings::{
+    HARNESS_READY_ID, SESSION_DELETED_ID, TURN_COMPLETED_ID, TURN_STARTED_ID,
+};
 
 /// How many sessions a reconcile works on at once. Kept low so the pass
 /// stays off the gate's path: with 10k held calls across 1k sessions on a
@@ -28,6 +34,29 @@ const RECONCILE_CONCURRENCY: usize = 2;
 /// A record younger than this is left alone by a reconcile: the harness
 /// may not have parked its call yet (twice the hooks' 5 s timeout).
 const RECONCILE_MIN_AGE_MS: u64 = 10_000;
+/// How long after a `null` `harness::status` the session is read again
+/// before its records are acted on (twice the hooks' 5 s timeout, §27.4).
+const NULL_RECHECK: Duration = Duration::from_millis(RECONCILE_MIN_AGE_MS);
+/// How long a reconcile request waits before its pass starts: requests in
+/// that time join it. At boot the worker asks for a pass, and today's harness
+/// sends `harness::ready` at once to the binding boot just made: one pass,
+/// not two (§27.4).
+const RECONCILE_SETTLE: Duration = Duration::from_secs(1);
+
+/// Asks for a reconcile pass: it starts [`RECONCILE_SETTLE`] from now, after
+/// any pass under way; a request made before it starts joins it.
+pub(crate) fn request_reconcile(worker: &Arc<Worker>) {
+    if worker.reconciles.queued.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let worker = worker.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(RECONCILE_SETTLE).await;
+        let _one = worker.reconciles.running.lock().await;
+        worker.reconciles.queued.store(false, Ordering::SeqCst);
+        reconcile(&worker).await;
+    });
+}
 
 /// `harness::turn-completed` payload (unknown fields ignored).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -42,6 +71,64 @@ pub(crate) struct TurnCompleted {
     #[serde(default)]
     #[allow(dead_code)]
     pub status: Option<String>,
+    /// A sub-agent's turn: the call that spawned it.
+    #[serde(default)]
+    pub parent: Option<ParentLink>,
+    /// A display parent (a sub-agent without a live parent turn).
+    #[serde(default)]
+    pub parent_session_id: Option<String>,
+}
+
+/// `harness::turn-started` payload (unknown fields ignored): read only for
+/// the parent it names.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub(crate) struct TurnStarted {
+    /// The session whose turn began.
+    pub session_id: String,
+    /// The turn.
+    // Published in the schema; only the parent is read.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub turn_id: Option<String>,
+    /// A sub-agent's turn: the call that spawned it.
+    #[serde(default)]
+    pub parent: Option<ParentLink>,
+    /// A display parent (a sub-agent without a live parent turn).
+    #[serde(default)]
+    pub parent_session_id: Option<String>,
+}
+
+/// The call a sub-agent's turn was spawned from (turn events' `parent`).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub(crate) struct ParentLink {
+    /// The parent session.
+    pub session_id: String,
+    /// The parent's turn.
+    // Published in the schema; only the session is read.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub turn_id: Option<String>,
+    /// The parent's `harness::spawn` call.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub function_call_id: Option<String>,
+}
+
+/// Remembers the parent a turn event names for its session: the link's
+/// session, else the display parent.
+fn learn_parent(
+    worker: &Worker,
+    session_id: &str,
+    parent: Option<&ParentLink>,
+    display: Option<&str>,
+) {
+    let named = parent
+        .map(|p| p.session_id.as_str())
+        .or(display)
+        .filter(|p| !p.is_empty());
+    if let Some(parent) = named {
+        worker.lineage.learn(session_id, parent);
+    }
 }
 
 /// `harness::ready` payload (read as nothing).
@@ -82,6 +169,14 @@ async fn purge(worker: &Worker, keys: Vec<RecordKey>, why: DecidedVia) -> usize 
 
 /// Purges a turn's held calls and its grant-watch attempt counters.
 async fn on_turn_completed(worker: &Worker, event: TurnCompleted) -> usize {
+    if let Some(sid) = event.session_id.as_deref() {
+        learn_parent(
+            worker,
+            sid,
+            event.parent.as_ref(),
+            event.parent_session_id.as_deref(),
+        );
+    }
     let keys: Vec<RecordKey> = worker
         .pending
         .keys_of_turn(&event.turn_id)
@@ -115,31 +210,40 @@ async fn on_session_deleted(worker: &Worker, event: SessionDeleted) -> usize {
     }
     worker.folders.memory.forget_session(sid).await;
     worker.reviews.forget_session(sid);
+    worker.lineage.forget(sid);
     purged
 }
 
 /// Reconciles the inbox with the harness (`architecture/contract.md` § Two
-/// harness generations, "Reconcile"): for each session with records, ask
-/// `harness::status` which calls are pending; a record whose call is not
-/// (and that is neither `releasing` nor younger than twice the hook timeout)
-/// leaves through the emit gate as `aborted` / `not_held`. The brief's
-/// harness has no `harness::status`: nothing is done. Bounded concurrency;
-/// never on the gate's path. Returns how many records left.
-pub(crate) async fn reconcile(worker: &Worker) -> usize {
+/// harness generations, "Reconcile"; §27.4): for each session with records,
+/// ask `harness::status` which calls are pending; a record whose call the
+/// harness cannot be holding — not listed, or listed as waiting on the
+/// sub-agent it spawned — leaves through the emit gate as `aborted` /
+/// `not_held`, unless it is `releasing` or younger than twice the hook
+/// timeout. A listed call is kept (it may be held) but is no proof of a hold.
+/// A `null` (no turn of the session) is acted on only after `harness::ready`
+/// and a second read [`NULL_RECHECK`] later. The brief's harness has no
+/// `harness::status`: nothing is done. Bounded concurrency; never on the
+/// gate's path. Returns how many records left.
+async fn reconcile(worker: &Arc<Worker>) -> usize {
     use futures_util::stream::{self, StreamExt};
     let sessions = worker.pending.session_ids();
-    let stop = std::sync::atomic::AtomicBool::new(false);
+    let stop = AtomicBool::new(false);
     let removed: Vec<usize> = stream::iter(sessions)
         .map(|sid| {
             let stop = &stop;
             async move {
-                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if stop.load(Ordering::Relaxed) {
                     return 0;
                 }
-                match worker.engine.harness_pending_calls(&sid).await {
-                    Ok(pending) => reconcile_session(worker, &sid, &pending).await,
+                match worker.engine.harness_status(&sid).await {
+                    Ok(HarnessStatus::Unknown) => {
+                        recheck_later(worker, sid);
+                        0
+                    }
+                    Ok(status) => reconcile_session(worker, &sid, &status).await,
                     Err(err) if err.is_function_not_found() => {
-                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        stop.store(true, Ordering::Relaxed);
                         0
                     }
                     Err(err) => {
@@ -162,12 +266,41 @@ pub(crate) async fn reconcile(worker: &Worker) -> usize {
     removed
 }
 
-/// One session of [`reconcile`].
-async fn reconcile_session(worker: &Worker, sid: &str, pending: &[String]) -> usize {
+/// A session `harness::status` answered `null` for: once the harness has
+/// said `ready`, read it again [`NULL_RECHECK`] later, and only a second
+/// `null` removes its records (as a turn that holds nothing would). Before
+/// `ready`, the records are kept; the pass `ready` asks for reads again.
+fn recheck_later(worker: &Arc<Worker>, sid: String) {
+    if !worker.reconciles.ready.load(Ordering::SeqCst) {
+        tracing::debug!(session_id = %sid, "harness::status knows no turn of the session before harness::ready; records kept");
+        return;
+    }
+    if !worker.reconciles.rechecking().insert(sid.clone()) {
+        return;
+    }
+    let worker = worker.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(NULL_RECHECK).await;
+        let status = worker.engine.harness_status(&sid).await;
+        worker.reconciles.rechecking().remove(&sid);
+        match status {
+            Ok(status) => {
+                reconcile_session(&worker, &sid, &status).await;
+            }
+            Err(err) => {
+                tracing::warn!(session_id = %sid, error = %err, "harness::status failed on the second read; the session's records are kept");
+            }
+        }
+    });
+}
+
+/// One session of [`reconcile`]: removes the records of calls the harness
+/// cannot be holding (`status` is the current turn, or a second `null`).
+async fn reconcile_session(worker: &Worker, sid: &str, status: &HarnessStatus) -> usize {
     let now = crate::time::now_ms();
     let mut removed = 0;
     for (_, cid) in worker.pending.keys_of_session(sid) {
-        if pending.contains(&cid) {
+        if status.may_hold(&cid) {
             continue;
         }
         let lock = worker.pending.lock(sid, &cid).await;
@@ -224,6 +357,20 @@ pub(crate) fn register(worker: &Arc<Worker>) {
             Ok(Ack { ok: true })
         },
     );
+    register_typed(
+        worker,
+        TURN_STARTED_ID,
+        "Internal (harness::turn-started): remembers the parent a sub-agent's turn names, for its held calls' session_metadata.parent_session_id.",
+        |w, e: TurnStarted| async move {
+            learn_parent(
+                &w,
+                &e.session_id,
+                e.parent.as_ref(),
+                e.parent_session_id.as_deref(),
+            );
+            Ok(Ack { ok: true })
+        },
+    );
     register_shaped::<ConfigurationEvent, _, _, _>(
         worker,
         crate::config::ID,
@@ -244,10 +391,8 @@ pub(crate) fn register(worker: &Arc<Worker>) {
             for durable in [&w.gate_binding, &w.watch_binding] {
                 durable.check_soon();
             }
-            let worker = w.clone();
-            tokio::spawn(async move {
-                reconcile(&worker).await;
-            });
+            w.reconciles.ready.store(true, Ordering::SeqCst);
+            request_reconcile(&w);
             Ok(Ack { ok: true })
         },
     );

@@ -46,6 +46,11 @@ pub(crate) struct Worker {
     /// Reads command fields off the hook's thread, under a budget (the
     /// command model's containment pool).
     pub(crate) commands: crate::shell::Reader,
+    /// The parents the harness's turn events named (§27.3).
+    pub(crate) lineage: crate::lineage::Lineage,
+    /// The reconciles with the harness: one pass at a time, `null`s read
+    /// twice (§27.4).
+    pub(crate) reconciles: Reconciles,
     in_flight: AtomicUsize,
 }
 
@@ -81,6 +86,8 @@ impl Worker {
             engine,
             config,
             commands: crate::shell::Reader::new(crate::shell::Limits::default()),
+            lineage: crate::lineage::Lineage::default(),
+            reconciles: Reconciles::default(),
             in_flight: AtomicUsize::new(0),
         })
     }
@@ -123,5 +130,30 @@ impl Tenure {
         } else {
             "primary"
         }
+    }
+}
+
+/// The reconciles of a worker: one pass at a time, requests that arrive
+/// before a pass starts joining it, and the sessions `harness::status`
+/// answered `null` for, waiting for their second read.
+#[derive(Debug, Default)]
+pub(crate) struct Reconciles {
+    /// A pass is asked for and has not started.
+    pub(crate) queued: std::sync::atomic::AtomicBool,
+    /// One pass at a time.
+    pub(crate) running: tokio::sync::Mutex<()>,
+    /// `harness::ready` arrived: the harness has booted, so a `null` is
+    /// worth reading again (a booting harness may answer `null` for
+    /// sessions it has not loaded).
+    pub(crate) ready: std::sync::atomic::AtomicBool,
+    /// Sessions read `null`, waiting for their second read.
+    pub(crate) rechecking: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl Reconciles {
+    pub(crate) fn rechecking(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.rechecking.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

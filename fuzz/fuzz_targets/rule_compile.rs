@@ -498,9 +498,10 @@ fn agree(
             assert_eq!(policy.rules()[*rule].action(), RuleAction::Allow);
             Verdict::Allow
         }
-        Basis::ModeFull | Basis::ApprovedAlways { .. } | Basis::AlwaysAllow { .. } => {
-            Verdict::Allow
-        }
+        Basis::ModeFull
+        | Basis::ApprovedAlways { .. }
+        | Basis::AlwaysAllow { .. }
+        | Basis::ImplicitAsk => Verdict::Allow,
     };
     assert_eq!(d.verdict, verdict);
     let reason = d.reason(fid);

@@ -20,9 +20,10 @@
 //!   after the deny rules of `deny_ask_allow`, before the ask rules;
 //! * `first_match`: first ask rule that applies → mode `full` →
 //!   `approved_always` → (`auto` only) the seeds of the rules, then
-//!   `always_allow` → first allow or deny rule → hold;
+//!   `always_allow` → first allow or deny rule → `harness::ask` allowed by
+//!   the implicit rule → hold;
 //! * `deny_ask_allow`: first deny rule → first ask rule → mode `full` → the
-//!   grants → first allow rule → hold.
+//!   grants → first allow rule → `harness::ask` allowed → hold.
 //!
 //! Rules read arguments as their action says (deny and ask widely, field
 //! names ignoring ASCII case; allow strictly, exact names: [`args`]). An
@@ -136,6 +137,9 @@ pub enum Outcome {
         /// Deny rules: what its command constraints found, when it has any.
         command: Option<Hit>,
     },
+    /// Nothing decided and the call is `harness::ask`: the implicit rule
+    /// after the configured ones allows it.
+    ImplicitAsk,
     /// Nothing decided.
     NoMatch,
     /// `harness::spawn` / `harness::send` asked for a root outside the
@@ -160,7 +164,8 @@ impl Outcome {
             Outcome::Full
             | Outcome::Approved { .. }
             | Outcome::Always { .. }
-            | Outcome::Seed { .. } => Verdict::Allow,
+            | Outcome::Seed { .. }
+            | Outcome::ImplicitAsk => Verdict::Allow,
             Outcome::Rule { action, .. } => match action {
                 RuleAction::Allow => Verdict::Allow,
                 RuleAction::Deny => Verdict::Deny,
@@ -252,6 +257,7 @@ pub fn outcome_of(d: &Decision<'_>) -> Outcome {
             constraint: constraint.map(|c| (c.field.to_owned(), c.operator, c.value.clone())),
             command: hit_of(command),
         },
+        Basis::ImplicitAsk => Outcome::ImplicitAsk,
         Basis::NoMatch => Outcome::NoMatch,
         Basis::WideningRoot { .. } => Outcome::WideningRoot,
         Basis::ProtectedPath { .. } => Outcome::ProtectedPath,
@@ -883,6 +889,7 @@ impl<'p> Judge<'p> {
         };
         match self.first(lane) {
             Some((i, found)) => self.rule_outcome(i, found),
+            None if fid == "harness::ask" => Outcome::ImplicitAsk,
             None => Outcome::NoMatch,
         }
     }

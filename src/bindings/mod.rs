@@ -11,6 +11,8 @@ use durable::{POST_TRIGGER, PRE_TRIGGER};
 
 /// `approval::on-turn-completed`.
 pub(crate) const TURN_COMPLETED_ID: &str = "approval::on-turn-completed";
+/// `approval::on-turn-started`.
+pub(crate) const TURN_STARTED_ID: &str = "approval::on-turn-started";
 /// `approval::on-session-deleted`.
 pub(crate) const SESSION_DELETED_ID: &str = "approval::on-session-deleted";
 /// `approval::on-harness-ready`.
@@ -23,6 +25,7 @@ pub(crate) const BOUND_TYPES: &[&str] = &[
     PRE_TRIGGER,
     POST_TRIGGER,
     "harness::turn-completed",
+    "harness::turn-started",
     "harness::ready",
     "session::deleted",
     "configuration",
@@ -34,6 +37,8 @@ pub(crate) const BOUND_TYPES: &[&str] = &[
 pub(crate) fn plain_bindings(config_id: &str) -> Vec<(&'static str, &'static str, Value)> {
     vec![
         ("harness::turn-completed", TURN_COMPLETED_ID, json!({})),
+        // Only to learn a sub-agent's parent (§27.3).
+        ("harness::turn-started", TURN_STARTED_ID, json!({})),
         // Today's harness only; it parks on the brief's.
         ("harness::ready", HARNESS_READY_ID, json!({})),
         ("session::deleted", SESSION_DELETED_ID, json!({})),

@@ -142,6 +142,79 @@ pub(crate) struct Released {
     pub turn_resumed: Option<bool>,
 }
 
+/// What `harness::status` says of a session (`architecture/contract.md`
+/// § Two harness generations, "Reconcile"; §27.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HarnessStatus {
+    /// `null`: the harness knows no turn of the session (deleted, never
+    /// seen, or not loaded yet by a harness that is still booting).
+    Unknown,
+    /// The current turn.
+    Known {
+        /// `pending_function_calls`: the calls that await a result — held
+        /// by a hook, running, or waiting on a sub-agent.
+        pending: Vec<String>,
+        /// The calls among `children` (`function_call_id`): they spawned a
+        /// sub-agent and wait on it, so they ran; they are not held.
+        children: Vec<String>,
+    },
+}
+
+impl HarnessStatus {
+    /// Reads a verbose `harness::status` reply.
+    fn of(reply: &Value) -> Result<HarnessStatus, CallError> {
+        if reply.is_null() {
+            return Ok(HarnessStatus::Unknown);
+        }
+        let Some(calls) = reply
+            .get("pending_function_calls")
+            .and_then(Value::as_array)
+        else {
+            return Err(CallError::malformed(
+                "harness::status",
+                format!(
+                    "pending_function_calls is {}",
+                    super::kind_of(&reply["pending_function_calls"])
+                ),
+            ));
+        };
+        let ids = |items: &[Value], field: &str| -> Vec<String> {
+            items
+                .iter()
+                .filter_map(|c| c.as_str().or_else(|| c.get(field).and_then(Value::as_str)))
+                .map(str::to_string)
+                .collect()
+        };
+        let children = reply
+            .get("children")
+            .and_then(Value::as_array)
+            .map(|c| ids(c, "function_call_id"))
+            .unwrap_or_default();
+        Ok(HarnessStatus::Known {
+            pending: ids(calls, "id"),
+            children,
+        })
+    }
+
+    /// Whether the harness may still hold `call_id`: listed as pending and
+    /// not waiting on a sub-agent. A listed call is no proof of a hold (it
+    /// may be running), but an unlisted one, or one waiting on its child,
+    /// is certainly not held.
+    pub(crate) fn may_hold(&self, call_id: &str) -> bool {
+        match self {
+            HarnessStatus::Unknown => false,
+            HarnessStatus::Known { pending, children } => {
+                pending.iter().any(|c| c == call_id) && !children.iter().any(|c| c == call_id)
+            }
+        }
+    }
+
+    /// Whether `call_id` waits on a sub-agent it spawned.
+    pub(crate) fn awaits_child(&self, call_id: &str) -> bool {
+        matches!(self, HarnessStatus::Known { children, .. } if children.iter().any(|c| c == call_id))
+    }
+}
+
 /// Session context for a record: title, description, metadata.
 #[derive(Debug, Default, Clone)]
 pub struct SessionContext {
@@ -193,13 +266,14 @@ impl Engine {
         })
     }
 
-    /// `harness::status {session_id, verbose: true}` → the ids of the
-    /// session's pending calls (today's harness only; the brief's has none,
-    /// and the call fails `function_not_found`).
-    pub(crate) async fn harness_pending_calls(
+    /// `harness::status {session_id, verbose: true}` → what the harness says
+    /// of the session's current turn (today's harness only; the brief's has
+    /// none, and the call fails `function_not_found`). `null` is a session
+    /// it knows no turn of.
+    pub(crate) async fn harness_status(
         &self,
         session_id: &str,
-    ) -> Result<Vec<String>, CallError> {
+    ) -> Result<HarnessStatus, CallError> {
         let reply = self
             .call(
                 "harness::status",
@@ -207,23 +281,7 @@ impl Engine {
                 STATUS_TIMEOUT,
             )
             .await?;
-        let Some(calls) = reply
-            .get("pending_function_calls")
-            .and_then(Value::as_array)
-        else {
-            return Err(CallError::malformed(
-                "harness::status",
-                format!(
-                    "pending_function_calls is {}",
-                    super::kind_of(&reply["pending_function_calls"])
-                ),
-            ));
-        };
-        Ok(calls
-            .iter()
-            .filter_map(|c| c.as_str().or_else(|| c.get("id").and_then(Value::as_str)))
-            .map(str::to_string)
-            .collect())
+        HarnessStatus::of(&reply)
     }
 
     /// Which harness serves the engine now: today's when

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 pub(crate) use configuration::Entry;
 pub use harness::SessionContext;
-pub(crate) use harness::{Generation, Release, ReleaseAction};
+pub(crate) use harness::{Generation, HarnessStatus, Release, ReleaseAction};
 pub(crate) use scope::{Scope, PENDING_BUCKETS};
 
 /// Timeout for calls to the engine's built-in workers.

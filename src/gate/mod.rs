@@ -297,15 +297,11 @@ fn log_verdict(
     rule: Option<&str>,
     by_reviewer: bool,
 ) {
+    crate::metrics::verdict(out.as_str(), rule);
     worker.pending.decision_log().push(config, || {
         let at = crate::time::now_ms();
         LogRecord {
-            decision: match out {
-                HookOutput::Continue => "continue",
-                HookOutput::Deny { .. } => "deny",
-                HookOutput::Hold => "hold",
-            }
-            .to_string(),
+            decision: out.as_str().to_string(),
             rule_id: rule.map(str::to_string),
             decided_by: DecidedBy::gate_verdict(by_reviewer, at),
             session_id: input.session_id.clone(),
@@ -325,6 +321,7 @@ fn log_secret_id_verdict(
     input: &HookInput,
     call: &HookCall,
 ) {
+    crate::metrics::verdict("deny", Some(SECRET_IN_ID));
     let shown = |id: &str| crate::redact::redact_text(id).into_owned();
     worker.pending.decision_log().push(config, || {
         let at = crate::time::now_ms();
@@ -448,7 +445,8 @@ async fn hold_unless_met(
         let slot = worker.reviews.slot(live::identity(input, call));
         let answer = slot
             .get_or_init(|| async {
-                let context = record::session_context(&worker.engine, sid, budget).await;
+                let context =
+                    record::session_context(&worker.engine, &worker.lineage, sid, budget).await;
                 let answer =
                     review::review(worker, input, call, reviewer, mode, &context, deadline).await;
                 fetched = Some(context);
@@ -472,7 +470,7 @@ async fn hold_unless_met(
         Some(context) => context,
         None => {
             let budget = deadline.cap(record::SESSION_BUDGET, WRITE_RESERVE);
-            record::session_context(&worker.engine, sid, budget).await
+            record::session_context(&worker.engine, &worker.lineage, sid, budget).await
         }
     };
     let mut record = record::build_record(input, call, RecordKind::Function, context);
@@ -607,7 +605,12 @@ pub(crate) fn register(worker: &Arc<Worker>) {
         worker,
         ID,
         "Pre-trigger hook: decides continue, deny or hold for one function call. Harness only.",
-        |worker, input| async move { gate(&worker, input).await },
+        |worker, input| async move {
+            let started = std::time::Instant::now();
+            let out = gate(&worker, input).await;
+            crate::metrics::gate_latency(out.as_str(), started.elapsed());
+            out
+        },
     );
 }
 

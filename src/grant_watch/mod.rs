@@ -184,6 +184,7 @@ async fn ask(
     // deliveries of one call cannot both count and write.
     let context = session_context(
         &worker.engine,
+        &worker.lineage,
         sid,
         deadline.cap(SESSION_BUDGET, WRITE_RESERVE),
     )

@@ -271,6 +271,17 @@ struct ReviewerDenial {
 }
 
 /// A deny answer.
+impl HookOutput {
+    /// The decision's wire word: `continue`, `deny` or `hold`.
+    pub(crate) fn as_str(&self) -> &'static str {
+        match self {
+            HookOutput::Continue => "continue",
+            HookOutput::Deny { .. } => "deny",
+            HookOutput::Hold => "hold",
+        }
+    }
+}
+
 pub(crate) fn deny(reason: impl Into<String>) -> HookOutput {
     HookOutput::Deny {
         reason: reason.into(),

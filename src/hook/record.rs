@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use super::protocol::{HookCall, HookInput};
 use crate::config::ApprovalConfig;
 use crate::engine::{Engine, SessionContext};
+use crate::lineage::Lineage;
 use crate::pending::{deadlines, HoldLimits, Metadata, PendingRecord, RecordKind};
 use crate::redact::{redact, redact_call, redact_call_full, redact_text, Full};
 
@@ -20,22 +21,28 @@ pub(crate) const FS_SCOPE: &str = crate::policy::STAMP;
 pub(crate) const SESSION_BUDGET: Duration = Duration::from_millis(1500);
 
 /// Soft-fetches session context within `budget`: any failure or a slow
-/// answer omits it.
+/// answer omits it. The session's parent, when `session::get` does not name
+/// one, comes from what the harness's turn events named ([`Lineage`]);
+/// never from the turn's metadata.
 pub(crate) async fn session_context(
     engine: &Engine,
+    lineage: &Lineage,
     session_id: &str,
     budget: Duration,
 ) -> SessionContext {
-    if budget.is_zero() {
-        return SessionContext::default();
-    }
-    match engine.session_context(session_id, budget).await {
-        Ok(context) => context,
-        Err(err) => {
-            tracing::debug!(session_id, error = %err, "no session context");
-            SessionContext::default()
+    let mut context = if budget.is_zero() {
+        SessionContext::default()
+    } else {
+        match engine.session_context(session_id, budget).await {
+            Ok(context) => context,
+            Err(err) => {
+                tracing::debug!(session_id, error = %err, "no session context");
+                SessionContext::default()
+            }
         }
-    }
+    };
+    lineage.complete(session_id, &mut context.metadata);
+    context
 }
 
 /// The session's metadata as a record keeps it: redacted like arguments

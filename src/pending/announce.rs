@@ -152,6 +152,12 @@ impl PendingStore {
     /// exit says. The one place any of them happens for a removal.
     pub(super) fn announce(&self, exit: Exit) {
         let at = crate::time::now_ms();
+        crate::metrics::removal(
+            exit.removal.outcome.as_str(),
+            exit.decided_by.kind.as_str(),
+            exit.revision
+                .map(|pending_at| at.saturating_sub(pending_at)),
+        );
         if let Some(pending_at) = exit.revision {
             let revision = (
                 exit.session_id.clone(),

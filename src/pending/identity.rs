@@ -108,7 +108,7 @@ pub(crate) enum Meeting {
 
 /// The digest of a call's arguments (lowercase hex SHA-256 of their
 /// canonical JSON, the harness's stamp left out; see the module doc).
-pub(crate) fn digest(function_id: &str, arguments: Option<&Value>) -> String {
+pub fn digest(function_id: &str, arguments: Option<&Value>) -> String {
     let empty = Value::Object(Map::new());
     let arguments = arguments.unwrap_or(&empty);
     let mut sink = Sink(Sha256::new());

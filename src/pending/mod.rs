@@ -27,7 +27,7 @@ mod compact;
 pub(crate) mod cursor;
 mod deadline;
 mod events;
-mod identity;
+pub(crate) mod identity;
 pub(crate) mod index;
 mod key_lock;
 mod load;

@@ -39,8 +39,8 @@ pub use commands::{
 };
 pub use compile_error::CompileError;
 pub use decide::{
-    decide, decide_with, needs, Basis, Call, DecideOptions, Decision, Verdict, HUMAN_ONLY_RULE,
-    LOCKDOWN_RULE,
+    decide, decide_with, needs, Basis, Call, DecideOptions, Decision, Verdict, HARNESS_ASK,
+    HUMAN_ONLY_RULE, IMPLICIT_ASK_RULE, LOCKDOWN_RULE,
 };
 pub use envelope::DenialEnvelope;
 pub use grants::{CompiledSettings, GrantRef};

@@ -10,7 +10,7 @@
 
 use super::args::MatchedConstraint;
 use super::commands::{self, CommandHit, Readings};
-use super::decide::{Basis, Decision, Verdict, HUMAN_ONLY_RULE, LOCKDOWN_RULE};
+use super::decide::{Basis, Decision, Verdict, HUMAN_ONLY_RULE, IMPLICIT_ASK_RULE, LOCKDOWN_RULE};
 use super::protected::{HitKind, PROTECTED_PATH_RULE};
 use super::widening::WIDENING_ROOT_RULE;
 
@@ -29,6 +29,7 @@ impl<'r> Decision<'r> {
             Basis::Lockdown => Some(LOCKDOWN_RULE),
             Basis::WideningRoot { .. } => Some(WIDENING_ROOT_RULE),
             Basis::ProtectedPath { .. } => Some(PROTECTED_PATH_RULE),
+            Basis::ImplicitAsk => Some(IMPLICIT_ASK_RULE),
             Basis::Rule {
                 command: Some(hit), ..
             }
@@ -133,6 +134,9 @@ impl<'r> Decision<'r> {
             ),
             (_, Basis::Lockdown) => {
                 "held: lockdown (no configuration has compiled yet); a human decides".to_owned()
+            }
+            (_, Basis::ImplicitAsk) => {
+                "allowed: no rule matched, and the implicit rule allows harness::ask (the model asks the user a question)".to_owned()
             }
             (_, Basis::NoMatch) => "held: no rule matched".to_owned(),
             (_, Basis::ProtectedPath { how }) => format!(

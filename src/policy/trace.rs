@@ -49,6 +49,9 @@ pub enum Step {
     /// One allow or deny rule whose function glob matched, in rule order
     /// (or none).
     Rule,
+    /// `harness::ask` only: no configured rule decided, and the implicit
+    /// rule after them allows the model to ask the user a question.
+    ImplicitAsk,
     /// Nothing decided: the call is held.
     Default,
 }
@@ -186,6 +189,14 @@ impl<'r> Observer<'r> for Recorder<'r> {
                 };
                 self.push(step, outcome, Some(detail));
             }
+            Event::ImplicitAsk => self.push(
+                Step::ImplicitAsk,
+                Outcome::Allow,
+                Some(
+                    "implicit rule after the configured ones: harness::ask asks the user a question"
+                        .into(),
+                ),
+            ),
             Event::Default => self.push(
                 Step::Default,
                 Outcome::Hold,

@@ -44,6 +44,13 @@ pub(crate) enum DeciderKind {
     Reviewer,
 }
 
+impl DeciderKind {
+    /// The wire spelling.
+    pub(crate) fn as_str(self) -> &'static str {
+        crate::wire::spelling(&self)
+    }
+}
+
 /// The path a decision took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

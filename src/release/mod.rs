@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use crate::backoff::Backoff;
 use crate::config::ConfigCell;
-use crate::engine::{CallError, Engine, ReleaseAction};
+use crate::engine::{CallError, Engine, HarnessStatus, ReleaseAction};
 use crate::error::StateError;
 use crate::folders::{contains, Folders, GrantScope};
 use crate::pending::{
@@ -344,10 +344,14 @@ impl Releaser {
                 // the call is still held.
                 self.take_back(sid, granted.as_deref()).await;
                 tracing::warn!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, decision = request.decision.as_str(), error = %err, "the harness did not take the decision; the call stays held");
+                crate::metrics::release_failure("unavailable");
                 give_back(claim, false).await;
                 Answer::Unavailable(err)
             }
-            Err(err) => self.settle_lost(claim, granted, runs, err).await,
+            Err(err) => {
+                crate::metrics::release_failure("answer_lost");
+                self.settle_lost(claim, granted, runs, err).await
+            }
         }
     }
 
@@ -519,8 +523,8 @@ impl Releaser {
     ) -> Answer {
         let record = claim.record().clone();
         let (sid, cid) = (&record.session_id, &record.function_call_id);
-        match self.engine.harness_pending_calls(sid).await {
-            Ok(pending) if pending.iter().any(|c| c == cid) => {
+        match self.engine.harness_status(sid).await {
+            Ok(status) if status.may_hold(cid) => {
                 self.take_back(sid, granted.as_deref()).await;
                 tracing::warn!(session_id = %sid, function_call_id = %cid, function_id = %record.function_id, error = %err, "the harness's answer was lost and it still holds the call; the call is pending again");
                 give_back(claim, runs).await;
@@ -528,6 +532,12 @@ impl Releaser {
             }
             status => {
                 let why = match status {
+                    Ok(status) if status.awaits_child(cid) => {
+                        "the call waits on the sub-agent it spawned: it ran".to_string()
+                    }
+                    Ok(HarnessStatus::Unknown) => {
+                        "the harness knows no turn of the session".to_string()
+                    }
                     Ok(_) => "the harness no longer lists the call".to_string(),
                     Err(status_err) if status_err.is_function_not_found() => {
                         "the harness cannot say (no harness::status)".to_string()

@@ -51,7 +51,6 @@ impl Breaker {
     }
 
     /// Whether denials go to a human now.
-    #[cfg(test)]
     pub(crate) fn is_open(&self) -> bool {
         self.open
     }

@@ -147,9 +147,13 @@ impl Reviews {
     pub(crate) fn breaker(&self, session_id: &str, verdict: ReviewVerdict, limits: Limits) -> bool {
         let mut sessions = crate::sync::lock(&self.sessions);
         let session = session_mut(&mut sessions, session_id);
+        let was_open = session.breaker.is_open();
         let held = session
             .breaker
             .review(verdict == ReviewVerdict::Deny, limits);
+        if !was_open && session.breaker.is_open() {
+            crate::metrics::breaker_trip();
+        }
         if held {
             self.stats.held_by_breaker();
         }

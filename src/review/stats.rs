@@ -44,6 +44,7 @@ impl Stats {
     /// an error).
     pub(crate) fn record(&self, verdict: ReviewVerdict, took: Duration) {
         self.calls.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::reviewer_verdict(verdict.as_str());
         let counter = match verdict {
             ReviewVerdict::Allow => &self.allows,
             ReviewVerdict::Deny => &self.denies,

@@ -108,6 +108,10 @@ pub struct RealEngineOptions {
     /// The engine's log filter (`iii-observability`'s `level`, an EnvFilter
     /// string such as `"info,iii::engine=debug"`); `None` keeps its default.
     pub log_filter: Option<String>,
+    /// Keep the workers' OpenTelemetry metrics in memory
+    /// (`iii-observability` enabled, `metrics_exporter: memory`), listed by
+    /// `engine::metrics::list`.
+    pub metrics: bool,
 }
 
 /// Which engine a fixture runs.
@@ -537,7 +541,18 @@ fn config_yaml(
          \x20     default_timeout: {}\n",
         HTTP_TIMEOUT.as_millis()
     ));
-    if let Some(filter) = &options.log_filter {
+    if options.metrics {
+        yaml.push_str(
+            "\x20 - name: iii-observability\n\
+             \x20   config:\n\
+             \x20     enabled: true\n\
+             \x20     metrics_enabled: true\n\
+             \x20     metrics_exporter: memory\n",
+        );
+        if let Some(filter) = &options.log_filter {
+            yaml.push_str(&format!("\x20     level: {}\n", json!(filter)));
+        }
+    } else if let Some(filter) = &options.log_filter {
         // A JSON string is a YAML string.
         yaml.push_str(&format!(
             "\x20 - name: iii-observability\n\

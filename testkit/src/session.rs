@@ -1,16 +1,24 @@
 //! `SessionDouble`: an SDK worker named `session-manager` that serves
-//! `session::get` from a map the test fills and provides the
-//! `session::deleted` trigger type.
+//! `session::get` and `session::ensure` from a map the test fills and
+//! provides the `session::deleted` trigger type.
 //!
 //! # Format
 //!
 //! `session::get {session_id}` → `{ "session_id": "s1", "meta": { "title"?, "description"?, "metadata"? } }`
-//! for a session put with [`SessionDouble::put`], or exactly the body given
-//! to [`SessionDouble::put_response`] (to play a reply without `meta`, or with
-//! odd field types). An unknown session is a structured error, code
-//! `session_not_found`, message `session_not_found: <session_id>` (the real
-//! manager's wording is unpublished; this keeps the code-and-message form
-//! the rest of the system uses).
+//! for a session put with [`SessionDouble::put`] (or made by
+//! `session::ensure`), or exactly the body given to
+//! [`SessionDouble::put_response`] (to play a reply without `meta`, or with
+//! odd field types). An unknown session answers `null`, as the real manager
+//! does (its `session::get` response schema is `GetResponse | null`).
+//!
+//! `session::ensure {session_id, title?, metadata?}` →
+//! `{ "meta": {session_id, title, description, metadata}, "created": bool }`:
+//! an unknown session is made with `metadata`; a known one is left as it is
+//! (`created: false`, the supplied metadata not applied). Today's harness
+//! makes a child session this way, with its parent linkage
+//! `{parent_session_id, parent_turn_id, function_call_id, depth}` as the
+//! metadata ([`crate::harness::HarnessDouble::spawn`]); a reused session
+//! keeps whatever linkage it was made with.
 //!
 //! `session::deleted` payload: `{ "session_id": "s1", "deleted_at": <ms> }`,
 //! fired (void) to every binding, whatever its config. Today's harness
@@ -34,11 +42,19 @@ use super::harness::peer;
 
 pub const WORKER_NAME: &str = "session-manager";
 pub const SESSION_GET: &str = "session::get";
+pub const SESSION_ENSURE: &str = "session::ensure";
 pub const SESSION_DELETED: &str = "session::deleted";
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct GetRequest {
     pub session_id: String,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct EnsureRequest {
+    pub session_id: String,
+    pub title: Option<String>,
+    pub metadata: Option<Value>,
 }
 
 #[derive(Default)]
@@ -90,8 +106,8 @@ impl TriggerHandler for DeletedType {
 }
 
 impl SessionDouble {
-    /// Connects as `session-manager` and returns once `session::get` and
-    /// `session::deleted` are listed by the engine.
+    /// Connects as `session-manager` and returns once `session::get`,
+    /// `session::ensure` and `session::deleted` are listed by the engine.
     pub async fn start(url: &str) -> SessionDouble {
         let iii = peer::connect(url, WORKER_NAME);
         let core = Arc::new(Core::default());
@@ -118,8 +134,21 @@ impl SessionDouble {
             })
             .description("Read a session: its meta (title, description, metadata)"),
         );
+        let weak: Weak<Core> = Arc::downgrade(&core);
+        iii.register_function(
+            SESSION_ENSURE,
+            RegisterFunction::new_async(move |req: EnsureRequest| {
+                let core = weak.upgrade();
+                async move {
+                    let core =
+                        core.ok_or_else(|| Error::Handler("session manager stopped".into()))?;
+                    Ok::<_, Error>(core.ensure(req))
+                }
+            })
+            .description("Make a session unless it exists; metadata applies only when made"),
+        );
         let closer = Arc::new(peer::Closer(iii.clone()));
-        peer::wait_live(&iii, &[SESSION_GET], &[SESSION_DELETED]).await;
+        peer::wait_live(&iii, &[SESSION_GET, SESSION_ENSURE], &[SESSION_DELETED]).await;
         SessionDouble {
             iii,
             core,
@@ -146,6 +175,15 @@ impl SessionDouble {
     /// Makes `session::get` answer exactly `response` for this session.
     pub fn put_response(&self, session_id: &str, response: Value) {
         lock(&self.core.sessions).insert(session_id.to_string(), response);
+    }
+
+    /// The session's `meta.metadata` as `session::get` would answer it.
+    pub fn metadata_of(&self, session_id: &str) -> Option<Value> {
+        lock(&self.core.sessions)
+            .get(session_id)
+            .and_then(|s| s.pointer("/meta/metadata"))
+            .filter(|m| !m.is_null())
+            .cloned()
     }
 
     /// Makes `session::get` unknown for this session again.
@@ -209,10 +247,29 @@ impl Core {
             tokio::time::sleep(delay).await;
         }
         let found = lock(&self.sessions).get(&req.session_id).cloned();
-        found.ok_or_else(|| Error::Remote {
-            code: "session_not_found".into(),
-            message: format!("session_not_found: {}", req.session_id),
-            stacktrace: None,
-        })
+        Ok(found.unwrap_or(Value::Null))
+    }
+
+    fn ensure(&self, req: EnsureRequest) -> Value {
+        let mut sessions = lock(&self.sessions);
+        let created = !sessions.contains_key(&req.session_id);
+        if created {
+            let meta = json!({
+                "session_id": req.session_id,
+                "title": req.title.unwrap_or_default(),
+                "description": "",
+                "metadata": req.metadata.unwrap_or(Value::Null),
+            });
+            sessions.insert(
+                req.session_id.clone(),
+                json!({ "session_id": req.session_id, "meta": meta }),
+            );
+        }
+        let meta = sessions
+            .get(&req.session_id)
+            .and_then(|s| s.get("meta"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        json!({ "meta": meta, "created": created })
     }
 }

@@ -56,4 +56,5 @@ mod runs;
 mod security;
 mod simulate;
 mod standby;
+mod subagents;
 mod today;

@@ -539,3 +539,290 @@ each_generation! {
         .await;
     }
 }
+
+#[tokio::test]
+async fn rule_27_4_harness_ask_runs_by_the_implicit_rule_unless_a_configured_rule_decides() {
+    on_test_engine("today_harness_ask", |engine| async move {
+        let scene = today(engine).await;
+        scene
+            .targets
+            .add("harness::ask", Arc::new(approval_gate_testkit::targets::Echo))
+            .await;
+        let ask = |cid: &str| {
+            CallSpec::new("s_q", "t_q", cid, "harness::ask", json!({"questions": [{"question": "which branch?"}]}))
+                .with_fs_root("/w/s_q")
+        };
+        // No configured rule names it: it runs, in the default manual mode.
+        let out = scene.harness.call(ask("c1")).await;
+        assert!(!out.is_held() && out.deny_reason().is_none(), "{out:?}");
+        assert_eq!(scene.harness.target_runs("harness::ask"), 1);
+        let ev = scene
+            .ok("approval::evaluate", json!({"session_id": "s_q", "function_id": "harness::ask"}))
+            .await;
+        assert_eq!(ev["verdict"], "allow", "{ev}");
+        assert_eq!(ev["rule_id"], approval_gate::IMPLICIT_ASK_RULE, "{ev}");
+        let last = ev["trace"].as_array().and_then(|t| t.last()).cloned().unwrap_or_default();
+        assert_eq!(last["step"], "implicit_ask", "{ev}");
+        // An ask rule (any configured rule) decides before the implicit one.
+        scene
+            .ok(
+                "configuration::set",
+                json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "?harness::ask", "shell::*"]}}),
+            )
+            .await;
+        let w = scene.worker.as_ref().unwrap();
+        assert!(eventually(WAIT, || w.config().rules.len() == 3).await);
+        assert!(scene.harness.call(ask("c2")).await.is_held());
+        assert_eq!(scene.harness.target_runs("harness::ask"), 1, "the held ask did not run");
+    })
+    .await;
+}
+
+/// Writes a record of `(sid, cid)` held long ago, before the worker boots.
+async fn seed_old_record(engine: &EngineFixture, sid: &str, cid: &str, function_id: &str) {
+    seed_record(engine, sid, cid, function_id, None).await;
+}
+
+/// As [`seed_old_record`], for a call whose arguments are known: the record
+/// carries their digest, as one the gate wrote would (§26.1), so a
+/// delivery of the same call meets its own record.
+async fn seed_record(
+    engine: &EngineFixture,
+    sid: &str,
+    cid: &str,
+    function_id: &str,
+    arguments: Option<&Value>,
+) {
+    let seeder = engine.client(&format!("seeder-{sid}-{cid}")).await;
+    let mut record = json!({"session_id": sid, "turn_id": format!("t_{sid}"), "function_call_id": cid,
+        "function_id": function_id, "kind": "function", "arguments_excerpt": {}, "pending_at": 1000, "depth": 0});
+    if let Some(arguments) = arguments {
+        record["arguments_digest"] = json!(approval_gate::arguments_digest(
+            function_id,
+            Some(arguments)
+        ));
+    }
+    approval_gate_testkit::fixture::call(
+        &seeder,
+        "state::set",
+        json!({"scope": approval_gate::bucket_scope(sid, cid), "key": format!("{sid}/{cid}"), "value": record}),
+    )
+    .await
+    .expect("seeded");
+}
+
+#[tokio::test]
+async fn rule_27_4_boot_and_ready_reconcile_once_and_a_null_status_is_acted_on_only_when_read_again(
+) {
+    on_each_engine("today_null_status", |engine| async move {
+        // The harness knows no turn of s_gone: harness::status answers null.
+        seed_old_record(&engine, "s_gone", "c_g", "demo::ask").await;
+        let scene = Scene::start_with(engine, HarnessOptions::generation(Generation::G2)).await;
+        let resolved = scene
+            .sink("null-resolved", "approval::pending-resolved", json!({}))
+            .await;
+        // The boot's pass and the one the harness::ready the new binding got
+        // at once asks for are one pass: one read.
+        assert!(eventually(WAIT, || scene.harness.status_reads("s_gone") >= 1).await);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            scene.harness.status_reads("s_gone"),
+            1,
+            "boot and ready reconcile once"
+        );
+        // One null is not acted on.
+        assert_eq!(scene.inbox().await.len(), 1, "kept after the first null");
+        assert!(resolved.events().is_empty());
+        // Read again, twice the hook timeout later: still null, so removed.
+        assert!(
+            eventually(Duration::from_secs(15), || scene
+                .harness
+                .status_reads("s_gone")
+                >= 2)
+            .await,
+            "no second read"
+        );
+        let events = resolved.wait_for(1, WAIT).await;
+        assert_eq!(events[0]["function_call_id"], "c_g", "{events:?}");
+        assert_eq!(events[0]["outcome"], "aborted");
+        assert_eq!(events[0]["reason"], "not_held");
+        assert!(scene.inbox().await.is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_27_4_a_call_waiting_on_its_sub_agent_is_not_read_as_a_hold() {
+    on_each_engine("today_subagent_wait", |engine| async move {
+        // A held call the worker keeps (with its identity, §26.1).
+        seed_record(&engine, "s_p", "c_held", "demo::ask", Some(&json!({}))).await;
+        let mut scene = Scene::start_with(engine, HarnessOptions::generation(Generation::G2)).await;
+        let configure = async |scene: &Scene| {
+            scene
+                .ok(
+                    "configuration::set",
+                    json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "harness::*"]}}),
+                )
+                .await;
+            let w = scene.worker.as_ref().unwrap();
+            assert!(eventually(WAIT, || w.config().rules.len() == 2).await);
+        };
+        configure(&scene).await;
+        let resolved = scene
+            .sink("child-resolved", "approval::pending-resolved", json!({}))
+            .await;
+        scene.harness.play_spawns();
+        let spawn_args = json!({"task": "go", "session_id": "kid"});
+        let spawn = CallSpec::new("s_p", "t_s_p", "c_spawn", "harness::spawn", spawn_args.clone())
+            .with_fs_root("/w/s_p");
+        let state = scene.harness.call(spawn).await;
+        assert!(
+            matches!(
+                state,
+                approval_gate_testkit::harness::CallState::AwaitingChild { .. }
+            ),
+            "{state:?}"
+        );
+        // A record of the spawn the worker finds at its next boot (one
+        // whose release answer was lost, say): the call is not held, it
+        // waits on its child.
+        scene.stop_worker().await;
+        seed_record(&scene.engine, "s_p", "c_spawn", "harness::spawn", Some(&spawn_args)).await;
+        scene.restart_worker().await;
+        configure(&scene).await;
+        scene
+            .hold(
+                CallSpec::new("s_p", "t_s_p", "c_held", "demo::ask", json!({}))
+                    .with_fs_root("/w/s_p"),
+            )
+            .await;
+        // Both are listed as pending; only the held one may be a hold.
+        assert_eq!(
+            scene.harness.pending_calls("s_p"),
+            vec!["c_held".to_string(), "c_spawn".to_string()]
+        );
+        scene.harness.announce_ready().await;
+        let events = resolved.wait_for(1, Duration::from_secs(6)).await;
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0]["function_call_id"], "c_spawn");
+        assert_eq!(events[0]["reason"], "not_held");
+        let left: Vec<Value> = scene
+            .inbox()
+            .await
+            .iter()
+            .map(|r| r["function_call_id"].clone())
+            .collect();
+        assert_eq!(left, vec![json!("c_held")]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_27_4_a_lost_answer_is_not_read_as_a_hold_when_the_call_waits_on_its_sub_agent() {
+    on_each_engine("today_lost_spawn", |engine| async move {
+        let scene = Scene::start_with(engine, HarnessOptions::generation(Generation::G2)).await;
+        scene
+            .ok(
+                "configuration::set",
+                json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "?harness::spawn"],
+                    "release_timeout_ms": 1500, "resolve_wait_ms": 500}}),
+            )
+            .await;
+        let w = scene.worker.as_ref().unwrap();
+        assert!(eventually(WAIT, || w.config().release_timeout_ms == 1500).await);
+        let resolved = scene
+            .sink("lost-resolved", "approval::pending-resolved", json!({}))
+            .await;
+        scene.harness.play_spawns();
+        scene
+            .hold(
+                CallSpec::new("s_l", "t_s_l", "c1", "harness::spawn", json!({"task": "go", "session_id": "kid_l"}))
+                    .with_fs_root("/w/s_l"),
+            )
+            .await;
+        // The harness does the release (the spawn starts its child) and its
+        // answer is lost; harness::status then lists the call, waiting on
+        // the child: it ran, it is not held.
+        scene.harness.fault_resolves(ResolveFault::LoseReply, 1);
+        let out = scene
+            .ok("approval::resolve", json!({"session_id": "s_l", "function_call_id": "c1", "decision": "allow"}))
+            .await;
+        assert_eq!(out, json!({"resolved": false, "releasing": true}));
+        let events = resolved.wait_for(1, Duration::from_secs(8)).await;
+        assert_eq!(events.first().map(|e| e["outcome"].clone()), Some(json!("unknown")), "{events:?}");
+        assert!(matches!(
+            scene.harness.state("s_l", "c1"),
+            Some(approval_gate_testkit::harness::CallState::AwaitingChild { .. })
+        ));
+        assert!(scene.inbox().await.is_empty(), "not pending again");
+    })
+    .await;
+}
+
+/// Today's harness settles an agent's `engine::register_trigger` itself (a
+/// subscription the calling session owns) after the pre-trigger chain let the
+/// call through, and asks `approval::evaluate` about the subscription's target
+/// before it binds. The gate denies both controls in the chain (human-only):
+/// no agent binds a hook type or unbinds the gate, and the double binds
+/// nothing. The probe the harness would send answers by the ladder.
+#[tokio::test]
+async fn rule_27_4_an_agent_binds_no_hook_and_unbinds_no_gate_through_a_subscription() {
+    on_each_engine("today_subscriptions", |engine| async move {
+        let scene = today(engine).await;
+        let evaluate = |function_id: &'static str, arguments: Value| {
+            let scene = &scene;
+            async move {
+                scene
+                    .ok(
+                        "approval::evaluate",
+                        json!({"session_id": "s_sub", "function_id": function_id, "arguments": arguments}),
+                    )
+                    .await
+            }
+        };
+        // The probe about a target: allowed, held and human-only targets.
+        let ev = evaluate("demo::tick", json!({})).await;
+        assert_eq!(ev["verdict"], "allow", "{ev}");
+        let ev = evaluate("demo::ask", json!({})).await;
+        assert_eq!(ev["verdict"], "needs_approval", "{ev}");
+        for control in ["engine::register_trigger", "engine::unregister_trigger"] {
+            let ev = evaluate(control, json!({"trigger_type": "harness::hook::pre-trigger", "function_id": "demo::tick"})).await;
+            assert_eq!(ev["verdict"], "deny", "{control}: {ev}");
+            assert_eq!(ev["rule_id"], "human_only_function", "{control}: {ev}");
+        }
+        // The agent's own calls, through the turn's chain.
+        let gate_bindings = || {
+            scene
+                .harness
+                .bindings("harness::hook::pre-trigger")
+                .into_iter()
+                .filter(|b| b.function_id == "approval::gate")
+                .collect::<Vec<_>>()
+        };
+        let gate = gate_bindings();
+        assert_eq!(gate.len(), 1, "{gate:?}");
+        let control = |cid: &str, function_id: &str, arguments: Value| {
+            CallSpec::new("s_sub", "t_s_sub", cid, function_id, arguments).with_fs_root("/w/s_sub")
+        };
+        let attempts = [
+            control("c1", "engine::register_trigger", json!({"trigger_type": "cron", "config": {"expression": "* * * * *"}, "function_id": "demo::tick"})),
+            control("c2", "engine::register_trigger", json!({"trigger_type": "harness::hook::pre-trigger", "function_id": "demo::tick", "config": {}})),
+            control("c3", "engine::unregister_trigger", json!({"id": gate[0].id})),
+        ];
+        for spec in attempts {
+            let cid = spec.call_id.clone();
+            let out = scene.harness.call(spec).await;
+            let reason = out.deny_reason().unwrap_or_default().to_string();
+            assert!(!reason.is_empty(), "{cid} was not denied: {out:?}");
+        }
+        assert!(scene.harness.subscriptions().is_empty(), "{:?}", scene.harness.subscriptions());
+        // The gate is still bound and still holds.
+        assert_eq!(gate_bindings().len(), 1);
+        assert!(scene
+            .harness
+            .call(control("c4", "demo::ask", json!({})))
+            .await
+            .is_held());
+    })
+    .await;
+}

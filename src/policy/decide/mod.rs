@@ -14,11 +14,14 @@
 //! 5. mode `auto` and an `always_allow` entry applies → allow;
 //! 6. the first allow or deny rule whose glob, `modes` and `args` all match
 //!    → its action;
-//! 7. nothing matched → hold.
+//! 7. nothing matched → `harness::ask` (the model asks the user a
+//!    question) is allowed by an implicit rule placed after the configured
+//!    ones, so any configured rule can hold or deny it;
+//! 8. nothing matched → hold.
 //!
 //! `deny_ask_allow`: 1; then every matching deny rule → deny (it beats
 //! `full` mode and grants); then 2–5; then the first matching allow rule →
-//! allow; then 7.
+//! allow; then 7, 8.
 //!
 //! Before step 2 (in both precedences): a `harness::spawn` / `harness::send`
 //! that asks for a root outside the calling turn's own roots → hold, rule
@@ -33,7 +36,7 @@
 //!
 //! The **lockdown** rule set (no configuration has ever compiled) stops the
 //! ladder right after step 1: every other call holds, rule `lockdown`, in
-//! every mode, whatever the grants say.
+//! every mode, whatever the grants say (`harness::ask` included).
 
 use serde_json::{Map, Value};
 
@@ -61,6 +64,15 @@ pub const HUMAN_ONLY_RULE: &str = "human_only_function";
 
 /// The rule id reported for the holds of the lockdown.
 pub const LOCKDOWN_RULE: &str = "lockdown";
+
+/// The function today's harness offers the model to ask the user a
+/// question (a card of questions; the answer arrives as the next message).
+/// Asking the user is what a hold would do anyway, so when no configured
+/// rule decides it, it runs ([`IMPLICIT_ASK_RULE`]).
+pub const HARNESS_ASK: &str = "harness::ask";
+
+/// The rule id reported when the implicit rule allows [`HARNESS_ASK`].
+pub const IMPLICIT_ASK_RULE: &str = "implicit_harness_ask";
 
 /// One call to decide on.
 #[derive(Debug, Clone, Copy)]
@@ -168,6 +180,9 @@ pub enum Basis<'r> {
         /// constraint hold.
         command: Option<CommandHit>,
     },
+    /// No rule matched, and the call is [`HARNESS_ASK`]: the implicit rule
+    /// after the configured ones allows it.
+    ImplicitAsk,
     /// No rule matched.
     NoMatch,
 }
@@ -885,7 +900,8 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
 
     /// The last rule step: `first_match` → the first allow or deny rule
     /// that applies; `deny_ask_allow` → the first allow rule that applies
-    /// (no deny applies, or the call was denied already). Else hold.
+    /// (no deny applies, or the call was denied already). Else the implicit
+    /// rule for [`HARNESS_ASK`], else hold.
     fn allow_or_deny_rules(&mut self) -> Decision<'r> {
         let hit = self.scan().allow;
         let lane = match self.judge.rules.precedence {
@@ -895,6 +911,13 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
         self.rule_step(Step::Rule, lane, hit);
         if let Some(decision) = hit.and_then(|(slot, command)| self.rule_decision(slot, command)) {
             return decision;
+        }
+        if self.judge.call.function_id == HARNESS_ASK {
+            self.observer.see(Event::ImplicitAsk);
+            return Decision {
+                verdict: Verdict::Allow,
+                basis: Basis::ImplicitAsk,
+            };
         }
         self.observer.see(Event::Default);
         Decision {

@@ -112,6 +112,9 @@ pub(crate) enum Event<'r> {
     EntryHit { slot: u32, entry: &'r Entry },
     /// A grants step ended.
     GrantStep { list: GrantList, allows: bool },
+    /// No rule decided and the call is `harness::ask`: the implicit rule
+    /// allows it.
+    ImplicitAsk,
     /// Nothing decided: the call is held.
     Default,
 }

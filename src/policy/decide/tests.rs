@@ -164,6 +164,7 @@ fn every_mode_and_list_combination() {
                         Basis::Lockdown => "lockdown",
                         Basis::WideningRoot { .. } => "widening",
                         Basis::ProtectedPath { .. } => "protected",
+                        Basis::ImplicitAsk => "implicit",
                     };
                     assert_eq!(
                         (d.verdict, basis),
@@ -1139,4 +1140,61 @@ fn rule_29_3_deny_rules_still_deny_a_protected_path() {
         let d = decide(&s, &rs, &with_args("shell::exec", &args));
         assert_eq!(d.rule_id(), Some("protected_path"), "{precedence:?}");
     }
+}
+
+#[test]
+fn rule_27_4_harness_ask_is_allowed_by_an_implicit_rule_after_the_configured_ones() {
+    // No rule names it: the implicit rule allows it, in every mode and both
+    // precedences; any other unmatched call still holds.
+    for precedence in [RulePrecedence::FirstMatch, RulePrecedence::DenyAskAllow] {
+        let r = rules_with(json!(["shell::*"]), precedence);
+        for mode in [Mode::Manual, Mode::Auto] {
+            let s = settings(mode, &[], &[]);
+            let d = decide(&s, &r, &call(HARNESS_ASK));
+            assert_eq!(
+                (d.verdict, d.basis),
+                (Verdict::Allow, Basis::ImplicitAsk),
+                "{precedence:?} {mode:?}"
+            );
+            assert_eq!(d.rule_id(), Some(IMPLICIT_ASK_RULE));
+            let other = decide(&s, &r, &call("harness::asked"));
+            assert_eq!(other.basis, Basis::NoMatch, "exactly harness::ask");
+        }
+    }
+    // Any configured rule decides first: a deny, an ask rule, a rule limited
+    // to other modes does not (and the implicit rule then allows).
+    let s = settings(Mode::Auto, &[], &[]);
+    let deny = rules(json!(["!harness::*"]));
+    assert_eq!(
+        rule_hit(&decide(&s, &deny, &call(HARNESS_ASK))),
+        (Verdict::Deny, 0)
+    );
+    let ask = rules(json!(["?harness::ask"]));
+    let held = decide(&s, &ask, &call(HARNESS_ASK));
+    assert!(
+        matches!(held.basis, Basis::Ask { index: 0, .. }),
+        "{held:?}"
+    );
+    let elsewhere =
+        rules(json!([{"function": "harness::ask", "action": "deny", "modes": ["manual"]}]));
+    let d = decide(&s, &elsewhere, &call(HARNESS_ASK));
+    assert_eq!(d.basis, Basis::ImplicitAsk);
+    // Off in the lockdown.
+    let lockdown = CompiledRules::lockdown();
+    let d = decide(&s, &lockdown, &call(HARNESS_ASK));
+    assert_eq!(d.basis, Basis::Lockdown);
+    // The trace names it.
+    let shell = rules(json!(["shell::*"]));
+    let mut trace = Vec::new();
+    let options = DecideOptions {
+        trace: Some(&mut trace),
+        ..DecideOptions::default()
+    };
+    decide_with(&s, &shell, &call(HARNESS_ASK), options);
+    let last = trace.last().expect("a step");
+    assert_eq!(
+        (last.step, last.outcome),
+        (Step::ImplicitAsk, Outcome::Allow)
+    );
+    assert!(!trace.iter().any(|t| t.step == Step::Default), "{trace:?}");
 }

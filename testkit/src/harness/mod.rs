@@ -27,7 +27,7 @@
 //! | `execute` | the rest of the chain after the holder's sort key; timing per [`ResolveTiming`] | the pre-trigger hooks after the holder's function id (none if it is unbound or held at post-trigger), the target and the whole post-trigger chain, all before the answer |
 //! | turn end | held calls become [`CallState::Abandoned`] | held calls stay held on a finished turn; a resolve answers `resolved: false` |
 //! | turn-completed | `{session_id, turn_id, status, timestamp, result?, result_error?, reason?, parent?}`; unknown filter keys ignored | adds `terminal`, `parent_session_id`, `context`, `reactive_depth`; unknown filter keys reject |
-//! | also | | `harness::status` ([`HarnessDouble::pending_calls`]), `harness::ready` ([`HarnessDouble::announce_ready`]), `harness::on-session-deleted` bound to `session::deleted` |
+//! | also | | `harness::status` ([`HarnessDouble::pending_calls`], `children`), `harness::ready` ([`HarnessDouble::announce_ready`]), `harness::on-session-deleted` bound to `session::deleted`; subscriptions (`engine::register_trigger` / `engine::unregister_trigger` settled by the harness after the pre-trigger chain, with an `approval::evaluate` probe) and, with [`HarnessDouble::play_spawns`], sub-agents ([`mediate`]) |
 //!
 //! Held calls never expire on either: the double has no pending sweep.
 //!
@@ -53,7 +53,9 @@
 //!   first.
 //! * The double keeps one current turn per session for `harness::status`:
 //!   the turn of its last [`HarnessDouble::call`] or
-//!   [`HarnessDouble::start_turn`]. It models spawn only as far as grants go.
+//!   [`HarnessDouble::start_turn`]. It models spawn as far as the child's
+//!   session linkage, its grants, its turn events and the parent call's
+//!   wait go ([`HarnessDouble::spawn`], [`mediate`]).
 //!
 //! # Switches for the release paths (both generations)
 //!
@@ -86,6 +88,7 @@
 pub mod bindings;
 pub mod chain;
 pub mod config;
+pub mod mediate;
 pub mod model;
 pub(crate) mod peer;
 mod resolve;
@@ -104,6 +107,7 @@ use iii_sdk::{IIIClient, RegisterTriggerType};
 use serde_json::{json, Map, Value};
 
 pub use config::{ConfigError, HookConfig, HookPoint, OnError, TurnFilter};
+pub use mediate::{ParentLink, Subscription};
 pub use model::{
     BindingInfo, CallOutcome, CallSpec, CallState, Entry, HookCall, TargetRun, TurnCompletion,
 };
@@ -267,6 +271,9 @@ struct Journal {
     target_runs: Vec<TargetRun>,
     entries: Vec<Entry>,
     resolve_requests: Vec<Value>,
+    /// Generation 2: every `approval::evaluate` probe of a subscription,
+    /// with its answer (or the error text).
+    probes: Vec<(Value, Result<Value, String>)>,
 }
 
 /// Everything the double's handlers and its test-facing API share. Each lock
@@ -294,6 +301,15 @@ struct Core {
     current_turn: Mutex<HashMap<String, String>>,
     /// When the connection was first greeted.
     connected: Arc<std::sync::OnceLock<std::time::Instant>>,
+    /// Generation 2: whether a `harness::spawn` in a turn starts a child
+    /// ([`HarnessDouble::play_spawns`]) instead of invoking a target.
+    play_spawns: AtomicBool,
+    /// Generation 2: the sessions the double spawned, by their parent link.
+    lineage: Mutex<HashMap<String, ParentLink>>,
+    /// Generation 2: the sessions' subscriptions.
+    subscriptions: Mutex<mediate::Subscriptions>,
+    /// Generation 2: how many `harness::status` reads each session had.
+    status_reads: Mutex<HashMap<String, usize>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -374,6 +390,10 @@ impl HarnessDouble {
             finished: Mutex::default(),
             current_turn: Mutex::default(),
             connected,
+            play_spawns: AtomicBool::new(false),
+            lineage: Mutex::default(),
+            subscriptions: Mutex::default(),
+            status_reads: Mutex::default(),
         });
         let mut functions = vec![RESOLVE];
         resolve::register(&core);
@@ -451,18 +471,54 @@ impl HarnessDouble {
         self.core.run_call(spec).await
     }
 
-    /// Emits `harness::turn-started` `{session_id, turn_id, timestamp}`; on
-    /// generation 2 the turn becomes the session's current one.
+    /// Emits `harness::turn-started` `{session_id, turn_id, timestamp}`
+    /// (generation 2, for a session the double spawned: with `parent:
+    /// {session_id, turn_id, function_call_id}`); on generation 2 the turn
+    /// becomes the session's current one.
     pub async fn start_turn(&self, session_id: &str, turn_id: &str) -> usize {
         self.core.note_turn(session_id, turn_id);
-        let payload = json!({
-            "session_id": session_id,
-            "turn_id": turn_id,
-            "timestamp": crate::time::now_ms(),
-        });
+        self.core.emit_turn_started(session_id, turn_id).await
+    }
+
+    /// Generation 2: `harness::spawn` calls in turns start a child (see
+    /// [`mediate`]) instead of invoking a `harness::spawn` target.
+    pub fn play_spawns(&self) {
+        self.core.play_spawns.store(true, Ordering::SeqCst);
+    }
+
+    /// Generation 2: plays the dispatcher spawning `child` from call
+    /// `call_id` of `(parent_session_id, parent_turn_id)`, as a
+    /// `harness::spawn` in that turn does with [`play_spawns`](Self::play_spawns)
+    /// (the call itself is not touched): the child session is made with its
+    /// parent linkage, inherits the grants, and its turn `t_<child>` starts.
+    /// Returns whether the session manager made the session (`false`: it
+    /// existed, and keeps the metadata it had).
+    pub async fn spawn(
+        &self,
+        parent_session_id: &str,
+        parent_turn_id: &str,
+        call_id: &str,
+        child_session_id: &str,
+    ) -> bool {
+        let link = ParentLink {
+            session_id: parent_session_id.to_string(),
+            turn_id: parent_turn_id.to_string(),
+            function_call_id: call_id.to_string(),
+        };
         self.core
-            .emit(TURN_STARTED, session_id, None, payload)
+            .spawn_child_session(&link, child_session_id, 1)
             .await
+    }
+
+    /// Generation 2: the subscriptions made for agents, oldest first.
+    pub fn subscriptions(&self) -> Vec<Subscription> {
+        lock(&self.core.subscriptions).live.clone()
+    }
+
+    /// Generation 2: every `approval::evaluate` probe a subscription made,
+    /// with its answer (or the error text), oldest first.
+    pub fn evaluate_probes(&self) -> Vec<(Value, Result<Value, String>)> {
+        lock(&self.core.journal).probes.clone()
     }
 
     /// Emits `harness::turn-completed` for a turn without result or parent.
@@ -501,7 +557,17 @@ impl HarnessDouble {
             self.core
                 .abandon_turn(&turn.session_id, &turn.turn_id, &turn.status);
         }
-        let payload = turn_completed_payload(&turn, today);
+        let mut payload = turn_completed_payload(&turn, today);
+        if today {
+            if let Value::Object(map) = &mut payload {
+                self.core.stamp_parent(&turn.session_id, map);
+            }
+        }
+        let parent = self.core.parent_of(&turn.session_id);
+        let turn = TurnCompletion {
+            parent_session_id: turn.parent_session_id.or(parent.map(|p| p.session_id)),
+            ..turn
+        };
         self.core
             .emit(
                 TURN_COMPLETED,
@@ -591,6 +657,15 @@ impl HarnessDouble {
     /// lists as `pending_function_calls`.
     pub fn pending_calls(&self, session_id: &str) -> Vec<String> {
         self.core.pending_calls(session_id)
+    }
+
+    /// Generation 2: how many times `harness::status` was asked about
+    /// `session_id`.
+    pub fn status_reads(&self, session_id: &str) -> usize {
+        lock(&self.core.status_reads)
+            .get(session_id)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Calls of `(session_id, turn_id)` currently held.
@@ -823,8 +898,27 @@ impl Core {
         lock(&self.finished).contains_key(&(session_id.to_string(), turn_id.to_string()))
     }
 
-    /// The current turn's calls that await a result: held, or running (an
-    /// `execute` in progress counts), sorted.
+    /// Emits `harness::turn-started` for `session_id`'s turn.
+    async fn emit_turn_started(&self, session_id: &str, turn_id: &str) -> usize {
+        let mut payload = Map::new();
+        payload.insert("session_id".into(), json!(session_id));
+        payload.insert("turn_id".into(), json!(turn_id));
+        payload.insert("timestamp".into(), json!(crate::time::now_ms()));
+        if self.today() {
+            self.stamp_parent(session_id, &mut payload);
+        }
+        let parent = self.parent_of(session_id).map(|p| p.session_id);
+        self.emit(
+            TURN_STARTED,
+            session_id,
+            parent.as_deref(),
+            Value::Object(payload),
+        )
+        .await
+    }
+
+    /// The current turn's calls that await a result: held, running (an
+    /// `execute` in progress counts) or waiting on a sub-agent, sorted.
     fn pending_calls(&self, session_id: &str) -> Vec<String> {
         let Some(turn_id) = lock(&self.current_turn).get(session_id).cloned() else {
             return Vec::new();
@@ -832,7 +926,11 @@ impl Core {
         let mut ids: Vec<String> = lock(&self.calls)
             .values()
             .filter(|r| r.spec.session_id == session_id && r.spec.turn_id == turn_id)
-            .filter(|r| r.state.is_held() || r.state == CallState::Running)
+            .filter(|r| {
+                r.state.is_held()
+                    || r.state == CallState::Running
+                    || matches!(r.state, CallState::AwaitingChild { .. })
+            })
             .map(|r| r.spec.call_id.clone())
             .collect();
         ids.sort();

@@ -113,6 +113,13 @@ pub enum CallState {
     /// (generation 1; on generation 2 the call stays `Held` on a finished
     /// turn).
     Abandoned { status: String },
+    /// Generation 2: a `harness::spawn` that started a sub-agent; the call
+    /// waits on the child (listed by `harness::status` as pending, and under
+    /// `children`), it is not held.
+    AwaitingChild {
+        child_session_id: String,
+        child_turn_id: String,
+    },
 }
 
 /// What [`super::HarnessDouble::call`] returns: the state the call reached

@@ -12,11 +12,14 @@
 //! ```
 //!
 //! `status` is the finished turn's status, else `awaiting_functions` while
-//! a call is held, else `running`. `pending_function_calls` (the current
-//! turn's held calls and the calls running right now, an `execute` in
-//! progress included; ids only, sorted) is sent only with `verbose: true`,
-//! the form harness.md documents, so a caller that forgets the flag finds
-//! nothing.
+//! a call is held or waits on a sub-agent, else `running`.
+//! `pending_function_calls` (the current turn's held calls, the calls
+//! running right now, an `execute` in progress included, and the calls
+//! waiting on a sub-agent; ids only, sorted) is sent only with `verbose:
+//! true`, the form harness.md documents, so a caller that forgets the flag
+//! finds nothing. `children` (always sent) lists the current turn's calls
+//! that wait on a sub-agent: `[{function_call_id, session_id, turn_id}]`
+//! (the child's). A listed call is not necessarily a held one.
 //!
 //! `harness::filesystem::info {}` → `{ "default_root": null, "boundary": "auto" }`.
 //!
@@ -33,6 +36,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::model::CallState;
 use super::{lock, Core, FILESYSTEM_INFO, ON_SESSION_DELETED, STATUS};
 use crate::session::SESSION_DELETED;
 
@@ -110,6 +114,9 @@ pub(super) fn bind_session_deleted(iii: &IIIClient) {
 
 impl Core {
     fn status(&self, req: &StatusRequest) -> Value {
+        *lock(&self.status_reads)
+            .entry(req.session_id.clone())
+            .or_default() += 1;
         let Some(turn_id) = lock(&self.current_turn).get(&req.session_id).cloned() else {
             return Value::Null;
         };
@@ -118,8 +125,11 @@ impl Core {
             .cloned();
         let pending = self.pending_calls(&req.session_id);
         let held = lock(&self.calls).values().any(|r| {
-            r.spec.session_id == req.session_id && r.spec.turn_id == turn_id && r.state.is_held()
+            r.spec.session_id == req.session_id
+                && r.spec.turn_id == turn_id
+                && (r.state.is_held() || matches!(r.state, CallState::AwaitingChild { .. }))
         });
+        let children = self.children(&req.session_id, &turn_id);
         let status = match finished {
             Some(status) => status,
             None if held => "awaiting_functions".to_string(),
@@ -129,6 +139,7 @@ impl Core {
             "session_id": req.session_id,
             "turn_id": turn_id,
             "status": status,
+            "children": children,
         });
         if req.verbose == Some(true) {
             report["pending_function_calls"] = json!(pending);

@@ -15,11 +15,15 @@
 //! none when the holder is no longer bound, or when it held at post-trigger)
 //! → the rest as above. Its result is appended to the turn under
 //! `e_<turn_id>_<function_call_id>`.
+//!
+//! Subscription controls (and, when asked, `harness::spawn`) are settled by
+//! the harness itself where the target would run ([`super::mediate`]).
 
 use serde_json::{json, Value};
 
 use super::chain::{self, Mutations, Reply};
 use super::config::{HookConfig, HookPoint};
+use super::mediate::Mediated;
 use super::model::{BindingInfo, CallSpec, CallState, Entry, TargetRun};
 use super::run::view;
 use super::scope::{self, Boundary};
@@ -154,7 +158,11 @@ impl Core {
         let result = if refused {
             chain::policy_refusal_result(&spec.call_id, &spec.function_id)
         } else {
-            self.run_target_today(spec, &arguments, one_shot).await
+            match self.mediate(key, spec, &arguments).await {
+                Some(Mediated::Result(result)) => result,
+                Some(Mediated::Parked(state)) => return state,
+                None => self.run_target_today(spec, &arguments, one_shot).await,
+            }
         };
         self.post_today(key, spec, &arguments, result, released)
             .await

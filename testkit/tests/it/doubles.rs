@@ -854,10 +854,25 @@ async fn session_get_serves_the_map_and_session_deleted_reaches_every_binding() 
                 .await
                 .unwrap();
             assert_eq!(got, json!({"session_id": "s1", "meta": meta}));
+            // The real manager answers null for an unknown session.
             let unknown = call(t.client(), "session::get", json!({"session_id": "nope"}))
                 .await
-                .expect_err("unknown session");
-            assert_eq!(code(&unknown), "session_not_found");
+                .unwrap();
+            assert!(unknown.is_null(), "{unknown}");
+            // session::ensure makes a session with its metadata once; a
+            // known session keeps what it was made with.
+            let link = json!({"parent_session_id": "p1", "parent_turn_id": "tp", "function_call_id": "c9", "depth": 1});
+            let made = call(t.client(), "session::ensure", json!({"session_id": "kid", "metadata": link}))
+                .await
+                .unwrap();
+            assert_eq!(made["created"], true);
+            assert_eq!(made["meta"]["metadata"], link);
+            let again = call(t.client(), "session::ensure", json!({"session_id": "kid", "metadata": {"parent_session_id": "other"}}))
+                .await
+                .unwrap();
+            assert_eq!(again["created"], false);
+            assert_eq!(s.metadata_of("kid"), Some(link));
+            s.forget("kid");
             s.put_response("bare", json!({"session_id": "bare"}));
             let bare = call(t.client(), "session::get", json!({"session_id": "bare"}))
                 .await
@@ -893,8 +908,10 @@ async fn session_get_serves_the_map_and_session_deleted_reaches_every_binding() 
             }
             assert_eq!(t.payloads("t::deleted")[0]["session_id"], "s1");
             assert_eq!(t.runs("t::also"), 1);
-            let gone = call(t.client(), "session::get", json!({"session_id": "s1"})).await;
-            assert!(gone.is_err(), "a deleted session is unknown");
+            let gone = call(t.client(), "session::get", json!({"session_id": "s1"}))
+                .await
+                .unwrap();
+            assert!(gone.is_null(), "a deleted session is unknown");
         },
     )
     .await;
@@ -1610,7 +1627,7 @@ async fn g2_status_lists_the_current_turns_pending_calls_when_verbose() {
             assert_eq!(
                 verbose,
                 json!({"session_id": "s1", "turn_id": "t1", "status": "awaiting_functions",
-                   "pending_function_calls": ["c1", "c2"]})
+                   "children": [], "pending_function_calls": ["c1", "c2"]})
             );
             let terse = call(c, "harness::status", json!({"session_id": "s1"}))
                 .await
@@ -1642,6 +1659,49 @@ async fn g2_status_lists_the_current_turns_pending_calls_when_verbose() {
             assert_eq!(next["status"], "running");
         },
     )
+    .await;
+}
+
+#[tokio::test]
+async fn g2_a_spawn_makes_the_childs_session_with_its_link_and_the_call_waits_on_it() {
+    on_each_engine("g2_spawn", |engine| async move {
+        let url = engine.url();
+        let w = world(engine, today(), vec![("t::started", reply(Value::Null))]).await;
+        let sessions = SessionDouble::start(&url).await;
+        bind(w.t.client(), "harness::turn-started", "t::started", json!({}));
+        w.h.wait_for_binding("harness::turn-started", "t::started", WAIT).await;
+        call(w.t.client(), "harness::filesystem::grant", json!({"session_id": "s1", "root": "/data"}))
+            .await
+            .expect("grant");
+        w.h.play_spawns();
+        let state = w.h.call(spec("c_spawn", "harness::spawn", json!({"task": "go", "session_id": "kid"}))).await;
+        assert_eq!(
+            state,
+            CallState::AwaitingChild { child_session_id: "kid".into(), child_turn_id: "t_kid".into() }
+        );
+        assert_eq!(w.t.runs("harness::spawn"), 0, "the harness spawns; no target runs");
+        assert_eq!(
+            sessions.metadata_of("kid"),
+            Some(json!({"parent_session_id": "s1", "parent_turn_id": "t1", "function_call_id": "c_spawn", "depth": 1}))
+        );
+        assert_eq!(w.h.grants("kid"), vec!["/data".to_string()]);
+        let status = call(w.t.client(), "harness::status", json!({"session_id": "s1", "verbose": true}))
+            .await
+            .unwrap();
+        assert_eq!(status["pending_function_calls"], json!(["c_spawn"]), "{status}");
+        assert_eq!(
+            status["children"],
+            json!([{"function_call_id": "c_spawn", "session_id": "kid", "turn_id": "t_kid"}])
+        );
+        assert!(w.h.wait_until(WAIT, |_| w.t.runs("t::started") == 1).await);
+        let started = &w.t.payloads("t::started")[0];
+        assert_eq!(started["session_id"], "kid");
+        assert_eq!(started["parent"], json!({"session_id": "s1", "turn_id": "t1", "function_call_id": "c_spawn"}));
+        // Into a session that exists: the session keeps its metadata.
+        sessions.put("old", json!({"metadata": {"owner": "u"}}));
+        assert!(!w.h.spawn("s1", "t1", "c_other", "old").await);
+        assert_eq!(sessions.metadata_of("old"), Some(json!({"owner": "u"})));
+    })
     .await;
 }
 
