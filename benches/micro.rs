@@ -1,5 +1,6 @@
 //! Micro benchmarks of the pure hot paths: the decision ladder, rule
-//! compilation, redaction, the pending index and its boot rebuild.
+//! compilation, redaction, the pending index and its boot rebuild, the
+//! command model's reading of a command field.
 //!
 //! `cargo bench --bench micro` (add a filter such as `decide/` to run one
 //! group). Medians are what the README reports: the machine is shared, so
@@ -11,6 +12,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use approval_gate::{decide, Call, CompiledRules, CompiledSettings, RulePrecedence, RuleSpec};
+use approval_gate::{read as read_command, Limits, Source};
 use approval_gate::{redact, redact_text};
 use approval_gate::{simulate_offline, ApprovalConfig, SimCall, Snapshot, WhatIf};
 use approval_gate::{ApprovalSettings, Entry, GrantedBy, Mode};
@@ -327,6 +329,37 @@ fn bench_redact_text(c: &mut Criterion) {
     group.finish();
 }
 
+/// The gate's check that no id of a call holds a secret (contract §26.5),
+/// which every call pays before it is judged: four ids of the shapes
+/// harnesses send, and the same with a token in the function id.
+fn bench_ids(c: &mut Criterion) {
+    let input = |function_id: &str| {
+        approval_gate::parse_hook_input(json!({
+            "point": "pre_trigger",
+            "session_id": "0b9a3f2e-6c1d-4e8f-9a7b-5c4d3e2f1a0b",
+            "turn_id": "turn_01J9ZK3BXWQ1D8M2NLXR5VYT7U",
+            "call": {"id": "toolu_01A09q90qw90lq917835lq9", "function_id": function_id,
+                     "arguments": {"command": "git status"}}
+        }))
+        .expect("a hook input")
+    };
+    let mut group = c.benchmark_group("ids");
+    for (name, function_id) in [
+        ("secret_in_ids/ordinary", "shell::exec"),
+        (
+            "secret_in_ids/token_in_function_id",
+            "notes::ghp_FAKExJvv9Nl46wmyhw32J7bYzpzH2tvUuM4B",
+        ),
+    ] {
+        let input = input(function_id);
+        let call = input.call.as_ref().expect("a call");
+        group.bench_function(name, |b| {
+            b.iter(|| black_box(approval_gate::secret_in_ids(black_box(&input), call)))
+        });
+    }
+    group.finish();
+}
+
 // ---- end of redaction v2 ----
 
 fn index_of(n: usize) -> PendingIndex {
@@ -555,6 +588,72 @@ fn bench_simulate(c: &mut Criterion) {
     group.finish();
 }
 
+/// A developer's command line of about `size` bytes: lists, pipelines,
+/// quotes, a substitution, a wrapper, a redirection.
+fn typical_command(size: usize) -> String {
+    const LINES: [&str; 4] = [
+        "cd src && cargo test --lib policy:: 2>&1 | tail -20",
+        "git log --oneline -n 5 | grep \"fix: $(date +%Y)\" > /dev/null",
+        "timeout 60 npm test -- --grep 'rm stale' || echo failed",
+        "find . -name '*.rs' -type f | xargs wc -l | sort -n | tail -3",
+    ];
+    let mut out = String::new();
+    let mut i = 0;
+    while out.len() < size {
+        if !out.is_empty() {
+            out.push_str("; ");
+        }
+        out.push_str(LINES[i % LINES.len()]);
+        i += 1;
+    }
+    // Cut at a statement boundary at or under the size.
+    match out[..size.min(out.len())].rfind("; ") {
+        Some(at) if out.len() > size => out.truncate(at),
+        _ => {}
+    }
+    out
+}
+
+/// §25.10: reading a command field. Typical inputs at 200 B, 4 KiB and
+/// 64 KiB, and adversarial 64 KiB values (nesting at the limit, many tiny
+/// commands, one long word, a wrapper with thousands of later words), all
+/// under the production limits (10 ms budget).
+fn bench_shell_read(c: &mut Criterion) {
+    let mut group = c.benchmark_group("shell/read");
+    let limits = Limits::default();
+    let mut inputs: Vec<(String, String)> = [200usize, 4_096, 65_536]
+        .iter()
+        .map(|size| (format!("typical/{size}"), typical_command(*size)))
+        .collect();
+    let nest = format!("echo {}x{}; ", "\"$(".repeat(30), ")\"".repeat(30));
+    inputs.push((
+        "adversarial/nesting".into(),
+        nest.repeat(65_536 / nest.len()),
+    ));
+    inputs.push(("adversarial/tiny".into(), "a;".repeat(32_768)));
+    inputs.push((
+        "adversarial/long-word".into(),
+        format!("echo {}", "a".repeat(65_530)),
+    ));
+    inputs.push((
+        "adversarial/wrapper".into(),
+        format!("sudo {}", "rm ".repeat(21_800)),
+    ));
+    for (name, text) in &inputs {
+        group.bench_function(BenchmarkId::from_parameter(name), |b| {
+            b.iter(|| black_box(read_command(Source::Bash(black_box(text)), &limits)))
+        });
+    }
+    let argv: Vec<String> = typical_command(200)
+        .split(' ')
+        .map(str::to_string)
+        .collect();
+    group.bench_function(BenchmarkId::from_parameter("argv/200"), |b| {
+        b.iter(|| black_box(read_command(Source::Argv(black_box(&argv)), &limits)))
+    });
+    group.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_secs(1))
@@ -564,6 +663,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = micro;
     config = config();
-    targets = bench_simulate, bench_decide, bench_decide_v2, bench_decide_parts, bench_compile, bench_redact, bench_redact_text, bench_index, bench_rebuild
+    targets = bench_shell_read, bench_simulate, bench_decide, bench_decide_v2, bench_decide_parts, bench_compile, bench_redact, bench_redact_text, bench_ids, bench_index, bench_rebuild
 }
 criterion_main!(micro);

@@ -52,12 +52,16 @@ pub struct BootOptions {
     /// How often a standby tries the worker name again while another
     /// instance holds it (`--standby-retry-ms`).
     pub standby_retry: Duration,
+    /// The configuration entry the worker registers and follows
+    /// (`III_CONFIG_NAME`; default `approval-gate`; contract §27.2).
+    pub config_id: String,
 }
 
 impl BootOptions {
     /// The options of `approval-gate --url <url>` with every flag at its
     /// default: no seed, a 30 s connect timeout, OpenTelemetry on, a standby
-    /// retry every second.
+    /// retry every second, the entry `approval-gate` (the environment is not
+    /// read: the binary sets `config_id` from `III_CONFIG_NAME`).
     pub fn new(url: impl Into<String>) -> BootOptions {
         BootOptions {
             url: url.into(),
@@ -65,6 +69,7 @@ impl BootOptions {
             connect_timeout: Duration::from_secs(30),
             otel: true,
             standby_retry: DEFAULT_STANDBY_RETRY,
+            config_id: CONFIG_ID.to_string(),
         }
     }
 }
@@ -120,8 +125,17 @@ pub enum BootError {
     #[error("the pending store (state scopes approval_pending.*) cannot be read: {0}")]
     State(#[source] CallError),
     /// The configuration entry could not be registered or read.
-    #[error("configuration entry {CONFIG_ID}: {0}")]
-    Configuration(#[from] BootstrapError),
+    #[error("configuration entry {id}: {source}")]
+    Configuration {
+        /// The entry.
+        id: String,
+        /// Why.
+        source: BootstrapError,
+    },
+    /// `III_CONFIG_NAME` does not name a configuration entry the engine
+    /// takes.
+    #[error(transparent)]
+    ConfigName(#[from] config::BadConfigName),
     /// The functions did not become live in time.
     #[error("functions not live after {secs} s: {}", missing.join(", "))]
     NotLive {
@@ -367,7 +381,12 @@ async fn refusal_within(iii: &IIIClient, window: Duration) -> Option<iii_sdk::Er
 /// without a refusal. Nothing is registered on the client and nothing is
 /// written before the name is known to be its own, so a refused attempt
 /// leaves no trace; after [`EARLY_REFUSAL`] the held calls are read.
-async fn try_claim(url: &str, otel: bool, timeout: Duration) -> Result<Attempt, BootError> {
+async fn try_claim(
+    url: &str,
+    otel: bool,
+    timeout: Duration,
+    config_id: &str,
+) -> Result<Attempt, BootError> {
     let iii = new_client(url, otel);
     let early = match handshake(&iii, url, timeout).await {
         Ok(()) => refusal_within(&iii, EARLY_REFUSAL).await,
@@ -381,7 +400,8 @@ async fn try_claim(url: &str, otel: bool, timeout: Duration) -> Result<Attempt, 
         return refused(iii, err).await;
     }
     // Nothing is announced before boot stores the real configuration.
-    let config = Arc::new(ConfigCell::new(
+    let config = Arc::new(ConfigCell::named(
+        config_id,
         Snapshot::compile(ApprovalConfig::default()),
     ));
     let pending = Arc::new(PendingStore::new(Engine::new(iii.clone()), config.clone()));
@@ -420,12 +440,13 @@ pub(crate) async fn claim_name(
     otel: bool,
     timeout: Duration,
     retry: Duration,
+    config_id: &str,
 ) -> Result<Claimed, BootError> {
     let started = Instant::now();
     let mut refusals: u64 = 0;
     let mut noticed = Instant::now();
     loop {
-        match try_claim(url, otel, timeout).await? {
+        match try_claim(url, otel, timeout, config_id).await? {
             Attempt::Held(mut claimed) => {
                 STANDING_BY.store(false, Ordering::Relaxed);
                 let stood_by = (refusals > 0).then(|| started.elapsed());
@@ -482,11 +503,13 @@ pub(crate) struct Claimed {
 /// Boots the worker: claim the name (standing by while another instance
 /// holds it), configuration, held calls, functions, bindings, ready.
 pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
+    config::check_config_id(&options.config_id)?;
     let claimed = claim_name(
         &options.url,
         options.otel,
         options.connect_timeout,
         options.standby_retry,
+        &options.config_id,
     )
     .await?;
     let iii = claimed.iii.clone();
@@ -535,7 +558,12 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
     } = claimed;
     let iii = &iii;
     let engine = Engine::new(iii.clone());
-    config::bootstrap(&engine, &config, options.seed).await?;
+    config::bootstrap(&engine, &config, options.seed)
+        .await
+        .map_err(|source| BootError::Configuration {
+            id: config.id().to_string(),
+            source,
+        })?;
     let worker = Worker::new(engine.clone(), config, tenure, pending);
     let read = read
         .map_err(|err| tracing::warn!(error = %err, "held calls not read while the name was confirmed; reading again"))
@@ -709,7 +737,7 @@ async fn after_reconnect(worker: &Worker) {
         durable.check_soon();
     }
     worker.folders.forget_generation();
-    if let Err(err) = config::reregister_schema(&worker.engine).await {
+    if let Err(err) = config::reregister_schema(&worker.engine, worker.config.id()).await {
         tracing::warn!(error = %err, "reconnected; configuration schema not registered again");
     }
     if let Err(err) = config::reload(&worker.engine, &worker.config).await {
@@ -733,7 +761,7 @@ async fn bind_all(worker: &Arc<Worker>) -> Vec<String> {
             parked.push(spec.trigger_type.to_string());
         }
     }
-    for (trigger_type, function_id, config) in plain_bindings() {
+    for (trigger_type, function_id, config) in plain_bindings(worker.config.id()) {
         if !present.iter().any(|t| t == trigger_type) {
             tracing::warn!(
                 trigger_type,

@@ -18,6 +18,7 @@ pub(crate) fn register_all(worker: &Arc<Worker>) {
     health::register(worker);
     links::register(worker);
     console::register(worker);
+    config::identity::register(worker);
 }
 
 /// The ids [`register_all`] registers, in the contract's order.
@@ -47,4 +48,5 @@ pub const FUNCTION_IDS: &[&str] = &[
     links::DECIDE_ID,
     links::INBOX_ID,
     console::ID,
+    config::identity::ID,
 ];

@@ -65,7 +65,10 @@ pub use boot::{
     boot, standing_by, unbind, BootError, BootOptions, Running, DEFAULT_STANDBY_RETRY, DESCRIPTION,
     NAME_CONFIRM_WINDOW, WORKER_NAME,
 };
-pub use config::{load_seed, ApprovalConfig, BootstrapError, ConfigError, SeedError, CONFIG_ID};
+pub use config::{
+    check_config_id, config_id_from_env, load_seed, ApprovalConfig, BadConfigName, BootstrapError,
+    ConfigError, SeedError, CONFIG_ID, CONFIG_NAME_VAR,
+};
 pub use function_table::FUNCTION_IDS;
 pub use logs::{allowed as log_allowed, filter as log_filter, RedactingStderr};
 pub use manifest::manifest_json;
@@ -81,7 +84,7 @@ pub use decision::whatif::{
 pub use engine::SessionContext;
 pub use error::is_valid_id;
 pub use folders::contains;
-pub use gate::{judge, judge_passing_over, AskHold, Judgement, Spend};
+pub use gate::{judge, judge_passing_over, secret_in_ids, AskHold, Judgement, Spend};
 pub use grant_watch::hint::{find_hint, recognise, JAIL_CODES};
 pub use grant_watch::{folder_request, StandDown};
 pub use hook::record::build_record;
@@ -105,8 +108,9 @@ pub use policy::{
 };
 pub use policy::{widening_root, Widening, WIDENING_ROOT_RULE};
 pub use redact::{
-    is_secret_key, redact, redact_full, redact_text, Full, FULL_ARGUMENTS_CAP, MAX_CLIPPED_CHARS,
-    MAX_DEPTH, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_STRING_CHARS, REDACTED, SECRET_NAMES,
+    holds_secret, is_secret_key, redact, redact_full, redact_text, Full, FULL_ARGUMENTS_CAP,
+    MAX_CLIPPED_CHARS, MAX_DEPTH, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_STRING_CHARS, REDACTED,
+    SECRET_NAMES,
 };
 // The command model (§25): what a command field runs, as facts.
 pub use settings::{ApprovalSettings, Bounds, Entry, GrantList, GrantedBy};
@@ -116,7 +120,7 @@ pub use shell::{
     Via, Word, WordKind, Wrapper, COMMAND_ENV, HANDS_ON, LOADER_ENV, WRAPPERS,
 };
 pub use terms::leads;
-pub use terms::{ArgConstraint, ConstraintOp, Mode};
+pub use terms::{constraint_docs, ArgConstraint, ConstraintOp, Mode};
 
 /// Every state scope the worker reads or writes. Each falls under the
 /// prefix the gate guards: no agent call can reach the gate's own state.

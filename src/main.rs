@@ -7,9 +7,9 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use approval_gate::{
-    boot, load_seed, log_allowed, log_filter, manifest_json, render_table, signal,
-    simulate_offline, standing_by, unbind, ApprovalConfig, BootOptions, RedactingStderr, SimCall,
-    DEFAULT_STANDBY_RETRY,
+    boot, config_id_from_env, load_seed, log_allowed, log_filter, manifest_json, render_table,
+    signal, simulate_offline, standing_by, unbind, ApprovalConfig, BootOptions, RedactingStderr,
+    SimCall, DEFAULT_STANDBY_RETRY,
 };
 
 /// Exit status when the engine refused this instance after boot: a
@@ -232,12 +232,20 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let config_id = match config_id_from_env() {
+        Ok(id) => id,
+        Err(err) => {
+            eprintln!("approval-gate: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
     let options = BootOptions {
         url: cli.url,
         seed,
         connect_timeout: timeout,
         otel: otel_enabled(),
         standby_retry: Duration::from_millis(cli.standby_retry_ms),
+        config_id,
     };
     // A standby may wait for hours: a stop signal ends the wait too.
     let booted = tokio::select! {

@@ -6,7 +6,6 @@ pub(crate) mod durable;
 
 use serde_json::{json, Value};
 
-use crate::config::CONFIG_ID;
 use crate::engine::Scope;
 use durable::{POST_TRIGGER, PRE_TRIGGER};
 
@@ -30,8 +29,9 @@ pub(crate) const BOUND_TYPES: &[&str] = &[
     "state",
 ];
 
-/// The ordinary (non-durable) bindings of the worker: `(type, function, config)`.
-pub(crate) fn plain_bindings() -> Vec<(&'static str, &'static str, Value)> {
+/// The ordinary (non-durable) bindings of the worker: `(type, function,
+/// config)`; `config_id` is the configuration entry the worker follows.
+pub(crate) fn plain_bindings(config_id: &str) -> Vec<(&'static str, &'static str, Value)> {
     vec![
         ("harness::turn-completed", TURN_COMPLETED_ID, json!({})),
         // Today's harness only; it parks on the brief's.
@@ -40,7 +40,7 @@ pub(crate) fn plain_bindings() -> Vec<(&'static str, &'static str, Value)> {
         (
             "configuration",
             crate::config::ID,
-            json!({"configuration_id": CONFIG_ID, "event_types": ["configuration:updated"]}),
+            json!({"configuration_id": config_id, "event_types": ["configuration:updated"]}),
         ),
         (
             "state",
@@ -56,7 +56,10 @@ mod tests {
 
     #[test]
     fn every_binding_type_is_listed_once() {
-        let mut types: Vec<&str> = plain_bindings().iter().map(|(t, _, _)| *t).collect();
+        let mut types: Vec<&str> = plain_bindings(crate::config::CONFIG_ID)
+            .iter()
+            .map(|(t, _, _)| *t)
+            .collect();
         types.extend([PRE_TRIGGER, POST_TRIGGER]);
         types.sort_unstable();
         let mut listed = BOUND_TYPES.to_vec();

@@ -23,6 +23,9 @@ use super::Snapshot;
 /// value is not written again.
 #[derive(Debug)]
 pub(crate) struct ConfigCell {
+    /// The configuration entry this worker follows (`III_CONFIG_NAME`,
+    /// default `approval-gate`; contract §27.2).
+    id: String,
     current: watch::Sender<Arc<Snapshot>>,
     pub(super) reloading: tokio::sync::Mutex<Persisted>,
 }
@@ -32,12 +35,24 @@ pub(crate) struct ConfigCell {
 pub(crate) struct Persisted(pub(super) Option<Value>);
 
 impl ConfigCell {
-    /// A cell holding `snapshot`.
+    /// A cell of the default entry holding `snapshot`.
+    #[cfg(test)]
     pub(crate) fn new(snapshot: Snapshot) -> ConfigCell {
+        ConfigCell::named(super::CONFIG_ID, snapshot)
+    }
+
+    /// A cell of the entry `id` holding `snapshot`.
+    pub(crate) fn named(id: impl Into<String>, snapshot: Snapshot) -> ConfigCell {
         ConfigCell {
+            id: id.into(),
             current: watch::Sender::new(Arc::new(snapshot)),
             reloading: tokio::sync::Mutex::new(Persisted::default()),
         }
+    }
+
+    /// The configuration entry's id.
+    pub(crate) fn id(&self) -> &str {
+        &self.id
     }
 
     /// The current snapshot.

@@ -5,8 +5,11 @@
 //!
 //! # Format
 //!
-//! Scope `approval_config` (guarded like every scope of the worker), key
-//! `last_good`:
+//! Scope `approval_config` (guarded like every scope of the worker), one key
+//! per configuration id (contract §26.2, §27.2): `last_good` for the
+//! default entry `approval-gate` (the key of earlier versions), else
+//! `last_good/<id>`, so workers that follow different entries never start
+//! from each other's policy:
 //!
 //! ```json
 //! { "config": { "default_mode": "auto", "rules": ["!approval::*", "demo::*"], "grant_reask_limit": 3 },
@@ -17,7 +20,13 @@
 //! `links`: the link secret and the inbox token are credentials, and state is
 //! not where credentials are kept. `links_withheld` says whether it had
 //! links; one restored from here runs with links off (reported) until a
-//! configuration whose rules compile is read again.
+//! configuration that can be used whole is read again.
+//!
+//! A kept value is used as it was written: it is parsed (top-level keys this
+//! version does not know are dropped, as a newer version may have written
+//! them) and its rules compiled, and nothing else is checked again
+//! ([`Snapshot::trusted`]): a value that was good when it was kept never
+//! turns into lockdown at boot because a later version checks more.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -26,8 +35,17 @@ use super::cell::Persisted;
 use super::{ApprovalConfig, Snapshot};
 use crate::engine::{Engine, Scope};
 
-/// The key under [`Scope::CONFIG`].
+/// The key under [`Scope::CONFIG`] of the default entry's value.
 pub(crate) const KEY: &str = "last_good";
+
+/// The key under [`Scope::CONFIG`] of the value kept for `config_id`.
+pub(crate) fn key(config_id: &str) -> String {
+    if config_id == super::CONFIG_ID {
+        KEY.to_string()
+    } else {
+        format!("{KEY}/{config_id}")
+    }
+}
 
 /// What a snapshot restored from state reports while its links are off.
 pub(crate) const LINKS_WITHHELD: &str = "links are off: the configuration in force is the last good one kept in state, which keeps no credentials; they return with the next configuration whose rules compile";
@@ -70,17 +88,17 @@ pub(crate) fn restore(stored: &Value) -> Result<Option<Snapshot>, Unusable> {
     if stored.is_null() {
         return Ok(None);
     }
-    let stored = Stored::deserialize(stored).map_err(|err| Unusable::Shape(err.to_string()))?;
+    let mut stored = Stored::deserialize(stored).map_err(|err| Unusable::Shape(err.to_string()))?;
+    if let Value::Object(map) = &mut stored.config {
+        let known = super::schema();
+        if let Some(fields) = known.get("properties").and_then(Value::as_object) {
+            map.retain(|key, _| fields.contains_key(key));
+        }
+    }
     let config = ApprovalConfig::from_value(&stored.config)
         .map_err(|err| Unusable::Shape(err.to_string()))?;
-    let mut snapshot = Snapshot::try_compile(config).map_err(|refused| {
-        Unusable::Rules(
-            refused
-                .rule_errors
-                .iter()
-                .map(ToString::to_string)
-                .collect(),
-        )
+    let mut snapshot = Snapshot::trusted(config).map_err(|rule_errors| {
+        Unusable::Rules(rule_errors.iter().map(ToString::to_string).collect())
     })?;
     if stored.links_withheld {
         snapshot.link_errors.push(LINKS_WITHHELD.to_string());
@@ -91,18 +109,19 @@ pub(crate) fn restore(stored: &Value) -> Result<Option<Snapshot>, Unusable> {
 /// Reads and compiles the kept value (boot, when the stored one is refused).
 /// A failed read or an unusable value is logged and gives `None`: lockdown,
 /// never a wider policy.
-pub(crate) async fn read(engine: &Engine) -> Option<Snapshot> {
-    let stored = match engine.state_get(&Scope::CONFIG, KEY).await {
+pub(crate) async fn read(engine: &Engine, config_id: &str) -> Option<Snapshot> {
+    let key = key(config_id);
+    let stored = match engine.state_get(&Scope::CONFIG, &key).await {
         Ok(stored) => stored,
         Err(err) => {
-            tracing::error!(scope = %Scope::CONFIG, key = KEY, error = %err, "the last good configuration could not be read; the gate runs in lockdown");
+            tracing::error!(scope = %Scope::CONFIG, key, error = %err, "the last good configuration could not be read; the gate runs in lockdown");
             return None;
         }
     };
     match restore(&stored) {
         Ok(snapshot) => snapshot,
         Err(err) => {
-            tracing::error!(scope = %Scope::CONFIG, key = KEY, error = %err, "the last good configuration cannot be used; the gate runs in lockdown");
+            tracing::error!(scope = %Scope::CONFIG, key, error = %err, "the last good configuration cannot be used; the gate runs in lockdown");
             None
         }
     }
@@ -111,15 +130,21 @@ pub(crate) async fn read(engine: &Engine) -> Option<Snapshot> {
 /// Keeps `config` (whose rules compiled) as the last good value, unless this
 /// instance already wrote the same value. A failed write is logged: the
 /// configuration still applies, and the next good one is written again.
-pub(crate) async fn write(engine: &Engine, persisted: &mut Persisted, config: &ApprovalConfig) {
+pub(crate) async fn write(
+    engine: &Engine,
+    persisted: &mut Persisted,
+    config_id: &str,
+    config: &ApprovalConfig,
+) {
     let value = to_stored(config);
     if persisted.0.as_ref() == Some(&value) {
         return;
     }
-    match engine.state_set(&Scope::CONFIG, KEY, value.clone()).await {
+    let key = key(config_id);
+    match engine.state_set(&Scope::CONFIG, &key, value.clone()).await {
         Ok(_) => persisted.0 = Some(value),
         Err(err) => {
-            tracing::warn!(scope = %Scope::CONFIG, key = KEY, error = %err, "the last good configuration was not kept in state; a restart finding a broken rule set would start in lockdown")
+            tracing::warn!(scope = %Scope::CONFIG, key, error = %err, "the last good configuration was not kept in state; a restart finding a refused value would start in lockdown")
         }
     }
 }
@@ -160,6 +185,37 @@ mod tests {
         let plain = to_stored(&ApprovalConfig::default());
         assert_eq!(plain["links_withheld"], false);
         assert!(restore(&plain).unwrap().unwrap().is_ok());
+    }
+
+    #[test]
+    fn rule_26_2_a_kept_value_is_never_checked_again_into_lockdown() {
+        // Kept by an earlier version: a guard glob that does not compile
+        // (then reported, guarding its exact text), a check interval under
+        // the floor a later version enforces, and a key this version does
+        // not know.
+        let stored = json!({"config": {
+            "default_mode": "auto", "rules": ["!approval::*", "demo::*"],
+            "human_only_extra": ["secrets::{get,put"], "binding_check_interval_ms": 10,
+            "a_field_of_a_newer_version": true
+        }, "links_withheld": false});
+        let snapshot = restore(&stored).unwrap().expect("kept");
+        assert!(!snapshot.lockdown);
+        assert_eq!(snapshot.config.default_mode, Mode::Auto);
+        assert_eq!(snapshot.config.binding_check_interval_ms, 10);
+        assert_eq!(snapshot.guard_errors.len(), 1, "{:?}", snapshot.errors());
+        assert!(!snapshot.is_refused());
+        // The same value read as a new one is refused whole.
+        let config: ApprovalConfig =
+            ApprovalConfig::from_value(&json!({"human_only_extra": ["secrets::{get,put"]}))
+                .unwrap();
+        assert!(Snapshot::try_compile(config).is_err());
+    }
+
+    #[test]
+    fn rule_26_2_last_good_values_are_kept_per_configuration_id() {
+        assert_eq!(key("approval-gate"), "last_good");
+        assert_eq!(key("approval-gate-b"), "last_good/approval-gate-b");
+        assert_ne!(key("approval-gate-b"), key("approval-gate-c"));
     }
 
     #[test]

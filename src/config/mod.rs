@@ -12,6 +12,8 @@
 //! ```
 
 pub(crate) mod cell;
+mod check;
+pub(crate) mod identity;
 mod last_good;
 mod links;
 mod reload;
@@ -25,6 +27,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 pub(crate) use cell::ConfigCell;
+pub use identity::{check_config_id, config_id_from_env, BadConfigName, CONFIG_NAME_VAR};
 pub(crate) use links::LinksConfig;
 pub use reload::BootstrapError;
 pub(crate) use reload::{bootstrap, reload, reregister_schema, ID};
@@ -41,7 +44,8 @@ use crate::policy::{
 };
 use crate::terms::{ApprovalSettings, Entry, GrantedBy, Mode};
 
-/// The configuration entry id (and the worker's name).
+/// The default configuration entry id (and the worker's name);
+/// `III_CONFIG_NAME` names another (§27.2, [`identity`]).
 pub const CONFIG_ID: &str = "approval-gate";
 /// Default number of folder-access re-asks per held call.
 pub(crate) const DEFAULT_GRANT_REASK_LIMIT: u32 = 3;
@@ -58,6 +62,37 @@ pub(crate) const DEFAULT_RELEASE_TIMEOUT_MS: u64 = 1_800_000;
 pub(crate) const DEFAULT_RESOLVE_WAIT_MS: u64 = 8_000;
 /// Default bound of the decision log's queue.
 pub(crate) const DEFAULT_DECISION_LOG_QUEUE: usize = 10_000;
+/// Default longest life of an edit's one-shot grant (contract §28.1).
+pub(crate) const DEFAULT_EDIT_TTL_MAX_MS: u64 = 3_600_000;
+/// Default `suggest_prefixes` (contract §25.9): read-only commands a link
+/// page may offer to allow for the rest of a session.
+pub(crate) const DEFAULT_SUGGEST_PREFIXES: [&str; 14] = [
+    "git status",
+    "git log",
+    "git diff",
+    "git show",
+    "git branch",
+    "ls",
+    "cat",
+    "head",
+    "tail",
+    "wc",
+    "grep",
+    "rg",
+    "pwd",
+    "echo",
+];
+/// Default `protected_paths` (contract §29.1): the engine's configuration
+/// files of this worker, of the shell and of the engine's own workers. The
+/// running configuration id's entry is added to them in force
+/// ([`ApprovalConfig::protected_path_globs`]).
+pub(crate) const DEFAULT_PROTECTED_PATHS: [&str; 3] = [
+    "**/config/approval-gate*.yaml",
+    "**/config/shell*.yaml",
+    "**/config/iii-*.yaml",
+];
+/// Default `protected_path_functions` (contract §29.2).
+pub(crate) const DEFAULT_PROTECTED_PATH_FUNCTIONS: [&str; 3] = ["shell::*", "coder::*", "fp::*"];
 
 /// `decision_log`: where one record per gate verdict and per removal goes
 /// (`architecture/contract.md` § Provenance and typed outcomes).
@@ -185,6 +220,74 @@ pub struct ApprovalConfig {
         deserialize_with = "decision_log"
     )]
     pub decision_log: Option<DecisionLogConfig>,
+    /// Commands (a program, or a program and its subcommand) a held call
+    /// may be offered as "Allow `<prefix> …` in this session" for
+    /// (contract §25.9).
+    #[serde(
+        default = "default_suggest_prefixes",
+        skip_serializing_if = "is_default_suggest_prefixes"
+    )]
+    pub suggest_prefixes: Vec<String>,
+    /// Path globs no call may touch without a human (contract §29.1); the
+    /// running configuration id's entry is added in force.
+    #[serde(
+        default = "default_protected_paths",
+        skip_serializing_if = "is_default_protected_paths"
+    )]
+    pub protected_paths: Vec<String>,
+    /// The functions whose paths are judged against `protected_paths`
+    /// (contract §29.2).
+    #[serde(
+        default = "default_protected_path_functions",
+        skip_serializing_if = "is_default_protected_path_functions"
+    )]
+    pub protected_path_functions: Vec<String>,
+    /// The longest an edit's one-shot grant lives (contract §28.1).
+    #[serde(
+        default = "default_edit_ttl_max_ms",
+        skip_serializing_if = "is_default_edit_ttl_max_ms"
+    )]
+    pub edit_ttl_max_ms: u64,
+}
+
+fn strings(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_string()).collect()
+}
+
+fn same(list: &[String], default: &[&str]) -> bool {
+    list.len() == default.len() && list.iter().zip(default).all(|(a, b)| a == b)
+}
+
+fn default_suggest_prefixes() -> Vec<String> {
+    strings(&DEFAULT_SUGGEST_PREFIXES)
+}
+
+fn is_default_suggest_prefixes(list: &[String]) -> bool {
+    same(list, &DEFAULT_SUGGEST_PREFIXES)
+}
+
+fn default_protected_paths() -> Vec<String> {
+    strings(&DEFAULT_PROTECTED_PATHS)
+}
+
+fn is_default_protected_paths(list: &[String]) -> bool {
+    same(list, &DEFAULT_PROTECTED_PATHS)
+}
+
+fn default_protected_path_functions() -> Vec<String> {
+    strings(&DEFAULT_PROTECTED_PATH_FUNCTIONS)
+}
+
+fn is_default_protected_path_functions(list: &[String]) -> bool {
+    same(list, &DEFAULT_PROTECTED_PATH_FUNCTIONS)
+}
+
+fn default_edit_ttl_max_ms() -> u64 {
+    DEFAULT_EDIT_TTL_MAX_MS
+}
+
+fn is_default_edit_ttl_max_ms(ms: &u64) -> bool {
+    *ms == DEFAULT_EDIT_TTL_MAX_MS
 }
 
 fn default_release_timeout_ms() -> u64 {
@@ -258,6 +361,10 @@ impl Default for ApprovalConfig {
             resolve_wait_ms: DEFAULT_RESOLVE_WAIT_MS,
             reviewer: None,
             decision_log: None,
+            suggest_prefixes: default_suggest_prefixes(),
+            protected_paths: default_protected_paths(),
+            protected_path_functions: default_protected_path_functions(),
+            edit_ttl_max_ms: DEFAULT_EDIT_TTL_MAX_MS,
         }
     }
 }
@@ -306,12 +413,53 @@ impl ApprovalConfig {
             .collect()
     }
 
-    /// Parses a stored value (already env-expanded by the engine).
-    pub fn from_value(value: &Value) -> Result<ApprovalConfig, ConfigError> {
-        if !value.is_object() {
-            return Err(ConfigError::NotAnObject);
+    /// `protected_paths` in force for the configuration entry `config_id`:
+    /// the configured globs and the entry's own file
+    /// (`**/config/<id>.yaml`), whatever the entry is named (contract
+    /// §29.1, §27.2).
+    pub fn protected_path_globs(&self, config_id: &str) -> Vec<String> {
+        let own = format!("**/config/{config_id}.yaml");
+        let mut globs = self.protected_paths.clone();
+        if !globs.contains(&own) {
+            globs.push(own);
         }
-        ApprovalConfig::deserialize(value).map_err(ConfigError::Shape)
+        globs
+    }
+
+    /// Parses a stored value (already env-expanded by the engine). A
+    /// field of the wrong shape is named in the error (serde's own message
+    /// does not say which field a wrong type is in).
+    pub fn from_value(value: &Value) -> Result<ApprovalConfig, ConfigError> {
+        let Value::Object(map) = value else {
+            return Err(ConfigError::NotAnObject);
+        };
+        ApprovalConfig::deserialize(value).map_err(|err| {
+            // Each field alone, in order: the first that fails on its own
+            // is the one to name (an unknown key names itself).
+            let culprit = map.iter().find_map(|(key, field)| {
+                let mut alone = serde_json::Map::new();
+                alone.insert(key.clone(), field.clone());
+                ApprovalConfig::deserialize(Value::Object(alone))
+                    .err()
+                    .map(|source| (key.clone(), source))
+            });
+            match culprit {
+                Some((field, source)) => ConfigError::Field { field, source },
+                None => ConfigError::Shape(err),
+            }
+        })
+    }
+
+    /// Parses a value and checks every field but the rules (contract §26.2):
+    /// what a seed file must pass before it is stored.
+    pub fn checked(value: &Value) -> Result<ApprovalConfig, ConfigError> {
+        let config = ApprovalConfig::from_value(value)?;
+        let findings = check::findings(&config);
+        if findings.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigError::Fields(findings))
+        }
     }
 }
 
@@ -324,16 +472,32 @@ pub enum ConfigError {
     /// The object does not have the entry's shape (an unknown key, a wrong type).
     #[error("{0}")]
     Shape(serde_json::Error),
+    /// One field does not have its shape (a wrong type, a value out of
+    /// range, an unknown key).
+    #[error("{field}: {source}")]
+    Field {
+        /// The field, as the object names it.
+        field: String,
+        /// What serde said.
+        source: serde_json::Error,
+    },
+    /// Fields that parsed but cannot be used (contract §26.2).
+    #[error("{}", .0.join("; "))]
+    Fields(Vec<String>),
 }
 
 /// A configuration compiled for use: what every decision reads.
 ///
-/// A configuration is used whole or not at all: one whose rules do not all
-/// compile (or whose examples fail) never replaces the snapshot in force
-/// ([`Snapshot::try_compile`] refuses it). The snapshot in force then stays,
-/// carrying the refused value's errors in `rule_errors` so `approval::evaluate`
-/// and `approval::health` show them ([`Snapshot::keeping`]); with no good
-/// snapshot to keep, the gate runs in lockdown ([`Snapshot::lockdown`]).
+/// A configuration is used whole or not at all (contract §21.1, §26.2): one
+/// whose rules do not all compile (or whose examples fail), or any of whose
+/// other fields cannot be used (a `human_only_extra` glob that does not
+/// compile, a deadline under a second, a `suggest_prefixes` entry that is not
+/// a command prefix …; `check.rs`), or that does not parse at all, never
+/// replaces the snapshot in force ([`Snapshot::try_compile`] refuses it). The
+/// snapshot in force then stays, carrying the refused value's errors in
+/// `rule_errors` and `refused` so `approval::evaluate` and `approval::health`
+/// show them ([`Snapshot::keeping`]); with no good snapshot to keep, the gate
+/// runs in lockdown ([`Snapshot::lockdown`]).
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     /// The configuration in force.
@@ -344,7 +508,13 @@ pub struct Snapshot {
     /// the configuration in force is then an older one, or lockdown. Empty
     /// when the newest value is the one in force.
     pub rule_errors: Vec<RuleError>,
-    /// `human_only_extra` globs that could only guard their exact text.
+    /// The newest stored value's other errors when it was refused (it did
+    /// not parse, or a field other than `rules` cannot be used).
+    pub refused: Vec<String>,
+    /// `human_only_extra` globs that could only guard their exact text: only
+    /// in a snapshot restored from the last good value kept in state, which
+    /// is used as it was written (a newer version's checks never turn it
+    /// into lockdown).
     pub guard_errors: Vec<String>,
     /// Settings of a session with nothing stored.
     pub default_settings: ApprovalSettings,
@@ -363,12 +533,37 @@ pub struct Snapshot {
     pub lockdown: bool,
 }
 
-/// A configuration refused because its rules do not all compile (or an
-/// example failed).
-#[derive(Debug, Clone)]
+/// Why a configuration value is refused whole.
+#[derive(Debug, Clone, Default)]
 pub struct Refused {
     /// Every rule error, with the rule's index.
     pub rule_errors: Vec<RuleError>,
+    /// Every other reason: the value does not parse, or a field cannot be
+    /// used.
+    pub errors: Vec<String>,
+}
+
+impl From<Vec<RuleError>> for Refused {
+    fn from(rule_errors: Vec<RuleError>) -> Refused {
+        Refused {
+            rule_errors,
+            errors: Vec::new(),
+        }
+    }
+}
+
+impl Refused {
+    /// A value refused because it does not parse. serde quotes the value it
+    /// could not take: the message passes the value detectors.
+    pub fn unparsed(err: &ConfigError) -> Refused {
+        Refused {
+            rule_errors: Vec::new(),
+            errors: vec![format!(
+                "the value does not parse: {}",
+                crate::redact::redact_text(&err.to_string())
+            )],
+        }
+    }
 }
 
 impl Snapshot {
@@ -378,6 +573,7 @@ impl Snapshot {
         self.rule_errors
             .iter()
             .map(ToString::to_string)
+            .chain(self.refused.iter().cloned())
             .chain(self.guard_errors.iter().cloned())
             .chain(self.link_errors.iter().cloned())
             .collect()
@@ -388,61 +584,125 @@ impl Snapshot {
     pub fn is_ok(&self) -> bool {
         !self.lockdown
             && self.rule_errors.is_empty()
+            && self.refused.is_empty()
             && self.guard_errors.is_empty()
             && self.link_errors.is_empty()
     }
 
-    /// Compiles a configuration whose rules all compile and whose examples
-    /// all pass; refuses any other, whole.
+    /// Whether the newest value read was refused (the snapshot in force is
+    /// an older one, or lockdown).
+    pub fn is_refused(&self) -> bool {
+        !self.rule_errors.is_empty() || !self.refused.is_empty()
+    }
+
+    /// Compiles a configuration whose rules all compile, whose examples all
+    /// pass and whose every other field can be used; refuses any other,
+    /// whole.
     pub fn try_compile(config: ApprovalConfig) -> Result<Snapshot, Refused> {
+        let mut errors = check::findings(&config);
         let rules = match CompiledRules::compile(&config.rules) {
-            Ok(rules) => rules.with_precedence(config.rule_precedence),
-            Err(rule_errors) => return Err(Refused { rule_errors }),
+            Ok(rules) if errors.is_empty() => rules.with_precedence(config.rule_precedence),
+            Ok(_) => {
+                return Err(Refused {
+                    rule_errors: Vec::new(),
+                    errors,
+                })
+            }
+            Err(rule_errors) => {
+                return Err(Refused {
+                    rule_errors,
+                    errors,
+                })
+            }
         };
-        Ok(Snapshot::assemble(config, rules, false))
+        let (snapshot, guard_errors) = Snapshot::assemble(config, rules, false);
+        if !guard_errors.is_empty() {
+            // Globs that each compile but not together: refused like one
+            // that does not compile.
+            errors.extend(guard_errors);
+            return Err(Refused {
+                rule_errors: Vec::new(),
+                errors,
+            });
+        }
+        Ok(snapshot)
+    }
+
+    /// A configuration kept as the last good one, used as it was written:
+    /// only its rules must compile; the field checks of [`try_compile`]
+    /// are not run again (a value that was good when it was kept never
+    /// becomes lockdown because a later version checks more), and an extra
+    /// guard glob that does not compile guards its exact text (reported).
+    ///
+    /// [`try_compile`]: Snapshot::try_compile
+    pub(crate) fn trusted(config: ApprovalConfig) -> Result<Snapshot, Vec<RuleError>> {
+        let rules = CompiledRules::compile(&config.rules)?.with_precedence(config.rule_precedence);
+        let (mut snapshot, guard_errors) = Snapshot::assemble(config, rules, false);
+        snapshot.guard_errors = guard_errors;
+        Ok(snapshot)
     }
 
     /// [`Snapshot::try_compile`], with a refused configuration giving the
     /// lockdown snapshot (there being no other to keep).
     pub fn compile(config: ApprovalConfig) -> Snapshot {
-        Snapshot::try_compile(config)
-            .unwrap_or_else(|refused| Snapshot::lockdown(refused.rule_errors))
+        Snapshot::try_compile(config).unwrap_or_else(Snapshot::lockdown)
     }
 
     /// Lockdown: the built-in defaults with no rules, every call held and
-    /// human-only calls denied; `rule_errors` are the refused value's.
-    pub fn lockdown(rule_errors: Vec<RuleError>) -> Snapshot {
+    /// human-only calls denied; the errors are the refused value's.
+    pub fn lockdown(refused: impl Into<Refused>) -> Snapshot {
         let config = ApprovalConfig::default();
         let rules = lockdown_rules().with_precedence(config.rule_precedence);
-        Snapshot {
-            rule_errors,
-            ..Snapshot::assemble(config, rules, true)
-        }
+        Snapshot::assemble(config, rules, true).0.keeping(refused)
     }
 
-    /// This snapshot kept in force after a newer value was refused for
-    /// `rule_errors`: everything in force stays (rules, precedence, modes,
-    /// links, deadlines), only the errors reported change.
-    pub fn keeping(&self, rule_errors: Vec<RuleError>) -> Snapshot {
+    /// This snapshot kept in force after a newer value was refused: every
+    /// field in force stays (rules, precedence, modes, guards, links,
+    /// deadlines), only the errors reported change.
+    pub fn keeping(&self, refused: impl Into<Refused>) -> Snapshot {
+        let refused = refused.into();
         Snapshot {
-            rule_errors,
+            rule_errors: refused.rule_errors,
+            refused: refused.errors,
             ..self.clone()
         }
     }
 
     /// What a newly read configuration makes of `current`, the snapshot in
-    /// force: the new one when its rules compile; otherwise `current` kept
-    /// (or lockdown again, when `current` is lockdown) with the new errors.
+    /// force: the new one when it can be used whole; otherwise `current`
+    /// kept (or lockdown again, when `current` is lockdown) with the new
+    /// errors.
     pub fn succeed(current: &Snapshot, config: ApprovalConfig) -> Snapshot {
-        match Snapshot::try_compile(config) {
-            Ok(next) => next,
-            Err(refused) if current.lockdown => Snapshot::lockdown(refused.rule_errors),
-            Err(refused) => current.keeping(refused.rule_errors),
+        Snapshot::succeed_parsed(current, Ok(config))
+    }
+
+    /// [`Snapshot::succeed`] for a value as it was read: one that does not
+    /// parse is refused like any other.
+    pub fn succeed_parsed(
+        current: &Snapshot,
+        parsed: Result<ApprovalConfig, ConfigError>,
+    ) -> Snapshot {
+        let refused = match parsed {
+            Ok(config) => match Snapshot::try_compile(config) {
+                Ok(next) => return next,
+                Err(refused) => refused,
+            },
+            Err(err) => Refused::unparsed(&err),
+        };
+        if current.lockdown {
+            Snapshot::lockdown(refused)
+        } else {
+            current.keeping(refused)
         }
     }
 
-    /// The rest of a snapshot around compiled rules.
-    fn assemble(config: ApprovalConfig, rules: CompiledRules, lockdown: bool) -> Snapshot {
+    /// The rest of a snapshot around compiled rules, and the extra guard
+    /// globs that could only guard their exact text.
+    fn assemble(
+        config: ApprovalConfig,
+        rules: CompiledRules,
+        lockdown: bool,
+    ) -> (Snapshot, Vec<String>) {
         let (rules, guard_errors) = rules.with_extra_guards(&config.human_only_extra);
         let rules = rules.with_configured_guards(&config.configured_ids());
         let default_settings = default_settings(&config, &rules, 0);
@@ -455,17 +715,19 @@ impl Snapshot {
             }
             Some(Err(err)) => (None, vec![err.to_string()]),
         };
-        Snapshot {
+        let snapshot = Snapshot {
             config,
             rules,
             rule_errors: Vec::new(),
-            guard_errors,
+            refused: Vec::new(),
+            guard_errors: Vec::new(),
             default_settings,
             defaults,
             links,
             link_errors,
             lockdown,
-        }
+        };
+        (snapshot, guard_errors)
     }
 }
 
@@ -650,6 +912,179 @@ mod tests {
         assert!(fixed.is_ok());
         assert_eq!(fixed.config.default_mode, Mode::Full);
         assert_eq!(fixed.rules.precedence(), RulePrecedence::FirstMatch);
+    }
+
+    /// The verdict `snapshot` gives `function_id` in a `full`-mode session.
+    fn in_full_mode(snapshot: &Snapshot, function_id: &str) -> crate::policy::Verdict {
+        let settings = CompiledSettings::new(&ApprovalSettings::new(Mode::Full));
+        crate::policy::decide(
+            &settings,
+            &snapshot.rules,
+            &crate::policy::Call {
+                function_id,
+                arguments: None,
+            },
+        )
+        .verdict
+    }
+
+    #[test]
+    fn rule_26_2_a_typo_in_a_guard_glob_keeps_the_guard() {
+        // The issue's repro: `secrets::*` guards `secrets::get`; a reload
+        // with a glob that does not compile must not drop the guard.
+        let current = good(json!({"default_mode": "full", "human_only_extra": ["secrets::*"]}));
+        assert_eq!(
+            in_full_mode(&current, "secrets::get"),
+            crate::policy::Verdict::Deny
+        );
+        let typo = ApprovalConfig::from_value(
+            &json!({"default_mode": "full", "human_only_extra": ["secrets::{get,put"]}),
+        )
+        .unwrap();
+        let next = Snapshot::succeed(&current, typo);
+        assert!(next.is_refused() && !next.is_ok());
+        assert_eq!(next.config, current.config);
+        assert_eq!(
+            in_full_mode(&next, "secrets::get"),
+            crate::policy::Verdict::Deny
+        );
+        assert!(
+            next.errors()[0].starts_with("human_only_extra 0: invalid glob"),
+            "{:?}",
+            next.errors()
+        );
+    }
+
+    #[test]
+    fn rule_26_2_every_listed_field_refuses_the_whole_value() {
+        let current = good(
+            json!({"default_mode": "auto", "rules": ["!approval::*", "demo::*"],
+            "grant_reask_limit": 2, "human_only_extra": ["deploy::*"]}),
+        );
+        // Each bad value also changes the mode, the rules and a count: none
+        // of it may apply.
+        let bad = [
+            (
+                "human_only_extra",
+                json!({"human_only_extra": ["deploy::*", "["]}),
+            ),
+            (
+                "reviewer",
+                json!({"reviewer": {"function_id": " review::call"}}),
+            ),
+            (
+                "reviewer",
+                json!({"reviewer": {"function_id": "review::call", "max_denials_per_50": 51}}),
+            ),
+            (
+                "decision_log",
+                json!({"decision_log": {"function_id": "  "}}),
+            ),
+            (
+                "decision_log",
+                json!({"decision_log": {"function_id": "audit::log", "queue": 0}}),
+            ),
+            (
+                "gate_priority",
+                json!({"gate_priority": 9_007_199_254_740_992_i64}),
+            ),
+            ("gate_priority", json!({"gate_priority": "high"})),
+            ("pending_timeout_ms", json!({"pending_timeout_ms": 10})),
+            ("escalate_after_ms", json!({"escalate_after_ms": -1})),
+            ("release_timeout_ms", json!({"release_timeout_ms": 5})),
+            ("resolve_wait_ms", json!({"resolve_wait_ms": -5})),
+            (
+                "binding_check_interval_ms",
+                json!({"binding_check_interval_ms": 0}),
+            ),
+            (
+                "suggest_prefixes",
+                json!({"suggest_prefixes": ["git status && curl x"]}),
+            ),
+            (
+                "suggest_prefixes",
+                json!({"suggest_prefixes": "git status"}),
+            ),
+            ("protected_paths", json!({"protected_paths": ["**/{a"]})),
+            (
+                "protected_path_functions",
+                json!({"protected_path_functions": [""]}),
+            ),
+            ("edit_ttl_max_ms", json!({"edit_ttl_max_ms": 1})),
+            ("an unknown key", json!({"defualt_mode": "full"})),
+        ];
+        for (field, extra) in bad {
+            let mut value = json!({"default_mode": "full", "rules": ["*"], "grant_reask_limit": 9});
+            for (k, v) in extra.as_object().unwrap() {
+                value[k] = v.clone();
+            }
+            let next = Snapshot::succeed_parsed(&current, ApprovalConfig::from_value(&value));
+            assert!(next.is_refused(), "{field}: {value}");
+            assert!(!next.lockdown && !next.is_ok(), "{field}");
+            assert_eq!(
+                next.config, current.config,
+                "{field}: nothing of it applies"
+            );
+            assert_eq!(next.rules.len(), 2, "{field}");
+            assert_eq!(next.default_settings.mode, Mode::Auto, "{field}");
+            let errors = next.errors().join("; ");
+            let named = if field == "an unknown key" {
+                "defualt_mode"
+            } else {
+                field
+            };
+            assert!(errors.contains(named), "{field}: {errors}");
+            // In lockdown, a refused value keeps the lockdown.
+            let still = Snapshot::succeed_parsed(
+                &Snapshot::lockdown(Vec::new()),
+                ApprovalConfig::from_value(&value),
+            );
+            assert!(still.lockdown && still.is_refused(), "{field}");
+            assert_eq!(still.config, ApprovalConfig::default(), "{field}");
+        }
+    }
+
+    #[test]
+    fn rule_26_2_findings_v3_did_not_refuse_stay_non_fatal() {
+        let short = good(json!({"default_mode": "full", "links": {
+            "secret": "0123456789abcdef0123456789abcdef", "public_base_url": "https://gate.example",
+            "inbox_token": "short"}}));
+        assert!(!short.is_refused());
+        assert_eq!(short.config.default_mode, Mode::Full, "the value applies");
+        assert!(short.links.is_some());
+        assert_eq!(short.link_errors.len(), 1, "{:?}", short.errors());
+        assert!(!short.is_ok(), "reported");
+    }
+
+    #[test]
+    fn rule_26_2_the_v4_fields_have_their_defaults_and_stay_out_of_the_stored_value() {
+        let config = ApprovalConfig::default();
+        assert_eq!(config.suggest_prefixes.len(), 14);
+        assert_eq!(config.suggest_prefixes[0], "git status");
+        assert_eq!(
+            config.protected_path_functions,
+            ["shell::*", "coder::*", "fp::*"]
+        );
+        assert_eq!(config.edit_ttl_max_ms, 3_600_000);
+        assert_eq!(
+            config.protected_path_globs("approval-gate-b"),
+            [
+                "**/config/approval-gate*.yaml",
+                "**/config/shell*.yaml",
+                "**/config/iii-*.yaml",
+                "**/config/approval-gate-b.yaml"
+            ]
+        );
+        let set = ApprovalConfig::from_value(
+            &json!({"suggest_prefixes": ["ls"], "edit_ttl_max_ms": 60_000,
+            "protected_paths": ["/opt/iii/**"], "protected_path_functions": ["shell::*"]}),
+        )
+        .unwrap();
+        let stored = set.to_json();
+        assert_eq!(stored["suggest_prefixes"], json!(["ls"]));
+        assert_eq!(stored["edit_ttl_max_ms"], 60_000);
+        assert_eq!(ApprovalConfig::from_value(&stored).unwrap(), set);
+        assert!(Snapshot::try_compile(set).is_ok());
     }
 
     #[test]

@@ -4,10 +4,13 @@
 //! See `architecture/contract.md` § Configuration.
 //!
 //! A reload never trusts the event payload: it re-reads the entry with
-//! `configuration::get`, validates, compiles and swaps the whole snapshot. An
-//! invalid value, or one whose rules do not all compile, keeps the snapshot in
-//! force whole and logs an ERROR (with the rules' indexes); a value whose
-//! rules compile is kept in state as the last good one ([`last_good`]).
+//! `configuration::get`, validates, compiles and swaps the whole snapshot. A
+//! value that cannot be used whole — it does not parse, the engine finds it
+//! does not fit the schema, a rule does not compile, a field cannot be used
+//! (contract §21.1, §26.2) — keeps the snapshot in force whole, is reported
+//! (ERROR logs, `health.config`, `approval::evaluate`); at boot it starts
+//! the worker from the last good value, or in lockdown. A value used whole
+//! is kept in state as the last good one of its entry ([`last_good`]).
 //!
 //! Nothing here acts on a change: the cell publishes each new snapshot, and
 //! the gate's binding guard and the link routes follow it themselves.
@@ -18,7 +21,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::cell::ConfigCell;
-use super::{last_good, schema, ApprovalConfig, ConfigError, Snapshot, CONFIG_ID};
+use super::{last_good, schema, ApprovalConfig, Refused, Snapshot};
 use crate::engine::{CallError, Engine, Entry, ErrorCode};
 
 /// `approval::on-config-change`.
@@ -29,7 +32,9 @@ const NAME: &str = "Approval gate";
 const DESCRIPTION: &str =
     "Policy for the approval gate: default mode, rules, folder-access re-ask limit.";
 
-/// Why the entry could not be read at boot (boot stops).
+/// Why the entry could not be read at boot (boot stops). A value that was
+/// read but cannot be used is no such reason: the worker then starts from
+/// the last good value, or in lockdown.
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
     /// A configuration call failed.
@@ -40,28 +45,52 @@ pub enum BootstrapError {
         /// Why.
         source: CallError,
     },
-    /// The stored value does not have the entry's shape.
-    #[error("stored value is invalid: {0}")]
-    Invalid(#[from] ConfigError),
 }
 
-/// Why a reload kept the previous snapshot.
+/// Why a reload kept the previous snapshot without reading a value.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ReloadError {
-    /// `configuration::get` failed.
-    #[error("configuration::get {CONFIG_ID} failed: {0}")]
-    Fetch(#[source] CallError),
-    /// The value does not fit the configuration's shape.
-    #[error("configuration {CONFIG_ID} is invalid: {0}")]
-    Invalid(#[source] ConfigError),
+    /// `configuration::get` failed (not for the value's sake).
+    #[error("configuration::get {id} failed: {source}")]
+    Fetch {
+        /// The entry.
+        id: String,
+        /// Why.
+        #[source]
+        source: CallError,
+    },
 }
 
-fn entry(schema: &Value) -> Entry<'_> {
+fn entry<'a>(id: &'a str, schema: &'a Value, metadata: &'a Value) -> Entry<'a> {
     Entry {
-        id: CONFIG_ID,
+        id,
         name: NAME,
         description: DESCRIPTION,
         schema,
+        metadata: Some(metadata),
+    }
+}
+
+/// The entry's metadata: the console's form for it, whatever its id
+/// (contract §27.2).
+fn metadata() -> Value {
+    json!({"ui_form": super::identity::UI_FORM})
+}
+
+/// The engine's answer to a validated read: the value, or why it cannot be
+/// used (`SCHEMA_INVALID`: the stored value does not fit the entry's
+/// schema, a value refused like any other), or the call's own failure.
+fn read_value(got: Result<Value, CallError>) -> Result<Result<ApprovalConfig, Refused>, CallError> {
+    match got {
+        Ok(value) => Ok(ApprovalConfig::from_value(&value).map_err(|err| Refused::unparsed(&err))),
+        Err(err) if err.code == ErrorCode::SchemaInvalid => Ok(Err(Refused {
+            rule_errors: Vec::new(),
+            errors: vec![format!(
+                "the stored value does not fit the entry's schema: {}",
+                crate::redact::redact_text(&err.to_string())
+            )],
+        })),
+        Err(err) => Err(err),
     }
 }
 
@@ -80,7 +109,9 @@ pub(crate) async fn bootstrap(
 ) -> Result<(), BootstrapError> {
     let fatal = |step: &'static str| move |source: CallError| BootstrapError::Call { step, source };
     let schema = schema();
-    let stored = match engine.configuration_get(CONFIG_ID, true).await {
+    let metadata = metadata();
+    let id = cell.id();
+    let stored = match engine.configuration_get(id, true).await {
         Ok(Value::Null) => None,
         Ok(value) => Some(value),
         Err(e) if e.is_not_found() => None,
@@ -89,13 +120,15 @@ pub(crate) async fn bootstrap(
     match stored {
         None => {
             let initial = seed.unwrap_or_else(ApprovalConfig::defaults_json);
-            with_retries(|| engine.configuration_register(entry(&schema), Some(&initial)))
-                .await
-                .map_err(fatal("configuration::register"))?;
+            with_retries(|| {
+                engine.configuration_register(entry(id, &schema, &metadata), Some(&initial))
+            })
+            .await
+            .map_err(fatal("configuration::register"))?;
             tracing::info!("configuration entry seeded");
         }
         Some(value) => {
-            with_retries(|| engine.configuration_register(entry(&schema), None))
+            with_retries(|| engine.configuration_register(entry(id, &schema, &metadata), None))
                 .await
                 .map_err(fatal("configuration::register"))?;
             if let Value::Object(map) = &value {
@@ -103,7 +136,7 @@ pub(crate) async fn bootstrap(
                     let mut merged = map.clone();
                     merged.insert("rules".into(), json!(crate::policy::default_rules()));
                     engine
-                        .configuration_set(CONFIG_ID, &Value::Object(merged))
+                        .configuration_set(id, &Value::Object(merged))
                         .await
                         .map_err(fatal("configuration::set (rules backfill)"))?;
                     tracing::info!("configuration entry had no rules; default rules added");
@@ -115,10 +148,10 @@ pub(crate) async fn bootstrap(
     // register (its store applies the write asynchronously): the read after
     // our own register retries that too.
     let mut attempt = 0u64;
-    let value = loop {
-        match engine.configuration_get(CONFIG_ID, false).await {
-            Ok(value) => break value,
-            Err(e) if attempt < 5 && e.code != ErrorCode::SchemaInvalid => {
+    let parsed = loop {
+        match read_value(engine.configuration_get(id, false).await) {
+            Ok(parsed) => break parsed,
+            Err(e) if attempt < 5 => {
                 attempt += 1;
                 tracing::warn!(attempt, error = %e, "configuration not readable yet; retrying");
                 tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
@@ -126,19 +159,18 @@ pub(crate) async fn bootstrap(
             Err(e) => return Err(fatal("configuration::get")(e)),
         }
     };
-    let config = ApprovalConfig::from_value(&value)?;
     let mut persisted = cell.reloading.lock().await;
-    let snapshot = match Snapshot::try_compile(config) {
+    let snapshot = match parsed.and_then(Snapshot::try_compile) {
         Ok(good) => {
-            last_good::write(engine, &mut persisted, &good.config).await;
+            last_good::write(engine, &mut persisted, id, &good.config).await;
             good
         }
-        Err(refused) => match last_good::read(engine).await {
-            Some(kept) => kept.keeping(refused.rule_errors),
-            None => Snapshot::lockdown(refused.rule_errors),
+        Err(refused) => match last_good::read(engine, id).await {
+            Some(kept) => kept.keeping(refused),
+            None => Snapshot::lockdown(refused),
         },
     };
-    report(&snapshot);
+    report(id, &snapshot);
     cell.store(snapshot);
     Ok(())
 }
@@ -168,28 +200,32 @@ where
 
 /// Registers the entry's schema again without a value (an engine restarted
 /// from its store keeps values but not schemas).
-pub(crate) async fn reregister_schema(engine: &Engine) -> Result<(), CallError> {
+pub(crate) async fn reregister_schema(engine: &Engine, id: &str) -> Result<(), CallError> {
     let schema = schema();
-    with_retries(|| engine.configuration_register(entry(&schema), None))
+    let metadata = metadata();
+    with_retries(|| engine.configuration_register(entry(id, &schema, &metadata), None))
         .await
         .map(|_| ())
 }
 
 /// Logs what is wrong with the configuration just read, and what is in force.
-fn report(snapshot: &Snapshot) {
+fn report(id: &str, snapshot: &Snapshot) {
     let in_force = if snapshot.lockdown {
-        "no configuration whose rules compile is known: the gate runs in lockdown (every call held, human-only calls denied) until one is stored"
+        "no configuration that can be used whole is known: the gate runs in lockdown (every call held, human-only calls denied) until one is stored"
     } else {
-        "the value is refused whole: the previous configuration stays in force (rules, precedence, modes, every field)"
+        "the value is refused whole: the previous configuration stays in force (rules, precedence, modes, guards, every field)"
     };
     for err in &snapshot.rule_errors {
-        tracing::error!(rule = err.index, error = %err, "rule does not compile or one of its examples failed; {in_force}");
+        tracing::error!(configuration_id = id, rule = err.index, error = %err, "rule does not compile or one of its examples failed; {in_force}");
     }
-    if snapshot.lockdown && snapshot.rule_errors.is_empty() {
-        tracing::error!("{in_force}");
+    for err in &snapshot.refused {
+        tracing::error!(configuration_id = id, error = %err, "configuration value cannot be used; {in_force}");
+    }
+    if snapshot.lockdown && !snapshot.is_refused() {
+        tracing::error!(configuration_id = id, "{in_force}");
     }
     for err in &snapshot.guard_errors {
-        tracing::error!(error = %err, "human_only_extra glob does not compile; it guards its exact text");
+        tracing::error!(configuration_id = id, error = %err, "human_only_extra glob of the kept configuration does not compile; it guards its exact text");
     }
     for err in &snapshot.link_errors {
         tracing::error!(error = %err, "links cannot be used as configured");
@@ -200,28 +236,35 @@ fn report(snapshot: &Snapshot) {
         grant_reask_limit = snapshot.config.grant_reask_limit,
         links = snapshot.links.is_some(),
         lockdown = snapshot.lockdown,
-        refused = !snapshot.rule_errors.is_empty(),
+        refused = snapshot.is_refused(),
+        configuration_id = id,
         "configuration in force"
     );
 }
 
-/// Re-reads the entry into `cell`: a value whose rules compile replaces the
-/// snapshot and is kept as the last good one; one whose rules do not keeps
-/// the snapshot in force (or lockdown) and reports its errors.
+/// Re-reads the entry into `cell`: a value that can be used whole replaces
+/// the snapshot and is kept as the last good one; any other keeps the
+/// snapshot in force (or lockdown) and reports its errors.
 pub(crate) async fn reload(engine: &Engine, cell: &ConfigCell) -> Result<(), ReloadError> {
     let mut persisted = cell.reloading.lock().await;
-    let value = engine
-        .configuration_get(CONFIG_ID, false)
-        .await
-        .map_err(ReloadError::Fetch)?;
-    let config = ApprovalConfig::from_value(&value).map_err(ReloadError::Invalid)?;
-    let snapshot = Snapshot::succeed(&cell.load(), config);
-    report(&snapshot);
-    let good =
-        (snapshot.rule_errors.is_empty() && !snapshot.lockdown).then(|| snapshot.config.clone());
+    let id = cell.id();
+    let parsed = read_value(engine.configuration_get(id, false).await).map_err(|source| {
+        ReloadError::Fetch {
+            id: id.to_string(),
+            source,
+        }
+    })?;
+    let current = cell.load();
+    let snapshot = match parsed.and_then(Snapshot::try_compile) {
+        Ok(next) => next,
+        Err(refused) if current.lockdown => Snapshot::lockdown(refused),
+        Err(refused) => current.keeping(refused),
+    };
+    report(id, &snapshot);
+    let good = (!snapshot.is_refused() && !snapshot.lockdown).then(|| snapshot.config.clone());
     cell.store(snapshot);
     if let Some(config) = good {
-        last_good::write(engine, &mut persisted, &config).await;
+        last_good::write(engine, &mut persisted, id, &config).await;
     }
     Ok(())
 }

@@ -4,14 +4,16 @@
 
 use serde_json::{json, Value};
 
+use super::check::MAX_SAFE_INTEGER;
 use super::reviewer::{
     DEFAULT_MAX_CONSECUTIVE_DENIALS, DEFAULT_MAX_DENIALS_PER_50, DEFAULT_REVIEWER_TIMEOUT_MS,
     MIN_REVIEWER_TIMEOUT_MS, REVIEWER_TIMEOUT_CEILING_MS,
 };
 use super::{
     BREAKER_WINDOW, DEFAULT_BINDING_CHECK_INTERVAL_MS, DEFAULT_DECISION_LOG_QUEUE,
-    DEFAULT_GATE_PRIORITY, DEFAULT_GRANT_REASK_LIMIT, DEFAULT_RELEASE_TIMEOUT_MS,
-    DEFAULT_RESOLVE_WAIT_MS,
+    DEFAULT_EDIT_TTL_MAX_MS, DEFAULT_GATE_PRIORITY, DEFAULT_GRANT_REASK_LIMIT,
+    DEFAULT_PROTECTED_PATHS, DEFAULT_PROTECTED_PATH_FUNCTIONS, DEFAULT_RELEASE_TIMEOUT_MS,
+    DEFAULT_RESOLVE_WAIT_MS, DEFAULT_SUGGEST_PREFIXES,
 };
 use crate::link_token::token::MIN_SECRET_CHARS;
 use crate::policy::MIN_DEADLINE_MS;
@@ -131,7 +133,7 @@ pub fn schema() -> Value {
             },
             "human_only_extra": {
                 "title": "Extra human-only functions",
-                "description": "Function-id globs that only a human may call, in every mode and whatever the rules and allow-lists say. They add to the built-in guards (the approval and configuration surfaces, harness releases and folder grants, binding changes, and state calls on this worker's scopes), which cannot be removed.",
+                "description": "Function-id globs that only a human may call, in every mode and whatever the rules and allow-lists say. They add to the built-in guards (the approval and configuration surfaces, harness releases and folder grants, binding changes, and state calls on this worker's scopes), which cannot be removed. A glob that does not compile refuses the whole value (the previous configuration stays in force).",
                 "type": "array",
                 "items": {"type": "string", "minLength": 1},
                 "default": [],
@@ -141,6 +143,8 @@ pub fn schema() -> Value {
                 "title": "Gate priority",
                 "description": "Priority of the gate's pre-trigger binding. The harness runs hooks in ascending priority and each sees the arguments as the previous one rewrote them, so the gate should run last: give every other pre-trigger hook a lower priority. A change replaces the binding (the new one is made before the old one is removed).",
                 "type": "integer",
+                "minimum": -MAX_SAFE_INTEGER,
+                "maximum": MAX_SAFE_INTEGER,
                 "default": DEFAULT_GATE_PRIORITY,
                 "examples": [1000]
             },
@@ -281,6 +285,38 @@ pub fn schema() -> Value {
                 "minimum": MIN_DEADLINE_MS,
                 "default": null,
                 "examples": [1_800_000]
+            },
+            "suggest_prefixes": {
+                "title": "Suggested session grants",
+                "description": "Commands (a program, or a program and its subcommand) for which a held call's page may offer \"Allow <prefix> … in this session\": only when the held command is one simple command an allow prefix could cover, never for shells, interpreters, build or test runners, package managers. Plain words separated by single spaces; an entry with shell structure, a quote, an expansion or a glob refuses the whole value.",
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+                "default": DEFAULT_SUGGEST_PREFIXES,
+                "examples": [["git status", "git log", "ls", "cat"]]
+            },
+            "protected_paths": {
+                "title": "Protected paths",
+                "description": "Path globs (* within a segment, ** across) that no call of the functions below may touch without a human, in every mode and whatever the grants say: the engine's configuration files by default. The running entry's own file (**/config/<id>.yaml) is always added. Add the engine's directory (e.g. /opt/iii/**) and the state adapter's files.",
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+                "default": DEFAULT_PROTECTED_PATHS,
+                "examples": [["**/config/approval-gate*.yaml", "/opt/iii/**"]]
+            },
+            "protected_path_functions": {
+                "title": "Functions judged for protected paths",
+                "description": "Function-id globs whose calls are judged against the protected paths (every word of every command that can run, and every string argument).",
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+                "default": DEFAULT_PROTECTED_PATH_FUNCTIONS,
+                "examples": [["shell::*", "coder::*", "fp::*"]]
+            },
+            "edit_ttl_max_ms": {
+                "title": "Longest life of an edit's grant (ms)",
+                "description": "An edited call (\"Edit and allow\") becomes a one-shot grant for the edited arguments; its ttl_ms (default 600000) is capped at this.",
+                "type": "integer",
+                "minimum": MIN_DEADLINE_MS,
+                "default": DEFAULT_EDIT_TTL_MAX_MS,
+                "examples": [3600000]
             },
             "escalate_after_ms": {
                 "title": "Escalate after (ms)",

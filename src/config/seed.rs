@@ -115,7 +115,7 @@ pub fn load_seed(path: &Path) -> Result<Value, SeedError> {
         path: path.to_owned(),
         source,
     })?;
-    let config = ApprovalConfig::from_value(&value).map_err(|source| SeedError::Shape {
+    let config = ApprovalConfig::checked(&value).map_err(|source| SeedError::Shape {
         path: path.to_owned(),
         source,
     })?;

@@ -36,7 +36,7 @@ use crate::error::{validate_id, ApprovalError};
 use crate::functions::register_typed;
 use crate::pending::{PendingRecord, RecordKind, ReleaseVia};
 use crate::provenance::Caller;
-use crate::release::{Answer, Request, Ruling};
+use crate::release::{Answer, Remember, Request, Ruling};
 use crate::worker::Worker;
 
 /// `approval::resolve-batch`.
@@ -228,7 +228,7 @@ pub(crate) async fn resolve_batch(
     let decision = match request.decision {
         ResolveDecision::Allow => Ruling::Allow {
             grant_scope: None,
-            remember: false,
+            remember: Remember::Nothing,
         },
         ResolveDecision::Deny => Ruling::Deny {
             reason: operator_reason(&request.reason),

@@ -27,7 +27,9 @@ use serde_json::{Map, Value};
 use crate::config::ApprovalConfig;
 use crate::error::{validate_function_id, validate_id, ApprovalError};
 use crate::functions::register_typed;
-use crate::gate::{settings_unknown, turn_with_durable_grants, GATE_UNAVAILABLE};
+use crate::gate::{
+    secret_id_reason, settings_unknown, turn_with_durable_grants, GATE_UNAVAILABLE, SECRET_IN_ID,
+};
 use crate::pending::{timeout_ms, HoldLimits};
 use crate::policy::{
     decide_with, Call, CompiledRules, CompiledSettings, DecideOptions, Readings, TraceStep, Verdict,
@@ -176,6 +178,25 @@ pub(crate) async fn evaluate(
     validate_id("session_id", &request.session_id)?;
     validate_function_id(&request.function_id)?;
     let snapshot = worker.config.load();
+    // As the gate: an id that holds a secret is denied before anything is
+    // read under it (§26.5).
+    let secret = [
+        ("session_id", &request.session_id),
+        ("call.function_id", &request.function_id),
+    ]
+    .into_iter()
+    .find(|(_, id)| crate::redact::holds_secret(id));
+    if let Some((field, _)) = secret {
+        return Ok(EvaluateResponse {
+            verdict: WireVerdict::Deny,
+            rule_id: Some(SECRET_IN_ID.to_string()),
+            reason: secret_id_reason(field),
+            trace: Vec::new(),
+            rule_errors: snapshot.errors(),
+            deadline_ms: None,
+            reviewer: None,
+        });
+    }
     let known = match worker
         .settings
         .known(&request.session_id, SETTINGS_BUDGET)

@@ -23,7 +23,7 @@ use crate::folders::GrantScope;
 use crate::functions::register_typed;
 use crate::pending::ReleaseVia;
 use crate::provenance::{DecidedBy, DecidedVia};
-use crate::release::{Answer, Request, Ruling};
+use crate::release::{Answer, Remember, Request, Ruling};
 use crate::worker::Worker;
 
 /// `approval::resolve`.
@@ -117,7 +117,7 @@ pub(crate) async fn resolve(
     let decision = match request.decision {
         ResolveDecision::Allow => Ruling::Allow {
             grant_scope,
-            remember: false,
+            remember: Remember::Nothing,
         },
         ResolveDecision::Deny => Ruling::Deny {
             reason: operator_reason(&request.reason),

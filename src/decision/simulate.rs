@@ -112,11 +112,27 @@ pub(crate) async fn simulate(
         .chain(held.iter().map(|r| r.session_id.as_str()))
         .collect();
     let settings = read_settings(worker, sessions).await;
-
     let snapshot = worker.config.load();
-    let whatif = WhatIf::new(&snapshot, draft);
-    let mut results = Vec::with_capacity(request.calls.len() + held.len());
-    for call in &request.calls {
+    // Judging is CPU work (commands are read inline): off the hook's
+    // thread, on the runtime's blocking pool.
+    tokio::task::spawn_blocking(move || {
+        judge_all(&snapshot, draft, &request.calls, &held, &settings)
+    })
+    .await
+    .map_err(|err| ApprovalError::InvalidPayload(format!("simulate did not finish: {err}")))
+}
+
+/// Every supplied call, then every held one, judged now and under the draft.
+fn judge_all(
+    snapshot: &crate::config::Snapshot,
+    draft: Option<ApprovalConfig>,
+    calls: &[SimCall],
+    held: &[Arc<crate::pending::PendingRecord>],
+    settings: &HashMap<String, Option<Known>>,
+) -> SimulateResponse {
+    let whatif = WhatIf::new(snapshot, draft);
+    let mut results = Vec::with_capacity(calls.len() + held.len());
+    for call in calls {
         results.push(match call.session_id.as_deref().map(|s| settings.get(s)) {
             Some(Some(None)) | Some(None) => unknown().result(
                 call.id.clone(),
@@ -128,7 +144,7 @@ pub(crate) async fn simulate(
             None => whatif.supplied(None, call),
         });
     }
-    for record in &held {
+    for record in held {
         let verdicts = match settings.get(record.session_id.as_str()) {
             Some(Some(known)) => {
                 let arguments = record.arguments_excerpt.to_value();
@@ -146,10 +162,10 @@ pub(crate) async fn simulate(
         result.approximate = Some(true);
         results.push(result);
     }
-    Ok(SimulateResponse {
+    SimulateResponse {
         results,
         rule_errors: whatif.errors().to_vec(),
-    })
+    }
 }
 
 /// A session's stored settings, when it has any.

@@ -34,6 +34,9 @@ impl Engine {
         if let Some(v) = initial_value {
             payload["initial_value"] = v.clone();
         }
+        if let Some(metadata) = entry.metadata {
+            payload["metadata"] = metadata.clone();
+        }
         self.call("configuration::register", payload, BUILTIN_TIMEOUT)
             .await
     }
@@ -64,4 +67,7 @@ pub(crate) struct Entry<'a> {
     pub description: &'a str,
     /// Its JSON schema.
     pub schema: &'a Value,
+    /// What the console reads about it (`ui_form`: the form to show it
+    /// with).
+    pub metadata: Option<&'a Value>,
 }

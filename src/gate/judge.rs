@@ -11,6 +11,7 @@ use crate::policy::{
     decide_with, Basis, Call, CompiledRules, CompiledSettings, DecideOptions, GrantRef, Readings,
     Verdict, WIDENING_ROOT_RULE,
 };
+use crate::redact::holds_secret;
 use crate::settings::Entry;
 
 /// What the gate answers, before any I/O.
@@ -84,6 +85,38 @@ pub(crate) fn settings_unknown(session_id: &str, function_id: &str, code: &str) 
     )
 }
 
+/// The rule the logs, the decision log and `approval::evaluate` name when a
+/// call is denied because one of its ids holds a secret (contract §26.5).
+pub(crate) const SECRET_IN_ID: &str = "secret_in_id";
+
+/// The id of `input` that holds what a value detector of
+/// [`crate::redact`] takes for a secret, named as the hook input names it
+/// (`session_id`, `turn_id`, `call.id`, `call.function_id`): such a call
+/// is denied at the gate before anything about it is read or written, so
+/// the secret never reaches a record, an event, a notifier or the
+/// reviewer (contract §26.5). The ids are checked in that order; `None`
+/// when none holds one.
+pub fn secret_in_ids(input: &HookInput, call: &HookCall) -> Option<&'static str> {
+    [
+        ("session_id", input.session_id.as_str()),
+        ("turn_id", input.turn_id.as_str()),
+        ("call.id", call.id.as_str()),
+        ("call.function_id", call.function_id.as_str()),
+    ]
+    .into_iter()
+    .find(|(_, id)| holds_secret(id))
+    .map(|(field, _)| field)
+}
+
+/// The deny reason for a call whose `field` holds a secret: it names the
+/// field, never the value (nor any other id, which may hold the same).
+pub(crate) fn secret_id_reason(field: &str) -> String {
+    format!(
+        "{} the call's {field} holds what looks like a secret (a token, a password); an id must never carry one, so the call is denied and nothing about it is recorded",
+        crate::terms::leads::POLICY
+    )
+}
+
 /// Whether the input's ids can key a record.
 pub(crate) fn ids_are_valid(input: &HookInput, call: &HookCall) -> bool {
     is_valid_id(&input.session_id) && is_valid_id(&call.id)
@@ -136,6 +169,14 @@ pub(crate) fn judge_in_turn<'r>(
             rule: None,
         };
     };
+    // Before anything else: a guard's or a rule's reason would name the
+    // function id.
+    if let Some(field) = secret_in_ids(input, call) {
+        return Judgement::Deny {
+            reason: secret_id_reason(field),
+            rule: Some(SECRET_IN_ID),
+        };
+    }
     let decision = decide_with(
         settings,
         rules,
@@ -217,6 +258,101 @@ mod tests {
             }}
         }))
         .expect("a valid hook input")
+    }
+
+    fn with_ids(session_id: &str, turn_id: &str, call_id: &str, function_id: &str) -> HookInput {
+        parse_hook_input(json!({
+            "point": "pre_trigger", "session_id": session_id, "turn_id": turn_id, "step": 0,
+            "depth": 0, "call": {"id": call_id, "function_id": function_id, "arguments": {}}
+        }))
+        .expect("a valid hook input")
+    }
+
+    const TOKEN: &str = "ghp_FAKExJvv9Nl46wmyhw32J7bYzpzH2tvUuM4B";
+
+    #[test]
+    fn rule_26_5_a_secret_in_any_id_is_denied_without_echoing_it() {
+        // `demo::*` is allowed: the id check comes before every rule and
+        // guard (whose reasons name the function id).
+        let config = ApprovalConfig::from_value(&json!({
+            "default_mode": "manual", "rules": ["!approval::*", "demo::*"]
+        }))
+        .expect("config");
+        let snapshot = Snapshot::compile(config);
+        let plain = with_ids("s1", "t1", "c1", "demo::echo");
+        assert!(matches!(
+            judge(&plain, &snapshot.defaults, &snapshot.rules),
+            Judgement::Continue { .. }
+        ));
+        let cases = [
+            (
+                "session_id",
+                with_ids(&format!("s-{TOKEN}"), "t1", "c1", "demo::echo"),
+            ),
+            (
+                "turn_id",
+                with_ids("s1", &format!("turn-{TOKEN}"), "c1", "demo::echo"),
+            ),
+            ("call.id", with_ids("s1", "t1", TOKEN, "demo::echo")),
+            (
+                "call.function_id",
+                with_ids("s1", "t1", "c1", &format!("demo::{TOKEN}")),
+            ),
+            (
+                "call.function_id",
+                with_ids("s1", "t1", "c1", "approval::password=hunter2"),
+            ),
+            (
+                "call.id",
+                with_ids("s1", "t1", "postgres://app:s3cret@db/prod", "demo::echo"),
+            ),
+        ];
+        for (field, input) in &cases {
+            let call = input.call.as_ref().expect("a call");
+            assert_eq!(secret_in_ids(input, call), Some(*field));
+            match judge(input, &snapshot.defaults, &snapshot.rules) {
+                Judgement::Deny { reason, rule } => {
+                    assert_eq!(rule, Some(SECRET_IN_ID));
+                    assert!(reason.starts_with(crate::terms::leads::POLICY), "{reason}");
+                    assert!(reason.contains(field), "{reason}");
+                    for secret in [TOKEN, "hunter2", "s3cret", "ghp_"] {
+                        assert!(!reason.contains(secret), "{reason}");
+                    }
+                }
+                other => panic!("{field}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn rule_26_5_ordinary_ids_hold_no_secret() {
+        let ids = [
+            "toolu_01A09q90qw90lq917835lq9",
+            "toolu_bdrk_01XyZabc123DEF456ghi789JKL",
+            "call_Zk3bXWq1d8M2nLxR5vYt7uPa",
+            "chatcmpl-9xYzAbCdEfGhIjKlMnOpQrStUvWx",
+            "fc_67f3a1b2c3d4e5f60718293a",
+            "0b9a3f2e-6c1d-4e8f-9a7b-5c4d3e2f1a0b",
+            "01890a5d-ac96-774b-bcce-b302099a8057",
+            "01ARZ3NDEKTSV4RRFFQ69G5FAV",
+            "sess_2f8a9c7e1b3d4a5f",
+            "turn_42",
+            "c1",
+            "shell::exec",
+            "shell::filesystem::write",
+            "harness::function::trigger",
+            "approval::resolve",
+            "secrets::get",
+            "auth::login",
+            "notes::token_count",
+            "mcp::github::create_pull_request",
+            "password_reset::send",
+        ];
+        for id in ids {
+            let input = with_ids(id, id, id, id);
+            let call = input.call.as_ref().expect("a call");
+            assert_eq!(secret_in_ids(&input, call), None, "{id}");
+        }
     }
 
     /// Continue and deny do no redaction at all, however secret-laden the

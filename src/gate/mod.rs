@@ -34,8 +34,8 @@ use crate::terms::Mode;
 use crate::worker::Worker;
 
 pub(crate) use judge::{ids_are_valid, judge_in_turn};
-pub use judge::{judge, judge_passing_over, AskHold, Judgement, Spend};
-pub(crate) use judge::{settings_unknown, GATE_UNAVAILABLE};
+pub use judge::{judge, judge_passing_over, secret_in_ids, AskHold, Judgement, Spend};
+pub(crate) use judge::{secret_id_reason, settings_unknown, GATE_UNAVAILABLE, SECRET_IN_ID};
 
 /// `approval::gate`.
 pub(crate) const ID: &str = binding::GATE_ID;
@@ -63,6 +63,20 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
     let Some(call) = input.call.as_ref() else {
         return deny(judge::NO_CALL);
     };
+    // An id that holds a secret: denied before the session's settings or
+    // grants are read (their keys are the ids), nothing written (§26.5).
+    if let Some(field) = secret_in_ids(&input, call) {
+        tracing::warn!(
+            field,
+            decision = "deny",
+            rule = SECRET_IN_ID,
+            "an id of the call holds what looks like a secret; denied, nothing recorded"
+        );
+        let out = deny(secret_id_reason(field));
+        let config = worker.config.load();
+        log_secret_id_verdict(worker, &config.config, &input, call);
+        return out;
+    }
     let known = if ids_are_valid(&input, call) {
         // A live record under the key decides alone (§26.1).
         if let Some(record) = worker.pending.get(&input.session_id, &call.id) {
@@ -242,20 +256,16 @@ pub(crate) async fn read_commands(
     needs.with_models(models)
 }
 
-/// The readings a held call's record shows (`runs`, `suggested_prefix`):
-/// the ladder's, or — when no command rule made the ladder read a
-/// `shell::*` call's `command` — that field, read now (off this thread;
-/// holds only, never continue or deny). `None`: the ladder's will do.
-async fn shown_commands(worker: &Worker, call: &HookCall, readings: &Readings) -> Option<Readings> {
-    if !readings.is_empty() {
-        return None;
-    }
+/// A held `shell::*` call's `command` (with its `args`), read off this
+/// thread for its record (holds only, never continue or deny); nothing for
+/// other calls.
+async fn record_commands(worker: &Worker, call: &HookCall) -> Readings {
     let needs = crate::policy::Needs::for_record(&call.function_id, call.arguments.as_ref());
     if needs.is_empty() {
-        return None;
+        return Readings::none();
     }
     let models = worker.commands.read_all(needs.sources()).await;
-    Some(needs.with_models(models))
+    needs.with_models(models)
 }
 
 /// Queues the decision log's record of a verdict when the log is on: an
@@ -284,6 +294,30 @@ fn log_verdict(
             session_id: input.session_id.clone(),
             function_call_id: call.id.clone(),
             function_id: call.function_id.clone(),
+            at,
+        }
+    });
+}
+
+/// The decision log's record of a call denied for a secret in its ids
+/// (§26.5): every id passed through the detectors, so the log's consumer
+/// never receives the secret.
+fn log_secret_id_verdict(
+    worker: &Worker,
+    config: &ApprovalConfig,
+    input: &HookInput,
+    call: &HookCall,
+) {
+    let shown = |id: &str| crate::redact::redact_text(id).into_owned();
+    worker.pending.decision_log().push(config, || {
+        let at = crate::time::now_ms();
+        LogRecord {
+            decision: "deny".to_string(),
+            rule_id: Some(SECRET_IN_ID.to_string()),
+            decided_by: DecidedBy::gate_verdict(false, at),
+            session_id: shown(&input.session_id),
+            function_call_id: shown(&call.id),
+            function_id: shown(&call.function_id),
             at,
         }
     });
@@ -424,10 +458,13 @@ async fn hold_unless_met(
     let mut record = record::build_record(input, call, RecordKind::Function, context);
     let arguments = record::whole_arguments(call);
     record.review = reviewed;
-    let shown = shown_commands(worker, call, readings).await;
-    let models = || shown.as_ref().unwrap_or(readings).models();
-    record.runs = Runs::of(models()).map(Box::new);
-    record.suggested_prefix = crate::policy::suggested_prefix(models(), &config.suggested());
+    // What an approver reads of the command: the `shell::*` call's
+    // `command` (read now: holds only), else the `runs` fields the ladder
+    // read; a suggested grant only for the former.
+    let shell = record_commands(worker, call).await;
+    let shown = if shell.is_empty() { readings } else { &shell };
+    record.runs = Runs::of(shown.models()).map(Box::new);
+    record.suggested_prefix = crate::policy::suggested_prefix(shell.models(), &config.suggested());
     // The deadlines of the decision's rule, or the configuration it was
     // made under, counted from when the record is built.
     record::set_deadlines(&mut record, limits, config);

@@ -8,7 +8,8 @@
 //! * [`memory`] — re-ask counters and denied dirs;
 //! * [`release`] — carrying out a decision on a folder prompt.
 //!
-//! The stand-down ladder, in order: no call or bad ids; no jail hint; the dir
+//! The stand-down ladder, in order: no call or bad ids; an id that holds a
+//! secret (§26.5: nothing recorded); no jail hint; the dir
 //! is the session's workspace or under it; the harness already granted a
 //! root containing it (or has no workspace-grant plane); the user denied it
 //! or a parent; the re-ask limit is reached.
@@ -52,6 +53,9 @@ const WRITE_RESERVE: Duration = Duration::from_millis(1000);
 pub enum StandDown {
     /// No call, or ids that fail validation.
     NoCall,
+    /// An id of the call holds what looks like a secret (contract §26.5):
+    /// nothing about the call is recorded.
+    SecretInId,
     /// Not a jail rejection with a usable hint.
     NoHint,
     /// The dir is the session's own workspace or under it.
@@ -85,6 +89,9 @@ pub fn folder_request(input: &HookInput) -> Result<GrantRequest, StandDown> {
     let (sid, cid) = (input.session_id.as_str(), call.id.as_str());
     if !is_valid_id(sid) || !is_valid_id(cid) {
         return Err(StandDown::NoCall);
+    }
+    if crate::gate::secret_in_ids(input, call).is_some() {
+        return Err(StandDown::SecretInId);
     }
     let grant = input
         .result

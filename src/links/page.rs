@@ -28,6 +28,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::link_token::token::Kind;
+use crate::policy::Runs;
 use crate::redact::FULL_ARGUMENTS_CAP;
 use crate::terms::review::{HeldBecause, Review, ReviewVerdict, Risk};
 
@@ -116,6 +117,10 @@ pub(crate) struct CallView<'a> {
     /// What the reviewer said of the call (§22), when it was asked: the
     /// approver sees it, next to the call, before deciding.
     pub review: Option<&'a Review>,
+    /// What the call's command field runs (§25.8): "Runs: curl, sh".
+    pub runs: Option<&'a Runs>,
+    /// The prefix offered as a session grant (§25.9).
+    pub suggested_prefix: Option<&'a str>,
 }
 
 /// One line of the inbox page.
@@ -197,7 +202,7 @@ pub(crate) fn call_page_offering(view: &CallView<'_>, offer: Option<&BatchOffer>
     }
     let body = html! {
         p.kicker { "Approval needed" }
-        h1 { code { (visible(view.function_id)) } }
+        h1 { code { (visible_id(view.function_id)) } }
         @match view.kind {
             Kind::Function => p { "An agent wants to run this call. It waits until you decide." },
             Kind::FolderAccess => p {
@@ -219,6 +224,15 @@ pub(crate) fn call_page_offering(view: &CallView<'_>, offer: Option<&BatchOffer>
                         "Allow and don't ask again in this session"
                         small { "Later calls of this function in this session run without asking." }
                     }
+                    @if let Some(prefix) = view.suggested_prefix {
+                        button type="button" data-decision="allow" data-remember-prefix="true" {
+                            "Allow " code { (visible(prefix)) " …" } " in this session"
+                            small {
+                                "Later calls in this session that only run "
+                                code { (visible(prefix)) } " with plain arguments run without asking."
+                            }
+                        }
+                    }
                     @if let Some(offer) = offer {
                         button type="button" .allow-all data-decision="allow" data-batch=(offer.token) {
                             "Allow all " (offer.calls.len()) " held calls of this turn"
@@ -226,7 +240,7 @@ pub(crate) fn call_page_offering(view: &CallView<'_>, offer: Option<&BatchOffer>
                         }
                         ul.batch aria-label="The held calls of this turn" {
                             @for (function_id, call_id) in &offer.calls {
-                                li { code { (visible(function_id)) } " " small { (visible(call_id)) } }
+                                li { code { (visible_id(function_id)) } " " small { (visible_id(call_id)) } }
                             }
                         }
                     }
@@ -270,7 +284,7 @@ pub(crate) fn call_page_offering(view: &CallView<'_>, offer: Option<&BatchOffer>
 fn running_page(view: &CallView<'_>) -> String {
     let body = html! {
         p.kicker { "Running" }
-        h1 { code { (visible(view.function_id)) } }
+        h1 { code { (visible_id(view.function_id)) } }
         p.panel.info {
             "A decision on this call was taken and is on its way to the agent; the call may be \
              running now. Nothing can be decided here until the agent answers. Reload this page \
@@ -313,14 +327,30 @@ fn details(view: &CallView<'_>) -> Markup {
                 dd { (visible(title)) }
             }
             dt { "Session id" }
-            dd { code { (visible(view.session_id)) } }
+            dd { code { (visible_id(view.session_id)) } }
             dt { "Call id" }
-            dd { code { (visible(view.function_call_id)) } }
+            dd { code { (visible_id(view.function_call_id)) } }
             dt { "Held since" }
             dd { (time(view.pending_at)) }
             @if let Some(expires_at) = view.expires_at {
                 dt { "Deadline" }
                 dd { (time(expires_at)) " — if no one decides by then, the call is denied." }
+            }
+            @if let Some(runs) = view.runs {
+                dt { "Runs" }
+                dd {
+                    @if runs.programs.is_empty() { "nothing known" } @else {
+                        code { (visible(&runs.programs.join(", "))) }
+                    }
+                    @if runs.opaque {
+                        " — and what else runs cannot be known without running it"
+                        @if let Some(why) = &runs.why { ": " (visible(why)) }
+                    }
+                }
+            }
+            @if let (Kind::Function, Some(prefix)) = (view.kind, view.suggested_prefix) {
+                dt { "Suggested grant" }
+                dd { "Allow " code { (visible(prefix)) " …" } " in this session" }
             }
             @if let Some(review) = view.review {
                 dt { "Reviewer" }
@@ -368,6 +398,12 @@ fn result_panels() -> Markup {
             "allowed-remember",
             "ok",
             "Allowed. The call goes ahead now, and this function will not ask again in this session.",
+        ),
+        (
+            "allowed-prefix",
+            "ok",
+            "Allowed. The call goes ahead now, and commands with this prefix will not ask again \
+             in this session.",
         ),
         (
             "allowed-all",
@@ -476,8 +512,8 @@ pub(crate) fn inbox_page(rows: &[InboxRow<'_>], more: usize) -> String {
                 @for row in rows {
                     li {
                         @match safe_href(row.approval_url) {
-                            Some(href) => a href=(href) { code { (visible(row.call.function_id)) } },
-                            None => p { code { (visible(row.call.function_id)) } },
+                            Some(href) => a href=(href) { code { (visible_id(row.call.function_id)) } },
+                            None => p { code { (visible_id(row.call.function_id)) } },
                         }
                         (details(&row.call))
                     }
@@ -579,6 +615,13 @@ fn is_hidden(c: char) -> bool {
 /// Agent text on one line: hidden characters become visible markers.
 fn visible(text: &str) -> Markup {
     render_visible(text, false)
+}
+
+/// An id (session, call, function) as page text: through the value
+/// detectors first (contract §26.5; the gate denies a call whose ids hold a
+/// secret, but a record may predate that), then as [`visible`].
+fn visible_id(text: &str) -> Markup {
+    visible(&crate::redact::redact_text(text))
 }
 
 /// Agent text in a `<pre>`: newlines and tabs stay, the rest as [`visible`].

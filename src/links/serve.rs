@@ -34,7 +34,7 @@ use crate::link_token::token::{Kind, Revision, TokenError};
 use crate::link_token::Links;
 use crate::pending::{PendingRecord, RecordKind, ReleaseVia, WholeArguments};
 use crate::provenance::Caller;
-use crate::release::{Answer, Request, Ruling};
+use crate::release::{Answer, Remember, Request, Ruling};
 use crate::schema::schema_of;
 use crate::worker::Worker;
 
@@ -77,6 +77,11 @@ pub(super) struct LinkDecision {
     /// (`approve-always` for the function, then allow).
     #[serde(default)]
     pub remember: bool,
+    /// Function holds with a suggested prefix: "Allow `<prefix> …` in this
+    /// session" (`approve-always` for the function with that command
+    /// prefix — the record's own, never one the page sends — then allow).
+    #[serde(default)]
+    pub remember_prefix: bool,
 }
 
 /// Registers the three link functions (bound only while links are on).
@@ -156,6 +161,8 @@ fn view(record: &PendingRecord, whole: &WholeArguments, offer: Option<&BatchOffe
             dir: record.grant_request.as_ref().map(|g| g.dir.as_str()),
             releasing: record.releasing,
             review: record.review.as_deref(),
+            runs: record.runs.as_deref(),
+            suggested_prefix: record.suggested_prefix.as_deref(),
         },
         offer,
     )
@@ -304,7 +311,7 @@ async fn decide_call(worker: &Worker, request: &HttpRequest) -> HttpResponse {
     let decision = match choice.decision {
         ResolveDecision::Allow => Ruling::Allow {
             grant_scope: choice.grant_scope,
-            remember: choice.remember,
+            remember: Remember::of(choice.remember, choice.remember_prefix),
         },
         ResolveDecision::Deny => Ruling::Deny {
             reason: operator_reason(&choice.reason),
@@ -428,7 +435,7 @@ async fn decide_batch(
         &revisions.turn_id,
         Ruling::Allow {
             grant_scope: None,
-            remember: false,
+            remember: Remember::Nothing,
         },
         Some(revisions.items),
         (ReleaseVia::Link, Some(Caller::link())),
@@ -503,6 +510,8 @@ fn inbox(worker: &Worker, request: &HttpRequest) -> HttpResponse {
                 dir: record.grant_request.as_ref().map(|g| g.dir.as_str()),
                 releasing: record.releasing,
                 review: record.review.as_deref(),
+                runs: record.runs.as_deref(),
+                suggested_prefix: record.suggested_prefix.as_deref(),
             },
             approval_url: url,
         })

@@ -7,7 +7,7 @@
 //!
 //! | family | calls | why |
 //! |---|---|---|
-//! | `approval` | the `approval::` namespace | resolving one's own held call, changing one's own settings |
+//! | `approval` | the `approval::` and `approval-gate::` namespaces | resolving one's own held call, changing one's own settings |
 //! | `configuration` | the `configuration::` namespace | rewriting the gate's policy (or any worker's) |
 //! | `release` | `harness::function::resolve`, `harness::{workspace,filesystem}::grant`, `harness::{workspace,filesystem}::revoke` | releasing a held call and granting a folder are human decisions |
 //! | `bindings` | `engine::register_trigger`, `engine::unregister_trigger` | the gate is a binding: removing it ungates everyone |
@@ -41,8 +41,9 @@ use serde_json::Value;
 use super::glob::{Pattern, PatternTable};
 
 /// Namespaces only a human may call.
-const NAMESPACES: [(&str, Family); 2] = [
+const NAMESPACES: [(&str, Family); 3] = [
     ("approval::", Family::Approval),
+    ("approval-gate::", Family::Approval),
     ("configuration::", Family::Configuration),
 ];
 

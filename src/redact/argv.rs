@@ -31,6 +31,20 @@
 //!   a wrapper (`sudo`, `docker exec db mysql …`): a command word anywhere
 //!   before the flag counts.
 //!
+//! * **Long flags of one command** (version 4): `--pass` after `redis-cli`
+//!   and its forks (`--pass pw`, `--pass=pw`); `--pass` elsewhere is a
+//!   count or a mode (`x264 --pass 1`).
+//! * **`htpasswd` in batch mode** (version 4): with a flag cluster holding
+//!   `b` (`-b`, `-bc`, `-nbB`), the password is the third word after the
+//!   flags (`htpasswd -b FILE USER PASSWORD`), the second with `n` (no
+//!   file: `htpasswd -nb USER PASSWORD`); `-C` and `-r` take a number.
+//!   Without `b` htpasswd prompts, and nothing is a secret.
+//! * **`config set NAME VALUE`** (version 4, argv arrays; the text
+//!   detectors read the same in a command line): after `config`,
+//!   `configure` or `user-secrets` and `set`, a secret-named `NAME` makes
+//!   the next word a secret (`aws configure set aws_secret_access_key …`,
+//!   `npm config set _authToken …`, `dotnet user-secrets set Api:Key …`).
+//!
 //! A value that starts with `-` is the next flag, not a value (`mysql -p -h
 //! db` prompts for the password). For `mysql`, a separate word after `-p`
 //! is the database to the program (`mysql -p shop` prompts), but it is
@@ -54,6 +68,11 @@ pub(super) struct Command {
     pub after: Option<&'static str>,
     /// The short flags that take the secret.
     pub flags: &'static [&'static str],
+    /// The long flags that take the secret, as the next word or after `=`.
+    pub long: &'static [&'static str],
+    /// Whether it is `htpasswd`, whose batch mode takes the password as a
+    /// plain word (see the module docs).
+    pub batch: bool,
 }
 
 const fn c(
@@ -65,7 +84,25 @@ const fn c(
         names,
         after,
         flags,
+        long: &[],
+        batch: false,
     }
+}
+
+/// The words before `set` that make `set NAME VALUE` a configuration write.
+const CONFIG_WORDS: [&str; 3] = ["config", "configure", "user-secrets"];
+
+/// Flags after which a command reads a secret from its standard input
+/// (`docker login --password-stdin`, `redis-cli --askpass`, `gh auth login
+/// --with-token`): what a here-string or a `stdin` field feeds it is one.
+pub(super) const STDIN_SECRET_FLAGS: [&str; 3] = ["--password-stdin", "--askpass", "--with-token"];
+
+/// Whether `command` (a command line, or one word of an argv) has one of
+/// [`STDIN_SECRET_FLAGS`] as a whole word.
+pub(super) fn reads_secret_stdin(command: &str) -> bool {
+    command
+        .split(|c: char| c.is_ascii_whitespace() || matches!(c, '"' | '\'' | ';' | '&' | '|'))
+        .any(|word| STDIN_SECRET_FLAGS.contains(&word))
 }
 
 /// The commands whose short flags take a secret (see the module docs).
@@ -107,7 +144,14 @@ pub(super) const COMMANDS: &[Command] = &[
         &["-p"],
     ),
     c(&["rabbitmqadmin"], None, &["-p"]),
-    c(&["redis-cli", "keydb-cli", "valkey-cli"], None, &["-a"]),
+    Command {
+        long: &["--pass"],
+        ..c(&["redis-cli", "keydb-cli", "valkey-cli"], None, &["-a"])
+    },
+    Command {
+        batch: true,
+        ..c(&["htpasswd"], None, &[])
+    },
     c(&["sqlcmd", "bcp"], None, &["-P"]),
     c(&["zip", "unzip"], None, &["-P"]),
     c(
@@ -145,11 +189,60 @@ pub(super) struct Active {
     on: u32,
     /// Bit `i`: `COMMANDS[i]` was named; its subcommand has not come yet.
     waiting: u32,
+    /// `htpasswd`'s words since it was named.
+    batch: Batch,
+}
+
+/// `htpasswd`'s flags and plain words, counted from its name on.
+#[derive(Clone, Copy, Debug, Default)]
+struct Batch {
+    /// `htpasswd` was named.
+    named: bool,
+    /// A flag cluster held `b`: the password is on the command line.
+    b: bool,
+    /// A flag cluster held `n`: no file word before the user.
+    n: bool,
+    /// The next word is a flag's number (`-C 12`, `-r 5000`).
+    skip: bool,
+    /// Plain words so far.
+    words: u8,
+}
+
+impl Batch {
+    /// Whether the next plain word is the password.
+    fn password_next(&self) -> bool {
+        self.named && self.b && !self.skip && self.words + 1 == if self.n { 2 } else { 3 }
+    }
 }
 
 impl Active {
+    /// Whether the next plain word (one that is not a flag) is a password
+    /// given as a word of its own (`htpasswd -b FILE USER PASSWORD`).
+    pub(super) fn password_next(&self) -> bool {
+        self.batch.password_next()
+    }
+
+    /// Takes a flag that takes no secret: `htpasswd`'s clusters (`-nbB`,
+    /// `-C`) change which word is its password.
+    pub(super) fn cluster(&mut self, flag: &str) {
+        if !self.batch.named || flag.starts_with("--") {
+            return;
+        }
+        let letters = &flag[1..];
+        self.batch.b |= letters.contains('b');
+        self.batch.n |= letters.contains('n');
+        self.batch.skip = letters.ends_with(['C', 'r']);
+    }
+
     /// Takes a word that is not a flag: a command, or a subcommand.
     pub(super) fn word(&mut self, word: &str) {
+        if self.batch.named {
+            if self.batch.skip {
+                self.batch.skip = false;
+            } else {
+                self.batch.words = self.batch.words.saturating_add(1);
+            }
+        }
         let mut waiting = self.waiting;
         while waiting != 0 {
             let i = waiting.trailing_zeros() as usize;
@@ -164,6 +257,12 @@ impl Active {
                 None => self.on |= 1 << i,
                 Some(_) => self.waiting |= 1 << i,
             }
+            if COMMANDS[i].batch {
+                self.batch = Batch {
+                    named: true,
+                    ..Batch::default()
+                };
+            }
         }
     }
 
@@ -172,13 +271,27 @@ impl Active {
         command_of(word).is_some()
     }
 
-    /// The length of the secret-taking short flag `word` is or starts with.
+    /// The length of the secret-taking flag `word` is or starts with: a
+    /// short flag (`-p`, `-pS3cret`), or a long one whole or with `=`
+    /// (`--pass`, `--pass=pw`, counted with its `=`).
     pub(super) fn flag(&self, word: &str) -> Option<usize> {
         let mut on = self.on;
         while on != 0 {
             let i = on.trailing_zeros() as usize;
             on &= on - 1;
-            if let Some(flag) = COMMANDS[i].flags.iter().find(|f| word.starts_with(**f)) {
+            let command = &COMMANDS[i];
+            if word.starts_with("--") {
+                for long in command.long {
+                    if word == *long {
+                        return Some(long.len());
+                    }
+                    if word.strip_prefix(long).is_some_and(|r| r.starts_with('=')) {
+                        return Some(long.len() + 1);
+                    }
+                }
+                continue;
+            }
+            if let Some(flag) = command.flags.iter().find(|f| word.starts_with(**f)) {
                 return Some(flag.len());
             }
         }
@@ -223,6 +336,9 @@ impl Secret {
 pub(super) struct Argv {
     active: Active,
     expect: Option<Expect>,
+    /// How far into `config set NAME`: 1 after a [`CONFIG_WORDS`] word, 2
+    /// after its `set`.
+    config_set: u8,
 }
 
 impl Argv {
@@ -249,9 +365,19 @@ impl Argv {
             return secret.start(s).map(|_| secret);
         }
         if !is_flag {
+            let password = self.active.password_next();
             self.active.word(s);
-            return None;
+            self.config_set = match self.config_set {
+                2 if secret_name(s).is_some() => {
+                    self.expect = Some(Expect::Whole);
+                    0
+                }
+                1 if s == "set" => 2,
+                _ => u8::from(CONFIG_WORDS.contains(&s)),
+            };
+            return password.then_some(Secret::Whole);
         }
+        self.config_set = 0;
         if s == "-u" || s == "--user" {
             self.expect = Some(Expect::UserPassword);
             return None;
@@ -260,8 +386,8 @@ impl Argv {
             // `--name=value` is the value detectors' (an assignment).
             if !name.contains('=') && secret_name(name).is_some() {
                 self.expect = Some(Expect::Whole);
+                return None;
             }
-            return None;
         }
         if let Some(len) = self.active.flag(s) {
             if s.len() == len {
@@ -273,6 +399,7 @@ impl Argv {
         if let Some(attached) = s.strip_prefix("-u") {
             return password_of(attached).map(|at| Secret::After(at + 2));
         }
+        self.active.cluster(s);
         None
     }
 }

@@ -24,7 +24,10 @@
 //! | header assignment | the same with a name ending in `authorization` or `cookie(s)` | the value to the end of the line (or a quote); for `authorization`, a first word followed by a space is the auth scheme (`Bearer`, `Basic`, `token`, `Api-Token` …) and stays |
 //! | secret flag | `--NAME value` with a secret-named `NAME` | the value (not a following `--flag`) |
 //! | netrc | `password <v>` in a netrc entry: after `machine <host>` or `default`, with only `login <user>` / `account <a>` between (across spaces, tabs and line ends: `machine h login u password p`, a `.netrc` file's lines) | the value |
-//! | command line | a command of `argv.rs`'s table (`mysql`, `sshpass`, `redis-cli`, `docker … login` …, also as a path) and, up to the end of its command (`;`, `&`, `\|`, a line end, `)`) and at most 4 KiB on, its secret-taking short flags: `-p<v>`, `-p <v>`, `-a <v>` … (read only when the text has such a flag at a word start) | the value (not a following `-flag`) |
+//! | SAS signature | `?sig=` / `&sig=` (Azure shared access signatures) | the value, when it has 20+ characters of base64 and percent-encoding |
+//! | configuration write | `config set NAME VALUE`, `configure set …`, `user-secrets set …` with a secret-named `NAME` (`aws configure set aws_secret_access_key …`) | the value (not a `-flag`, not a `NAME=value`: the assignment's) |
+//! | here-string | `<<< word` in a simple command with `--password-stdin`, `--askpass` or `--with-token` | the word |
+//! | command line | a command of `argv.rs`'s table (`mysql`, `sshpass`, `redis-cli`, `docker … login` …, also as a path) and, up to the end of its command (`;`, `&`, `\|`, a line end, `)`) and at most 4 KiB on, its secret-taking flags: `-p<v>`, `-p <v>`, `-a <v>`, `--pass <v>` …, and `htpasswd -b`'s password word (read only when the text has such a flag at a word start, or names `htpasswd`) | the value (not a following `-flag`) |
 //!
 //! Unquoted values starting with `<` or `$` are left alone (placeholders
 //! such as `<token>`, redirections, the marker itself, and variable reads
@@ -76,7 +79,7 @@ use base64::Engine as _;
 use regex::Regex;
 use regex_automata::meta;
 
-use super::argv::{command_names, Active};
+use super::argv::{command_names, reads_secret_stdin, Active, STDIN_SECRET_FLAGS};
 use super::keys::{is_header_name, last_words, secret_name};
 use super::providers::{Provider, Shape, PROVIDERS};
 use super::subst::{may_hold_one, Substitutions};
@@ -113,6 +116,8 @@ enum Kind {
     Scheme,
     Jwt,
     Provider(usize),
+    SasSignature,
+    ConfigSet,
     Assignment,
     WordThenSpace,
 }
@@ -174,6 +179,13 @@ static DETECTORS: LazyLock<Detectors> = LazyLock::new(|| {
             format!("{boundary}(?:{})", provider.pattern),
         );
     }
+    add(Kind::SasSignature, r"[?&](?i:sig)=".into());
+    add(
+        // The name and the value are read by code (`set` + a secret-named
+        // name + a value).
+        Kind::ConfigSet,
+        r"(?-u:\b)(?i:configure|config|user-secrets)[ \t]+set[ \t]+".into(),
+    );
     add(
         Kind::Assignment,
         format!(r#"(?i:{words})(?:\\?["'])?[ \t]{{0,8}}(?::=|=>|=|:)"#),
@@ -240,8 +252,15 @@ pub(super) fn scan(text: &str, complete: bool) -> Found {
             scan.command_line(m.range());
         }
     }
+    if text.contains("<<<") && STDIN_SECRET_FLAGS.iter().any(|flag| text.contains(flag)) {
+        scan.here_strings();
+    }
     scan.found
 }
+
+/// The shortest Azure SAS `sig=` value taken for a signature: a real one is
+/// a base64 HMAC-SHA256, 44 characters before URL-encoding.
+const MIN_SAS_SIGNATURE: usize = 20;
 
 /// The password of the URL userinfo after the `://` ending at `at`:
 /// `user:password@`, each part free of spaces and of `/ ? # @ ' " < > `` ` ``
@@ -260,14 +279,15 @@ fn userinfo_password(text: &str, at: usize) -> Option<Range<usize>> {
     (text.as_bytes()[end] == b'@').then_some(password_start..end)
 }
 
-/// Whether `text` has a short flag of `argv.rs`'s kind (`-p`, `-a`, `-P`)
-/// at a word start: only then are command lines read.
+/// Whether `text` has a flag of `argv.rs`'s kind at a word start (`-p`,
+/// `-a`, `-P`, `--pass`) or names `htpasswd` (whose password is a plain
+/// word): only then are command lines read.
 fn has_short_flag(text: &str) -> bool {
     let bytes = text.as_bytes();
     text.match_indices('-').any(|(i, _)| {
-        matches!(bytes.get(i + 1), Some(b'p' | b'a' | b'P'))
+        (matches!(bytes.get(i + 1), Some(b'p' | b'a' | b'P')) || text[i..].starts_with("--pass"))
             && (i == 0 || matches!(bytes[i - 1], b' ' | b'\t' | b'\n' | b'\r' | b'\'' | b'"'))
-    })
+    }) || text.contains("htpasswd")
 }
 
 /// Spans merged: sorted and disjoint.
@@ -466,6 +486,24 @@ impl Scan<'_> {
             }
             Kind::Jwt => self.found.secret(text, m.start, m.clone()),
             Kind::Provider(i) => provider(&PROVIDERS[i], text, m, &mut self.found),
+            Kind::SasSignature => {
+                let start = m.end;
+                let end = start
+                    + text[start..]
+                        .bytes()
+                        .take_while(|&b| {
+                            b.is_ascii_alphanumeric()
+                                || matches!(
+                                    b,
+                                    b'%' | b'+' | b'/' | b'=' | b'_' | b'.' | b'~' | b'-'
+                                )
+                        })
+                        .count();
+                if end - start >= MIN_SAS_SIGNATURE {
+                    self.found.secret(text, m.start, start..end);
+                }
+            }
+            Kind::ConfigSet => self.config_set(m),
             Kind::Assignment => self.assignment(m),
             Kind::WordThenSpace => self.word_then_space(m),
         }
@@ -507,6 +545,68 @@ impl Scan<'_> {
         if text[m.start..word_end].eq_ignore_ascii_case("password") && netrc_before(text, m.start) {
             let value = self.value_at(m.end, false);
             self.value(m.start..value.outer_end, value.inner, value.quoted);
+        }
+    }
+
+    /// `config set NAME VALUE` (`m` runs to the spaces before `NAME`): the
+    /// value, when `NAME` is secret-named (`aws configure set
+    /// aws_secret_access_key …`, `npm config set _authToken …`). A
+    /// `NAME=value` is the assignment detector's; a value that starts with
+    /// `-` is a flag.
+    fn config_set(&mut self, m: Range<usize>) {
+        let text = self.text;
+        let name_end = word_end(text, m.end, text.len());
+        let name = unquote(&text[m.end..name_end]);
+        if name.contains('=') || secret_name(name).is_none() {
+            return;
+        }
+        if !text[name_end..].starts_with([' ', '\t']) {
+            return;
+        }
+        let value = self.value_at(name_end, false);
+        if !value.quoted && text[value.inner.clone()].starts_with('-') {
+            return;
+        }
+        self.value(m.start..value.outer_end, value.inner, value.quoted);
+    }
+
+    /// Here-strings fed to a command that reads a secret from its standard
+    /// input (`docker login --password-stdin <<< "pw"`, `redis-cli
+    /// --askpass <<< pw`): the here-string's word, in each simple command
+    /// (split at `;`, `&`, `|`, line ends, parentheses and backticks outside
+    /// quotes) that has one of `argv.rs`'s [`STDIN_SECRET_FLAGS`] as a word.
+    fn here_strings(&mut self) {
+        let text = self.text;
+        let bytes = text.as_bytes();
+        let mut start = 0;
+        let mut i = 0;
+        while i <= bytes.len() {
+            let ends = i == bytes.len()
+                || matches!(
+                    bytes[i],
+                    b';' | b'&' | b'|' | b'\n' | b'\r' | b'(' | b')' | b'`'
+                );
+            if !ends {
+                i = match bytes[i] {
+                    q @ (b'\'' | b'"') => match text[i + 1..].find(q as char) {
+                        Some(close) => i + close + 2,
+                        None => bytes.len(),
+                    },
+                    b'\\' => i + 2,
+                    _ => i + 1,
+                };
+                continue;
+            }
+            let segment = &text[start..i];
+            if segment.contains("<<<") && reads_secret_stdin(segment) {
+                for (at, _) in segment.match_indices("<<<") {
+                    let here = start + at;
+                    let value = self.value_at(here + 3, false);
+                    self.value(here..value.outer_end, value.inner, value.quoted);
+                }
+            }
+            i += 1;
+            start = i;
         }
     }
 
@@ -608,6 +708,7 @@ impl Scan<'_> {
             if raw.len() > 1 && raw.starts_with('-') {
                 at = end;
                 let Some(flag) = active.flag(raw) else {
+                    active.cluster(raw);
                     continue;
                 };
                 let value = self.value_at(start + flag, false);
@@ -622,6 +723,14 @@ impl Scan<'_> {
                 continue;
             }
             let word = unquote(raw);
+            if active.password_next() {
+                // `htpasswd -b FILE USER PASSWORD`: a plain word.
+                active.word(word);
+                let value = self.value_at(start, false);
+                self.value(start..value.outer_end, value.inner, value.quoted);
+                at = end.max(value.outer_end);
+                continue;
+            }
             if Active::is_command(word) {
                 if let Err(i) = self.commands_read.binary_search(&start) {
                     self.commands_read.insert(i, start);

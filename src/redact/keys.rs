@@ -31,6 +31,10 @@
 //! (`DB_PASS`, `SMTP_PASS`, `redis-pass`, `mailPass`). `*_PASSWD` was
 //! already secret (`passwd` is listed).
 //!
+//! Version 4 adds the one-time and short codes a login flow sends: `otp`,
+//! `totp`, `mfa code`, `pin` (and `otp code`, `totp code`, `pin code`) and
+//! `passcode` (`{"otp": "493817"}`, `mfaCode`, `--totp 708112`, `PIN=4321`).
+//!
 //! # Decisions on look-alikes (tested on both sides)
 //!
 //! Not secret: `author`, `oauth`, `authorized`, `auth_mode`, `passage`,
@@ -39,7 +43,8 @@
 //! `private_key_id`, `AWS_ACCESS_KEY_ID`, `password_policy`, `OLDPWD`,
 //! `pass` (a verb, a test result, the `pass` password manager), `bypass`,
 //! `compass`, `passes`, `pass_rate`, `first pass` (spaced), `app_key_id`,
-//! `secret_key_base_path`.
+//! `secret_key_base_path`, `pin_memory`, `pinned`, `spin`, `otp_release`,
+//! `mfa_enabled`, `passcode_length`.
 //! `tokens` (plural) is left out on purpose: it counts model tokens
 //! (`max_tokens`, `prompt_tokens`), while `passwords`, `secrets`, `cookies`
 //! and `credentials` hold what their names say. A name followed by another
@@ -50,7 +55,8 @@
 //! `page_token` / `nextPageToken` (opaque cursors), `PWD` (the shell's
 //! working directory: the contract lists `pwd`), `OAuth` (`O` + `Auth`),
 //! `requires_auth`, `is_secret`, `GOOGLE_APPLICATION_CREDENTIALS` (a path),
-//! `first_pass` / `single_pass` (joined like `DB_PASS`).
+//! `first_pass` / `single_pass` (joined like `DB_PASS`), a GPIO `pin`
+//! number, Erlang's `otp` version.
 
 use std::sync::LazyLock;
 
@@ -102,6 +108,15 @@ pub const SECRET_NAMES: &[&str] = &[
     "credential",
     "credentials",
     "creds",
+    // one-time and short codes (version 4)
+    "otp",
+    "otp code",
+    "totp",
+    "totp code",
+    "mfa code",
+    "pin",
+    "pin code",
+    "passcode",
 ];
 
 /// Names that also match at the end of a longer word (`PGPASSWORD`,

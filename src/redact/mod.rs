@@ -1,6 +1,7 @@
 //! Redaction of call arguments and free text before they are stored, shown,
 //! emitted or logged (contract §4 and §16, "Redaction v2", and §21.6–§21.7,
-//! "the approver sees what will run" and "Redaction v3"). Raw arguments
+//! "the approver sees what will run" and "Redaction v3"; §26.7, "Redaction
+//! v4"). Raw arguments
 //! never leave the gate; this is the only way out.
 //!
 //! Three ways in: [`redact`] makes the *excerpt* (bounded, every record,
@@ -25,7 +26,9 @@
 //!   encryption-key master-key app-key auth authorization
 //!   proxy-authorization cookie cookies set-cookie credential credentials
 //!   creds`, or in `pass` joined to an earlier word (`DB_PASS`,
-//!   `mailPass`). The rule, the run-together forms (`PGPASSWORD`) and the
+//!   `mailPass`), and the one-time codes of version 4: `otp`, `otp code`,
+//!   `totp`, `totp code`, `mfa code`, `pin`, `pin code`, `passcode`. The
+//!   rule, the run-together forms (`PGPASSWORD`) and the
 //!   look-alikes decided either way (`author`, `max_tokens`, `auth_mode`,
 //!   `passage`, `keyboard`, `PWD`, `bypass`) are documented in `keys.rs`.
 //! * **Secret pairs.** An object with a `name` or `key` whose string value
@@ -41,7 +44,17 @@
 //!   secret-named flags count after any command, short ones (`-p`, `-a`)
 //!   only after the commands that give them a secret (`ls -a`, `ssh -p
 //!   2222`, `cargo test -p crate` stay): the table and its reasons are in
-//!   `argv.rs`. An object's `command` names the command of its argv arrays.
+//!   `argv.rs`. Version 4 adds `redis-cli --pass <v>` / `--pass=<v>`,
+//!   `htpasswd -b FILE USER <v>` (`-nb USER <v>`), and `config set NAME
+//!   <v>` / `configure set …` / `user-secrets set …` with a secret-named
+//!   `NAME` (`["aws", "configure", "set", "aws_secret_access_key",
+//!   "<redacted>"]`). An object's `command` names the command of its argv
+//!   arrays.
+//! * **Secrets fed on standard input.** An object whose `command` or one of
+//!   whose arrays holds `--password-stdin`, `--askpass` or `--with-token`
+//!   has its `stdin` field redacted like a secret key's; in a command line,
+//!   a here-string in a simple command with one of those flags
+//!   (`docker login --password-stdin <<< "<redacted>"`).
 //! * **Secret spans in strings.** Every string — values and object keys in
 //!   [`redact`], any free text in [`redact_text`] — passes the value
 //!   detectors of `detect.rs`, which replace only the secret span with
@@ -53,7 +66,10 @@
 //!   `--api-key <redacted>`, `DB_PASS=<redacted>`,
 //!   `SECRET_KEY_BASE=<redacted>`), netrc entries (`machine h login u
 //!   password <redacted>`), short secret flags (`mysql -p<redacted>`,
-//!   `sshpass -p <redacted>`), PEM private-key blocks (the whole block),
+//!   `sshpass -p <redacted>`, `redis-cli --pass <redacted>`, `htpasswd -b
+//!   f u <redacted>`), configuration writes (`aws configure set
+//!   aws_secret_access_key <redacted>`), Azure SAS signatures
+//!   (`&sig=<redacted>`), PEM private-key blocks (the whole block),
 //!   and the provider token formats of `providers.rs` (AWS, GitHub,
 //!   GitLab, Slack, OpenAI, Anthropic, Stripe, Google, npm, PyPI, Twilio,
 //!   SendGrid, Shopify, DigitalOcean, Hugging Face, Azure and about fifty
@@ -216,6 +232,15 @@ pub fn redact_text(text: &str) -> Cow<'_, str> {
         current = next;
     }
     Cow::Owned(REDACTED.to_owned())
+}
+
+/// Whether `text` holds what a value detector takes for a secret (a token
+/// format, `password=…`, a URL's password …): the test the gate puts every
+/// id of a call through (contract §26.5). One pass of the detectors'
+/// automaton, no allocation when nothing is found; a text shorter than the
+/// shortest secret (`pwd=x`) is not read at all.
+pub fn holds_secret(text: &str) -> bool {
+    !detect::scan(text, true).spans.is_empty()
 }
 
 /// How many times this thread entered the redactor (unit tests only): the

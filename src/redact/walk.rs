@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Number, Value};
 
-use super::argv::{Argv, Secret};
+use super::argv::{reads_secret_stdin, Argv, Secret};
 use super::detect::{apply, scan};
 use super::subst::may_hold_one;
 use super::{
@@ -178,6 +178,7 @@ impl Walk {
         let is_marker = |k: &str| carried.is_some() && k == TRUNCATED_KEY;
         let secret_pair = !secret && is_secret_pair(map);
         let command = command_of(map);
+        let secret_stdin = !secret && feeds_a_secret(map);
         let total = map.len() - usize::from(carried.is_some());
         let mut out = Map::new();
         let mut consumed = 0usize;
@@ -197,8 +198,10 @@ impl Walk {
                 continue;
             }
             self.used += 2 + string_cost(&out_key);
-            let value_secret =
-                secret || is_secret_key(key) || (secret_pair && key.eq_ignore_ascii_case("value"));
+            let value_secret = secret
+                || is_secret_key(key)
+                || (secret_pair && key.eq_ignore_ascii_case("value"))
+                || (secret_stdin && key.eq_ignore_ascii_case("stdin"));
             let argv = match value {
                 Value::Array(_) => command.map(Argv::after_command),
                 _ => None,
@@ -230,6 +233,20 @@ fn is_secret_pair(map: &Map<String, Value>) -> bool {
         && map.iter().any(|(k, v)| {
             (k.eq_ignore_ascii_case("name") || k.eq_ignore_ascii_case("key"))
                 && v.as_str().is_some_and(is_secret_key)
+        })
+}
+
+/// Whether `map` runs a command that reads a secret from its standard input
+/// (`--password-stdin`, `--askpass`, `--with-token` in its `command` or
+/// one of its arrays, `args`): its `stdin` field then holds the secret.
+fn feeds_a_secret(map: &Map<String, Value>) -> bool {
+    map.keys().any(|k| k.eq_ignore_ascii_case("stdin"))
+        && map.values().any(|v| match v {
+            Value::String(s) => reads_secret_stdin(s),
+            Value::Array(items) => items
+                .iter()
+                .any(|item| item.as_str().is_some_and(reads_secret_stdin)),
+            _ => false,
         })
 }
 

@@ -51,6 +51,7 @@ use crate::provenance::Caller;
 use crate::review::Reviews;
 use crate::settings::store::SettingsStore;
 use crate::terms::leads::{self, led};
+use crate::terms::{Bounds, GrantList};
 use crate::time::now_ms;
 
 /// The `pending-resolved` reason of a call the harness no longer held.
@@ -82,12 +83,36 @@ pub(crate) enum Ruling {
     /// the harness confirmed.
     Allow {
         grant_scope: Option<GrantScope>,
-        remember: bool,
+        remember: Remember,
     },
     /// Answer it with a human's denial (`reason`, else the default text).
     Deny { reason: Option<String> },
     /// Answer it with the timeout's denial.
     Timeout,
+}
+
+/// What an allowed function hold leaves behind for the rest of its session,
+/// once the harness confirmed it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Remember {
+    /// Nothing: this call only.
+    Nothing,
+    /// "Allow and don't ask again in this session": the exact function.
+    Function,
+    /// "Allow `<prefix> …` in this session": the exact function, for the
+    /// commands the record's `suggested_prefix` covers.
+    Prefix,
+}
+
+impl Remember {
+    /// From a link's two choices (the prefix wins when both are set).
+    pub(crate) fn of(function: bool, prefix: bool) -> Remember {
+        match (function, prefix) {
+            (_, true) => Remember::Prefix,
+            (true, false) => Remember::Function,
+            (false, false) => Remember::Nothing,
+        }
+    }
 }
 
 impl Ruling {
@@ -289,7 +314,7 @@ impl Releaser {
                                 .kind
                                 .is_folder()
                                 .then(|| grant_scope.unwrap_or(GrantScope::Once).as_str()),
-                            *remember && record.kind == RecordKind::Function,
+                            *remember != Remember::Nothing && record.kind == RecordKind::Function,
                         ),
                         _ => (None, false),
                     };
@@ -410,15 +435,43 @@ impl Releaser {
         };
         let sid = record.session_id.as_str();
         match record.kind {
-            RecordKind::Function if *remember => {
+            RecordKind::Function if *remember != Remember::Nothing => {
                 let function_id = record.function_id.clone();
-                match self
+                let prefix = match remember {
+                    Remember::Prefix => match &record.suggested_prefix {
+                        Some(prefix) => Some(prefix.clone()),
+                        None => {
+                            tracing::info!(session_id = sid, function_call_id = %record.function_call_id, "remember_prefix ignored: the record suggests no prefix");
+                            return;
+                        }
+                    },
+                    _ => None,
+                };
+                let stored = self
                     .settings
-                    .mutate(sid, |s, now| s.approve_always(&function_id, now))
-                    .await
-                {
+                    .mutate(sid, |s, now| match &prefix {
+                        None => s.approve_always(&function_id, now),
+                        Some(prefix) => {
+                            let args = [(
+                                "command".to_owned(),
+                                crate::terms::ArgConstraint::Prefix(prefix.clone()),
+                            )];
+                            s.grant(
+                                GrantList::ApprovedAlways,
+                                &function_id,
+                                false,
+                                &Bounds {
+                                    args: Some(args.into_iter().collect()),
+                                    ..Bounds::default()
+                                },
+                                now,
+                            )
+                        }
+                    })
+                    .await;
+                match stored {
                     Ok(_) => {
-                        tracing::info!(session_id = sid, function_id = %record.function_id, "approved always")
+                        tracing::info!(session_id = sid, function_id = %record.function_id, prefix = prefix.as_deref(), "approved always")
                     }
                     Err(err) => {
                         tracing::warn!(session_id = sid, function_id = %record.function_id, error = %err, "the call ran, but approve-always was not stored")
@@ -439,7 +492,7 @@ impl Releaser {
                 }
             }
             RecordKind::Function if grant_scope.is_some() => {}
-            _ if *remember => {
+            _ if *remember != Remember::Nothing => {
                 tracing::info!(session_id = sid, function_call_id = %record.function_call_id, "remember ignored: only an allowed function hold is remembered")
             }
             _ => {}

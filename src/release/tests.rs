@@ -196,7 +196,7 @@ async fn rule_20_a_release_dropped_before_the_harness_is_asked_gives_the_record_
         claim,
         request(Ruling::Allow {
             grant_scope: Some(GrantScope::Session),
-            remember: false,
+            remember: Remember::Nothing,
         }),
     );
     assert!(tokio::time::timeout(Duration::from_millis(500), carry)
@@ -237,7 +237,7 @@ async fn rule_20_a_release_dropped_after_the_harness_is_asked_stays_releasing_un
         claim,
         request(Ruling::Allow {
             grant_scope: None,
-            remember: false,
+            remember: Remember::Nothing,
         }),
     );
     assert!(tokio::time::timeout(Duration::from_millis(800), carry)
@@ -276,7 +276,7 @@ async fn rule_20_a_release_dropped_after_the_harness_is_asked_stays_releasing_un
         .release(
             request(Ruling::Allow {
                 grant_scope: None,
-                remember: false,
+                remember: Remember::Nothing,
             }),
             None,
         )

@@ -4,10 +4,10 @@
 //! one-liners, `git -c` (§25.3–5). Words here are argv words: the same rules
 //! apply whether they came from bash source, an argv or shell-words text.
 
+use super::clock::Budget;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::rc::Rc;
-use std::time::Instant;
 
 use super::tables::{self, Form, HandOnCheck, Wrapper};
 use super::{
@@ -121,7 +121,7 @@ const NAME_TAKERS: &[&str] = &[
 /// One reading in progress.
 pub(super) struct Reading<'l> {
     limits: &'l Limits,
-    deadline: Instant,
+    budget: Budget,
     model: Model,
     jobs: VecDeque<Job>,
     stopped: bool,
@@ -132,7 +132,7 @@ impl<'l> Reading<'l> {
     pub(super) fn new(limits: &'l Limits) -> Self {
         Reading {
             limits,
-            deadline: Instant::now() + limits.budget,
+            budget: Budget::start(limits.budget),
             model: Model {
                 commands: Vec::new(),
                 opaque: Vec::new(),
@@ -144,8 +144,8 @@ impl<'l> Reading<'l> {
         }
     }
 
-    pub(super) fn deadline(&self) -> Instant {
-        self.deadline
+    pub(super) fn budget(&self) -> Budget {
+        self.budget
     }
 
     pub(super) fn max_nesting(&self) -> usize {
@@ -153,7 +153,7 @@ impl<'l> Reading<'l> {
     }
 
     pub(super) fn over_budget(&self) -> bool {
-        Instant::now() > self.deadline
+        self.budget.spent()
     }
 
     pub(super) fn stopped(&self) -> bool {
@@ -561,6 +561,81 @@ impl<'l> Reading<'l> {
                 self.ssh_options(words, here);
                 return None;
             }
+            "zip" => {
+                for value in option_values(words, &["-TT", "--unzip-command"]) {
+                    self.hand_on_source("zip -TT", &value, here);
+                }
+                return None;
+            }
+            "man" => {
+                for value in option_values(words, &["-P", "--pager", "-H", "--html"]) {
+                    self.hand_on_source("man -P", &value, here);
+                }
+                return None;
+            }
+            "less" | "more" | "most" => {
+                if words[1..]
+                    .iter()
+                    .any(|w| w.text.starts_with('+') && w.text.contains(['!', '|']))
+                {
+                    self.tool_commands(name, here);
+                }
+                return None;
+            }
+            "vim" | "vi" | "nvim" | "view" | "ex" | "gvim" | "vimdiff" | "nano" | "emacs" => {
+                let commands = words[1..].iter().any(|w| {
+                    let t = w.text.as_str();
+                    (t.starts_with('+') && !t[1..].chars().all(|c| c.is_ascii_digit()))
+                        || matches!(
+                            t,
+                            "-c" | "--cmd"
+                                | "-S"
+                                | "-s"
+                                | "--eval"
+                                | "-l"
+                                | "--load"
+                                | "-f"
+                                | "--funcall"
+                                | "-x"
+                                | "--script"
+                        )
+                        || t.starts_with("--eval=")
+                        || t.starts_with("--cmd=")
+                });
+                if commands {
+                    self.tool_commands(name, here);
+                }
+                return None;
+            }
+            "psql" | "mysql" | "mariadb" | "sqlite3" | "duckdb" | "sqlplus" | "ftp" | "ed" => {
+                let shells = words[1..].iter().any(|w| {
+                    let t = w.text.to_ascii_lowercase();
+                    t.contains("\\!")
+                        || t.contains(".shell")
+                        || t.contains(".system")
+                        || t.contains("system ")
+                        || t.starts_with('!')
+                }) || matches!(name, "ed" | "ftp");
+                let script = words[1..]
+                    .iter()
+                    .any(|w| w.text == "-f" || w.text.starts_with("--file"));
+                if shells || script {
+                    self.tool_commands(name, here);
+                }
+                return None;
+            }
+            "make" | "gmake" => {
+                if words[1..].iter().any(|w| {
+                    let t = w.text.as_str();
+                    t.starts_with("SHELL=")
+                        || t.starts_with(".SHELLFLAGS=")
+                        || t.starts_with("--eval")
+                        || t == "-E"
+                }) {
+                    self.tool_commands(name, here);
+                }
+                return None;
+            }
             "rsync" => {
                 for value in option_values(words, &["-e", "--rsh", "--rsync-path"]) {
                     self.hand_on_source("rsync -e", &value, here);
@@ -598,6 +673,18 @@ impl<'l> Reading<'l> {
         }
         let wrapper = tables::wrapper(name)?;
         self.wrapper(wrapper, argv, start, here, speculated)
+    }
+
+    /// A program that runs its own command language, which can start a
+    /// shell (`vim -c '!…'`, `less +!…`, `psql -c '\\! …'`).
+    fn tool_commands(&mut self, tool: &str, here: &Frame) {
+        self.opaque(
+            OpaqueWhy::ToolCommands {
+                tool: tool.to_string(),
+            },
+            here,
+            here.span.clone(),
+        );
     }
 
     fn runs_later(&mut self, builtin: &str, here: &Frame) {

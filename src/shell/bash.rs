@@ -3,8 +3,8 @@
 //! command that can run, in every word context (§25.3). Whatever the
 //! grammar does not read the way bash runs it is opaque.
 
+use super::clock::Budget;
 use std::cell::RefCell;
-use std::time::Instant;
 
 use tree_sitter::{Node, ParseOptions, ParseState, Parser, Tree};
 
@@ -31,9 +31,9 @@ thread_local! {
 /// offsets are unchanged, and every word's text is taken from the original.
 const NON_ASCII_STAND_IN: u8 = b'^';
 
-/// Parse `text`, stopping at `deadline`. `None` when the parse did not
-/// finish in time or the grammar could not be loaded.
-fn parse(text: &str, deadline: Instant) -> Option<Tree> {
+/// Parse `text`, stopping when `budget` is spent. `None` when the parse did
+/// not finish in time or the grammar could not be loaded.
+fn parse(text: &str, budget: Budget) -> Option<Tree> {
     let ascii: Option<Vec<u8>> = (!text.is_ascii()).then(|| {
         text.bytes()
             .map(|b| if b.is_ascii() { b } else { NON_ASCII_STAND_IN })
@@ -50,7 +50,7 @@ fn parse(text: &str, deadline: Instant) -> Option<Tree> {
         }
         let parser = slot.as_mut()?;
         let bytes: &[u8] = ascii.as_deref().unwrap_or(text.as_bytes());
-        let mut stop = |_: &ParseState| Instant::now() > deadline;
+        let mut stop = |_: &ParseState| budget.spent();
         let options = ParseOptions::new().progress_callback(&mut stop);
         let tree = parser.parse_with_options(
             &mut |at: usize, _| bytes.get(at..).unwrap_or(&[]),
@@ -157,7 +157,7 @@ pub(super) fn walk(reading: &mut Reading<'_>, text: &str, frame: &Frame) {
         reading.incomplete();
         return;
     }
-    let Some(tree) = parse(text, reading.deadline()) else {
+    let Some(tree) = parse(text, reading.budget()) else {
         reading.opaque(OpaqueWhy::Budget, frame, frame.span.clone());
         reading.incomplete();
         return;

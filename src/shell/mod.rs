@@ -22,6 +22,7 @@
 
 mod argv;
 mod bash;
+mod clock;
 mod contain;
 mod prescan;
 mod tables;

@@ -702,6 +702,8 @@ fn rule_25_5_interpreters_sed_and_git_config_that_run_commands_are_opaque() {
         ("rsync -e 'rm x' a b:", "rm"),
         ("git submodule foreach 'rm x'", "rm"),
         ("git grep -O'rm x' foo", "rm"),
+        ("zip -TT 'rm x' a.zip f", "rm"),
+        ("man -P 'rm x' ls", "rm"),
     ] {
         assert_found(text, what);
     }
@@ -858,12 +860,28 @@ fn rule_25_3_benign_commands_that_mention_a_word_stay_known() {
 fn rule_25_4_tables_are_data_and_print_as_markdown() {
     let wrappers = wrappers_markdown();
     for name in ["env", "sudo", "xargs", "find", "ssh", "bwrap", "timeout"] {
-        assert!(wrappers.contains(&format!("| `{name}` |")), "{name}");
+        assert!(wrappers.contains(&format!("`{name}`")), "{name}");
     }
     let hands = hands_on_markdown();
     for entry in HANDS_ON {
         assert!(hands.contains(entry.what));
     }
+    if let Ok(path) = std::env::var("SHELL_TABLES_OUT") {
+        std::fs::write(path, format!("{wrappers}\n{hands}")).ok();
+    }
+    // One paragraph each: the README has a line budget.
+    assert_eq!(wrappers.lines().count(), 1);
+    assert_eq!(hands.lines().count(), 1);
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    assert!(
+        readme.contains(wrappers.trim_end()),
+        "the README's wrapper table is stale"
+    );
+    assert!(
+        readme.contains(hands.trim_end()),
+        "the README's hand-on table is stale"
+    );
     let mut names: Vec<&str> = WRAPPERS.iter().map(|w| w.name).collect();
     names.sort_unstable();
     let before = names.len();
@@ -985,6 +1003,7 @@ mod properties {
 
 #[test]
 fn rule_25_10_the_pool_answers_and_counts_parses() {
+    use std::sync::Arc;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -997,6 +1016,7 @@ fn rule_25_10_the_pool_answers_and_counts_parses() {
         OwnedSource::Words("sh -c 'ls | wc -l'".into()),
     ]));
     assert_eq!(models.len(), 3);
+    let first = Arc::clone(&models[0]);
     assert_eq!(models[0].programs(), vec!["sudo", "rm"]);
     assert_eq!(models[1].programs(), vec!["env", "curl"]);
     assert_eq!(models[2].programs(), vec!["sh", "ls", "wc"]);
@@ -1013,6 +1033,9 @@ fn rule_25_10_the_pool_answers_and_counts_parses() {
     // The pool keeps working afterwards.
     let models = runtime.block_on(reader.read_all(vec![OwnedSource::Bash("ls".into())]));
     assert_eq!(models[0].programs(), vec!["ls"]);
+    // A value read before is answered from what was kept, without a parse.
+    let again = runtime.block_on(reader.read_all(vec![OwnedSource::Bash("sudo rm -rf x".into())]));
+    assert!(Arc::ptr_eq(&again[0], &first));
 }
 
 /// The grammar's scanner once read out of bounds (`isdigit` on a large code

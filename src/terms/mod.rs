@@ -37,50 +37,70 @@ impl Mode {
     }
 }
 
-/// One argument constraint: exactly one of `equals`, `matches`, `prefix`,
-/// `runs`. Deny and ask rules read arguments widely (a field name ignores
-/// ASCII case; a number or boolean reads as its JSON text; an array by any
-/// element or by its elements joined with spaces; arguments that are not an
-/// object match); allow rules and grants strictly (the exact name and type
-/// only; an array only as its string elements joined with spaces).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// One argument constraint, exactly one key: `{"equals": <json>}`,
+/// `{"matches": "<regex>"}`, `{"prefix": "<string>"}` or
+/// `{"runs": "<words>"}`. What each means is written once, in the texts of
+/// [`constraint_docs`], which the published schema and the README quote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ArgConstraint {
-    Equals(
-        /// JSON equality; a missing field is null. Deny and ask rules compare
-        /// numbers by value (1.0 = 1); allow rules and grants are type-strict.
-        serde_json::Value,
-    ),
-    Matches(
-        /// An unanchored regular expression (Rust regex syntax) tested
-        /// against the text as written: it does not read commands.
-        String,
-    ),
-    Prefix(
-        /// On a command field (`command`, with its `args`, of a `shell::*`
-        /// function) the same as `runs`. On any other field, text: allow
-        /// rules and grants need the value to equal it or go on after
-        /// whitespace with no `; & | newline ` $ < > \` or unbalanced quote
-        /// after it; deny and ask rules match when a segment of the value
-        /// split on `; & |` and newlines, trimmed, starts with it.
-        String,
-    ),
-    Runs(
-        /// The program and first arguments of a command, as words
-        /// (`"git status"`), matched against what the value will run: the
-        /// field is read as bash (a string) or as an argv (an array of
-        /// strings). Deny and ask rules match when any simple command that
-        /// can run — nested in `bash -c`, `$(…)`, wrappers such as `sudo`,
-        /// `env` or `xargs` — starts with these words (its program compared
-        /// by base name); a command that cannot be known without running it
-        /// is denied (deny) or held (ask) as `opaque_command`. Allow rules
-        /// and grants match only when every simple command is covered by
-        /// some allow rule or grant, each starting with the exact program
-        /// word, with nothing opaque, no wrapper, substitution, leading
-        /// assignment, argument that hands a command on, or redirection
-        /// other than `2>&1`, `>&2` and `/dev/null`.
-        String,
-    ),
+    /// [`constraint_docs::EQUALS`].
+    Equals(serde_json::Value),
+    /// [`constraint_docs::MATCHES`].
+    Matches(String),
+    /// [`constraint_docs::PREFIX`].
+    Prefix(String),
+    /// [`constraint_docs::RUNS`].
+    Runs(String),
+}
+
+/// What an argument constraint means, for operators: the one place these
+/// words are written (the configuration schema and the settings RPCs'
+/// schemas show them).
+pub mod constraint_docs {
+    /// The constraint object as a whole.
+    pub const WHOLE: &str = "One argument constraint: exactly one of equals, matches, prefix, runs. Deny and ask rules read arguments widely (a field name ignores ASCII case; a number or boolean reads as its JSON text; an array by any element or by its elements joined with spaces; arguments that are not an object match); allow rules and grants strictly (the exact name and type only; an array only as its string elements joined with spaces).";
+    /// `equals`.
+    pub const EQUALS: &str = "JSON equality; a missing field is null. Deny and ask rules compare numbers by value (1.0 = 1); allow rules and grants are type-strict.";
+    /// `matches`.
+    pub const MATCHES: &str = "An unanchored regular expression (Rust regex syntax) tested against the text as written: it does not read commands.";
+    /// `prefix`.
+    pub const PREFIX: &str = "On a command field (command, with its args, of a shell::* function) the same as runs. On any other field, text: allow rules and grants need the value to equal it or go on after whitespace with no ; & | newline ` $ < > \\ or unbalanced quote after it; deny and ask rules match when a segment of the value split on ; & | and newlines, trimmed, starts with it.";
+    /// `runs`.
+    pub const RUNS: &str = "The program and first arguments of a command, as words (\"git status\"), matched against what the value will run: the field is read as bash (a string) or as an argv (an array of strings). Deny and ask rules match when any simple command that can run (nested in bash -c, $(...), wrappers such as sudo, env or xargs) starts with these words, its program compared by base name; a command that cannot be known without running it is denied (deny) or held (ask) as opaque_command. Allow rules and grants match only when every simple command is covered by some allow rule or grant, each starting with the exact program word, with nothing opaque, no wrapper, substitution, leading assignment, argument that hands a command on, or redirection other than 2>&1, >&2 and /dev/null.";
+}
+
+/// The schema a console shows: one object per operator, each key
+/// described with the words of [`constraint_docs`].
+impl JsonSchema for ArgConstraint {
+    fn schema_name() -> String {
+        "ArgConstraint".to_owned()
+    }
+
+    fn json_schema(_: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+        let one = |key: &str, description: &str, typed: bool| {
+            let mut property = serde_json::json!({ "description": description });
+            if typed {
+                property["type"] = "string".into();
+            }
+            serde_json::json!({
+                "type": "object",
+                "additionalProperties": false,
+                "required": [key],
+                "properties": { key: property },
+            })
+        };
+        let schema = serde_json::json!({
+            "description": constraint_docs::WHOLE,
+            "oneOf": [
+                one("equals", constraint_docs::EQUALS, false),
+                one("matches", constraint_docs::MATCHES, true),
+                one("prefix", constraint_docs::PREFIX, true),
+                one("runs", constraint_docs::RUNS, true),
+            ],
+        });
+        serde_json::from_value(schema).unwrap_or(schemars::schema::Schema::Bool(true))
+    }
 }
 
 impl ArgConstraint {

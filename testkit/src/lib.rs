@@ -7,6 +7,7 @@
 //! It does not depend on the worker: everything here talks to it over the
 //! engine, as its peers do. The worker's tests, examples and benches use it
 //! as a dev-dependency.
+pub mod commands;
 pub mod console;
 pub mod engine;
 pub mod fixture;

@@ -626,3 +626,27 @@ each_generation! {
         .await;
     }
 }
+
+/// A folder prompt of a call whose ids hold a secret is never recorded
+/// (contract §26.5): the watch stands down before it reads or writes
+/// anything, as it does for ids it cannot key a record with; the same
+/// prompt under ordinary ids asks for the folder.
+#[test]
+fn rule_26_5_a_folder_prompt_under_an_id_that_holds_a_secret_stands_down() {
+    let input = |session_id: &str, call_id: &str| {
+        parse_hook_input(json!({"point": "post_trigger", "session_id": session_id, "turn_id": "t1",
+            "step": 1, "depth": 0, "metadata": {"working_dir": "/w/s1"},
+            "call": {"id": call_id, "function_id": "shell::read", "arguments": {"path": "/data/a/f"}},
+            "result": {"is_error": true, "content": [{"type": "text", "text": "x"}],
+                "details": {"error": {"code": "S215", "message": "path escapes the fs jail roots [/w/s1]: /data/a/f grant_hint={\"v\":1,\"dir\":\"/data/a\",\"path\":\"/data/a/f\",\"code\":\"S215\"}"}}}}))
+        .expect("a hook input")
+    };
+    assert!(folder_request(&input("s1", "c1")).is_ok());
+    for (sid, cid) in [
+        ("s-ghp_FAKExJvv9Nl46wmyhw32J7bYzpzH2tvUuM4B", "c1"),
+        ("s1", "c-ghp_FAKExJvv9Nl46wmyhw32J7bYzpzH2tvUuM4B"),
+    ] {
+        let out = folder_request(&input(sid, cid));
+        assert!(matches!(out, Err(StandDown::SecretInId)), "{out:?}");
+    }
+}

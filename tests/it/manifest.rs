@@ -247,7 +247,7 @@ fn default_config_fits_the_configuration_schema() {
 }
 
 /// The README is what a newcomer reads first, and the security summary
-/// (one row per failure the worker answers): it stays under 380 lines, and every test
+/// (one row per failure the worker answers): it stays under 480 lines, and every test
 /// its security table names exists (a renamed or deleted test fails here,
 /// not silently in the table).
 #[test]
@@ -256,8 +256,8 @@ fn the_readme_stays_short_and_its_security_table_names_real_tests() {
     let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
     let lines = readme.lines().count();
     assert!(
-        lines <= 380,
-        "README.md has {lines} lines; the limit is 380"
+        lines <= 480,
+        "README.md has {lines} lines; the limit is 480"
     );
     let suites: String = std::fs::read_dir(root.join("tests/it"))
         .expect("tests/it")

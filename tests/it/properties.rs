@@ -1497,6 +1497,172 @@ mod ladder {
         }
     }
 
+    // ---- configuration all or nothing (contract §26.2) ----
+
+    /// One field the worker cannot use, injected into an otherwise good
+    /// value: each is a kind the contract lists.
+    #[derive(Debug, Clone, Copy)]
+    enum Defect {
+        GuardGlob,
+        Deadline,
+        CheckInterval,
+        SuggestPrefix,
+        PathGlob,
+        PathFunction,
+        GatePriority,
+        Reviewer,
+        DecisionLog,
+        UnknownKey,
+        WrongType,
+    }
+
+    fn defect_strategy() -> impl Strategy<Value = Option<Defect>> {
+        prop_oneof![
+            3 => Just(None),
+            2 => prop::sample::select(vec![
+                Defect::GuardGlob,
+                Defect::Deadline,
+                Defect::CheckInterval,
+                Defect::SuggestPrefix,
+                Defect::PathGlob,
+                Defect::PathFunction,
+                Defect::GatePriority,
+                Defect::Reviewer,
+                Defect::DecisionLog,
+                Defect::UnknownKey,
+                Defect::WrongType,
+            ])
+            .prop_map(Some),
+        ]
+    }
+
+    fn inject(defect: Defect, value: &mut Value) {
+        let map = value.as_object_mut().expect("an object");
+        match defect {
+            Defect::GuardGlob => {
+                let globs = map.entry("human_only_extra").or_insert_with(|| json!([]));
+                globs
+                    .as_array_mut()
+                    .expect("a list")
+                    .push(json!("secrets::{get,put"));
+            }
+            Defect::Deadline => {
+                map.insert("pending_timeout_ms".into(), json!(5));
+            }
+            Defect::CheckInterval => {
+                map.insert("binding_check_interval_ms".into(), json!(0));
+            }
+            Defect::SuggestPrefix => {
+                map.insert("suggest_prefixes".into(), json!(["ls; rm -rf /"]));
+            }
+            Defect::PathGlob => {
+                map.insert("protected_paths".into(), json!(["**/config/{a"]));
+            }
+            Defect::PathFunction => {
+                map.insert("protected_path_functions".into(), json!(["shell::[x"]));
+            }
+            Defect::GatePriority => {
+                map.insert("gate_priority".into(), json!(9_007_199_254_740_992_i64));
+            }
+            Defect::Reviewer => {
+                map.insert("reviewer".into(), json!({"function_id": ""}));
+            }
+            Defect::DecisionLog => {
+                map.insert(
+                    "decision_log".into(),
+                    json!({"function_id": "audit::log", "queue": 0}),
+                );
+            }
+            Defect::UnknownKey => {
+                map.insert("defualt_mode".into(), json!("full"));
+            }
+            Defect::WrongType => {
+                map.insert("grant_reask_limit".into(), json!("three"));
+            }
+        }
+    }
+
+    fn guard_glob_strategy() -> impl Strategy<Value = String> {
+        prop::sample::select(vec![
+            "a::*",
+            "shell::*",
+            "x.y::ab",
+            "*::get",
+            "ab::{b,c}::get",
+            "a",
+        ])
+        .prop_map(str::to_owned)
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// A run of values, some with one field the worker cannot use.
+        /// Whatever the order: the snapshot in force is the last value that
+        /// could be used whole (the lockdown while there is none); a refused
+        /// value is reported and nothing of it applies; and the gate decides
+        /// every call as the reference does under that last good value's
+        /// rules, precedence, mode and guards.
+        #[test]
+        fn rule_26_2_the_snapshot_in_force_is_the_last_value_usable_whole(
+            steps in prop::collection::vec((
+                prop::collection::vec(rule_strategy(), 0..6),
+                precedence_strategy(),
+                mode_strategy(),
+                prop::collection::vec(guard_glob_strategy(), 0..3),
+                defect_strategy(),
+            ), 1..6),
+            calls in prop::collection::vec((id_strategy(), args_strategy()), 1..6),
+        ) {
+            let mut snapshot = Snapshot::lockdown(Vec::new());
+            let mut last_good: Option<(Vec<RuleSpec>, RulePrecedence, Mode, Vec<String>)> = None;
+            for (rules, precedence, mode, guards, defect) in steps {
+                let specs = specs_of(&rules);
+                let config = ApprovalConfig {
+                    default_mode: mode,
+                    rules: specs.clone(),
+                    rule_precedence: precedence,
+                    human_only_extra: guards.clone(),
+                    ..ApprovalConfig::default()
+                };
+                let mut value = config.to_json();
+                if let Some(defect) = defect {
+                    inject(defect, &mut value);
+                }
+                snapshot = Snapshot::succeed_parsed(&snapshot, ApprovalConfig::from_value(&value));
+                prop_assert_eq!(snapshot.is_refused(), defect.is_some(), "{:?}: {:?}", defect, snapshot.errors());
+                if defect.is_none() {
+                    prop_assert_eq!(&snapshot.config, &config);
+                    last_good = Some((specs, precedence, mode, guards));
+                }
+                match &last_good {
+                    None => {
+                        prop_assert!(snapshot.lockdown);
+                        prop_assert_eq!(&snapshot.config, &ApprovalConfig::default());
+                    }
+                    Some((specs, precedence, mode, guards)) => {
+                        prop_assert!(!snapshot.lockdown);
+                        prop_assert_eq!(&snapshot.config.rules, specs);
+                        prop_assert_eq!(snapshot.config.rule_precedence, *precedence);
+                        prop_assert_eq!(snapshot.config.default_mode, *mode);
+                        prop_assert_eq!(&snapshot.config.human_only_extra, guards);
+                        let policy = Policy::new(specs)
+                            .expect("constraints compile")
+                            .with_precedence(*precedence)
+                            .with_extra_guards(guards);
+                        let nothing = ApprovalSettings::new(*mode);
+                        for (id, args) in &calls {
+                            let call = Call { function_id: id, arguments: args.as_ref() };
+                            let d = decide(&snapshot.defaults, &snapshot.rules, &call);
+                            let expected = policy.decide(&nothing, id, args.as_ref(), At::time(NOW));
+                            prop_assert_eq!(d.verdict, expected.verdict(), "id {:?} args {:?}", id, args);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_test_glob_matcher_is_itself_right() {
         let g = |toks: Vec<Tok>, s: &str| glob_match(&toks, s.as_bytes());

@@ -349,3 +349,222 @@ async fn redaction_rule_21_6_the_approver_sees_what_will_run() {
     })
     .await;
 }
+
+/// The shapes of contract §26.7 (`redis-cli --pass`/`-a`/`--askpass`, `aws
+/// configure set aws_secret_access_key …`, an Azure SAS `sig=`, `otp` /
+/// `pin` / `mfa_code` / `totp` / `passcode` keys, `htpasswd -b`,
+/// `--password-stdin` fed by a here-string): the corpus entries named
+/// `v4 …`, held as a shell command and as JSON, reach neither
+/// `pending-created` nor the inbox nor get-pending's whole arguments; their
+/// look-alikes reach the inbox as sent.
+#[tokio::test]
+async fn redaction_rule_26_7_v4_shapes_never_reach_an_event_or_the_inbox() {
+    on_each_engine("redaction_v4_shapes", |engine| async move {
+        let scene = Scene::start(engine).await;
+        let created = scene
+            .sink("v4-created", "approval::pending-created", json!({}))
+            .await;
+        let v4 = |shape: &Shape| shape.name.starts_with("v4 ");
+        let texts: Vec<Shape> = corpus().into_iter().filter(v4).collect();
+        let values: Vec<(Shape, Value)> = value_corpus()
+            .into_iter()
+            .filter(|(shape, _)| v4(shape))
+            .collect();
+        assert!(
+            texts.len() >= 15 && values.len() >= 5,
+            "the v4 shapes are in the corpus"
+        );
+        let mut held = 0;
+        for (i, shape) in texts.iter().enumerate() {
+            scene
+                .hold(CallSpec::new(
+                    format!("v4t_{i}"),
+                    "t",
+                    "c",
+                    "shell::run",
+                    json!({"command": shape.text}),
+                ))
+                .await;
+            held += 1;
+        }
+        for (i, (_, value)) in values.iter().enumerate() {
+            scene
+                .hold(CallSpec::new(
+                    format!("v4v_{i}"),
+                    "t",
+                    "c",
+                    "demo::echo",
+                    json!({"request": value}),
+                ))
+                .await;
+            held += 1;
+        }
+        let mut shapes = texts;
+        shapes.extend(values.into_iter().map(|(shape, _)| shape));
+        let events = created.wait_for(held, Duration::from_secs(30)).await;
+        assert_eq!(events.len(), held, "one pending-created per held call");
+        for e in &events {
+            assert_clean("pending-created", &e.to_string(), &shapes);
+        }
+        assert_clean(
+            "list-pending",
+            &Value::Array(scene.inbox().await).to_string(),
+            &shapes,
+        );
+        for record in scene.inbox().await {
+            let sid = record["session_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let got = scene.get_pending(&sid, "c").await;
+            assert!(got["arguments"].is_object(), "{got}");
+            assert_clean("get-pending", &got.to_string(), &shapes);
+        }
+        // Their look-alikes stay readable.
+        let (benign_text, _) = benign();
+        for (i, t) in benign_text
+            .iter()
+            .filter(|t| {
+                [
+                    "x264 --pass",
+                    "aws configure set region",
+                    "sig=abc12",
+                    "htpasswd -c",
+                    "wc -w <<<",
+                    "pin_memory",
+                ]
+                .iter()
+                .any(|needle| t.contains(needle))
+            })
+            .enumerate()
+        {
+            let arguments = json!({"command": t});
+            let excerpt = held_excerpt(&scene, &format!("v4b_{i}"), arguments.clone()).await;
+            assert_eq!(excerpt, arguments, "look-alike {t:?}");
+        }
+    })
+    .await;
+}
+
+/// A call whose session, turn, call or function id holds a secret is denied
+/// at the gate with the policy lead and a reason that does not echo it; no
+/// record, no `pending-created`, no state and no log line carries it
+/// (contract §26.5). A control call with ordinary ids is held as usual, so
+/// the event sink is known to work.
+#[tokio::test]
+async fn redaction_rule_26_5_an_id_that_holds_a_secret_is_denied_and_never_recorded() {
+    const TOKEN: &str = "ghp_FAKExJvv9Nl46wmyhw32J7bYzpzH2tvUuM4B";
+    on_each_engine("redaction_secret_ids", |engine| async move {
+        let harness = HarnessDouble::start(&engine.url(), HarnessOptions::default()).await;
+        let _sessions = SessionDouble::start(&engine.url()).await;
+        let _targets = TargetWorker::start(&engine.url(), &["demo::echo"]).await;
+        let probe = engine.client("probe").await;
+        let created = Sink::bind(
+            &engine,
+            "id-created",
+            "approval::pending-created",
+            json!({}),
+        )
+        .await;
+        let mut worker = WorkerProcess::spawn_with(
+            BIN.as_ref(),
+            &engine.url(),
+            &["--log-format", "json"],
+            &[("RUST_LOG", "debug")],
+            Duration::from_secs(60),
+        )
+        .await;
+        assert!(harness
+            .wait_for_binding("harness::hook::pre-trigger", "approval::gate", WAIT)
+            .await
+            .is_some());
+        let function_id = format!("notes::{TOKEN}");
+        let session_id = format!("s-{TOKEN}");
+        let turn_id = format!("t-{TOKEN}");
+        let call_id = format!("c-{TOKEN}");
+        let calls = [
+            (
+                "call.function_id",
+                CallSpec::new("s_id", "t", "c_f", &function_id, json!({})),
+            ),
+            (
+                "session_id",
+                CallSpec::new(&session_id, "t", "c_s", "demo::echo", json!({})),
+            ),
+            (
+                "turn_id",
+                CallSpec::new("s_id", &turn_id, "c_t", "demo::echo", json!({})),
+            ),
+            (
+                "call.id",
+                CallSpec::new("s_id", "t", &call_id, "demo::echo", json!({})),
+            ),
+        ];
+        for (field, spec) in calls {
+            match harness.call(spec).await {
+                CallState::Denied { reason, .. } => {
+                    assert!(
+                        reason.starts_with("Permission denied by policy:"),
+                        "{field}: {reason}"
+                    );
+                    assert!(reason.contains(field), "{field}: {reason}");
+                    assert!(!reason.contains("ghp_"), "{field}: {reason}");
+                }
+                other => panic!("{field}: {other:?}"),
+            }
+        }
+        // The control: held, announced.
+        let out = harness
+            .call(CallSpec::new("s_id", "t", "c_ok", "demo::echo", json!({})))
+            .await;
+        assert!(out.is_held(), "{out:?}");
+        let events = created.wait_for(1, WAIT).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let events_after = created.events();
+        assert_eq!(events_after.len(), 1, "only the control call: {events:?}");
+        assert_eq!(
+            events_after[0]["function_call_id"], "c_ok",
+            "{events_after:?}"
+        );
+        let listed = approval_gate_testkit::fixture::call(
+            &probe,
+            "approval::list-pending",
+            json!({"limit": 50}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            listed["pending"].as_array().map(Vec::len),
+            Some(1),
+            "{listed}"
+        );
+        for scope in approval_gate::all_scopes()
+            .into_iter()
+            .chain(approval_gate::owned_scopes())
+        {
+            let values = approval_gate_testkit::fixture::call(
+                &probe,
+                "state::list",
+                json!({"scope": scope}),
+            )
+            .await
+            .unwrap();
+            assert!(!values.to_string().contains("ghp_"), "{scope}: {values}");
+        }
+        // `approval::evaluate` answers the same deny.
+        let evaluated = approval_gate_testkit::fixture::call(
+            &probe,
+            "approval::evaluate",
+            json!({"session_id": "s_id", "function_id": function_id}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(evaluated["verdict"], "deny", "{evaluated}");
+        assert_eq!(evaluated["rule_id"], "secret_in_id", "{evaluated}");
+        let logs = worker.output();
+        assert!(logs.contains("secret_in_id"), "the denials are logged");
+        assert!(!logs.contains("ghp_"), "a log line carries the token");
+        worker.kill();
+    })
+    .await;
+}

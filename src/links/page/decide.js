@@ -26,6 +26,7 @@
     if (answer.resolved === true) {
       if (batch) return "allowed-all";
       if (body.decision === "deny") return "denied";
+      if (body.remember_prefix === true) return "allowed-prefix";
       if (body.remember === true) return "allowed-remember";
       return "allowed";
     }
@@ -49,6 +50,7 @@
       var scope = button.getAttribute("data-scope");
       if (scope) body.grant_scope = scope;
       if (button.getAttribute("data-remember") === "true") body.remember = true;
+      if (button.getAttribute("data-remember-prefix") === "true") body.remember_prefix = true;
       if (body.decision === "deny" && reason && reason.value.trim() !== "") {
         body.reason = reason.value.trim();
       }

@@ -58,6 +58,8 @@ fn view<'a>(args: &'a Value, kind: Kind) -> CallView<'a> {
         },
         releasing: false,
         review: None,
+        runs: None,
+        suggested_prefix: None,
     }
 }
 
@@ -351,7 +353,7 @@ fn an_untitled_session_shows_its_id_only() {
 /// The `data-*` attributes of each choice button, in page order.
 fn buttons(page: &str) -> Vec<BTreeMap<String, String>> {
     let button = Regex::new(r"<button([^>]*)>").expect("regex");
-    let attr = Regex::new(r#"data-([a-z]+)="([^"]*)""#).expect("regex");
+    let attr = Regex::new(r#"data-([a-z-]+)="([^"]*)""#).expect("regex");
     button
         .captures_iter(page)
         .map(|b| {
@@ -392,6 +394,8 @@ fn hostile_text_renders_as_inert_text_everywhere() {
             dir: Some(payload),
             releasing: false,
             review: Some(&review),
+            runs: None,
+            suggested_prefix: None,
         };
         let inbox_row = InboxRow {
             call: v,
@@ -1039,6 +1043,8 @@ fn the_page_shows_what_the_reviewer_said_and_why_a_human_decides() {
         };
         let v = CallView {
             review: Some(&review),
+            runs: None,
+            suggested_prefix: None,
             ..view(&args, Kind::Function)
         };
         for page in [
@@ -1058,5 +1064,81 @@ fn the_page_shows_what_the_reviewer_said_and_why_a_human_decides() {
                 "{page}"
             );
         }
+    }
+}
+
+#[test]
+fn rule_25_8_the_page_shows_what_runs_and_offers_the_suggested_grant() {
+    let args = args();
+    let runs = Runs {
+        programs: vec!["git".into()],
+        opaque: false,
+        why: None,
+    };
+    let mut v = view(&args, Kind::Function);
+    v.runs = Some(&runs);
+    v.suggested_prefix = Some("git status");
+    let page = call_page(&v);
+    assert!(
+        page.contains("<dt>Runs</dt><dd><code>git</code></dd>"),
+        "{page}"
+    );
+    assert!(page.contains("<dt>Suggested grant</dt>"));
+    assert_eq!(
+        buttons(&page),
+        vec![
+            attrs(&[("decision", "allow")]),
+            attrs(&[("decision", "allow"), ("remember", "true")]),
+            attrs(&[("decision", "allow"), ("remember-prefix", "true")]),
+            attrs(&[("decision", "deny")]),
+        ]
+    );
+    assert!(page.contains("Allow <code>git status …</code> in this session"));
+    // Opaque: said, with why; hostile text inert.
+    let runs = Runs {
+        programs: vec!["curl".into(), "<b>sh</b>".into()],
+        opaque: true,
+        why: Some("sh runs code from its standard input <script>".into()),
+    };
+    let mut v = view(&args, Kind::Function);
+    v.runs = Some(&runs);
+    let page = call_page(&v);
+    assert!(page.contains("curl, &lt;b&gt;sh&lt;/b&gt;"), "{page}");
+    assert!(page.contains(
+        "cannot be known without running it: sh runs code from its standard input &lt;script&gt;"
+    ));
+    assert!(!markup_only(&page).contains("data-remember-prefix"));
+    // Folder prompts never offer a prefix.
+    let mut v = view(&args, Kind::FolderAccess);
+    v.suggested_prefix = Some("git status");
+    assert!(!markup_only(&call_page(&v)).contains("data-remember-prefix"));
+}
+
+#[test]
+fn rule_26_5_ids_pass_the_detectors_on_every_page() {
+    const TOKEN: &str = "ghp_FAKExJvv9Nl46wmyhw32J7bYzpzH2tvUuM4B";
+    let args = args();
+    let function_id = format!("notes::{TOKEN}");
+    let session_id = format!("s-{TOKEN}");
+    let call_id = format!("c-{TOKEN}");
+    let secret = CallView {
+        session_id: &session_id,
+        function_call_id: &call_id,
+        function_id: &function_id,
+        ..view(&args, Kind::Function)
+    };
+    let pages = [
+        call_page(&secret),
+        inbox_page(
+            &[InboxRow {
+                call: secret,
+                approval_url: "https://gate.example/approvals/abc",
+            }],
+            0,
+        ),
+    ];
+    for page in pages {
+        assert!(!page.contains("ghp_"), "{page}");
+        assert!(page.contains("notes::&lt;redacted&gt;"), "{page}");
     }
 }

@@ -163,3 +163,76 @@ fn every_command_of_the_table_is_known_and_flags_are_short() {
     }
     assert!(COMMANDS.len() <= 32, "Active holds a bit per command");
 }
+
+#[test]
+fn rule_26_7_redis_pass_takes_the_next_element_or_its_equals_value() {
+    assert_eq!(
+        secrets(&["redis-cli", "-h", "h", "--pass", "pw", "ping"]),
+        [None, None, None, None, Some(0), None]
+    );
+    assert_eq!(
+        secrets(&["valkey-cli", "--pass=pw", "ping"]),
+        [None, Some(7), None]
+    );
+    // Another command's `--pass` is a count or a mode.
+    assert_eq!(secrets(&["x264", "--pass", "1"]), [None; 3]);
+    // A following flag is no value.
+    assert_eq!(
+        secrets(&["redis-cli", "--pass", "--no-auth-warning"]),
+        [None; 3]
+    );
+}
+
+#[test]
+fn rule_26_7_htpasswd_batch_mode_takes_the_password_word() {
+    assert_eq!(
+        secrets(&["htpasswd", "-b", "f", "admin", "pw"]),
+        [None, None, None, None, Some(0)]
+    );
+    assert_eq!(
+        secrets(&["htpasswd", "-nbB", "admin", "pw"]),
+        [None, None, None, Some(0)]
+    );
+    assert_eq!(
+        secrets(&["htpasswd", "-B", "-C", "12", "-b", "f", "u", "pw"]),
+        [None, None, None, None, None, None, None, Some(0)]
+    );
+    // Without `b` htpasswd prompts: nothing is a secret.
+    assert_eq!(secrets(&["htpasswd", "-c", "f", "admin", "x"]), [None; 5]);
+    assert_eq!(secrets(&["htpasswd", "-D", "f", "admin"]), [None; 4]);
+    // Only htpasswd's words count.
+    assert_eq!(secrets(&["tar", "-b", "20", "f", "x"]), [None; 5]);
+}
+
+#[test]
+fn rule_26_7_config_set_of_a_secret_name_takes_the_value() {
+    assert_eq!(
+        secrets(&["aws", "configure", "set", "aws_secret_access_key", "s"]),
+        [None, None, None, None, Some(0)]
+    );
+    assert_eq!(
+        secrets(&["npm", "config", "set", "_authToken", "t"]),
+        [None, None, None, None, Some(0)]
+    );
+    assert_eq!(
+        secrets(&["aws", "configure", "set", "region", "eu-west-1"]),
+        [None; 5]
+    );
+    assert_eq!(
+        secrets(&["aws", "configure", "get", "aws_secret_access_key"]),
+        [None; 4]
+    );
+    // `set` must follow the configuration word at once.
+    assert_eq!(secrets(&["config", "x", "set", "token", "t"]), [None; 5]);
+}
+
+#[test]
+fn rule_26_7_stdin_secret_flags_are_whole_words() {
+    assert!(reads_secret_stdin(
+        "docker login -u ci --password-stdin r.example"
+    ));
+    assert!(reads_secret_stdin("--askpass"));
+    assert!(reads_secret_stdin("gh auth login --with-token"));
+    assert!(!reads_secret_stdin("docker login --password-stdin-file x"));
+    assert!(!reads_secret_stdin("echo askpass"));
+}

@@ -335,3 +335,40 @@ fn rule_21_7_pass_passwd_secret_key_base_and_app_key_names() {
         assert!(!is_secret_key(key), "{key}");
     }
 }
+
+#[test]
+fn rule_26_7_one_time_codes_pins_and_passcodes() {
+    for key in [
+        "otp",
+        "OTP",
+        "totp",
+        "mfa_code",
+        "mfaCode",
+        "MFA-CODE",
+        "pin",
+        "PIN",
+        "card_pin",
+        "pin_code",
+        "otpCode",
+        "totp_code",
+        "passcode",
+        "vpn.passcode",
+    ] {
+        assert!(is_secret_key(key), "{key}");
+    }
+    for key in [
+        "pin_memory",
+        "pinned",
+        "spin",
+        "pins_total",
+        "otp_release",
+        "mfa_enabled",
+        "mfa",
+        "code",
+        "passcode_length",
+        "opinion",
+        "topt",
+    ] {
+        assert!(!is_secret_key(key), "{key}");
+    }
+}

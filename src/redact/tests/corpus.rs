@@ -375,3 +375,39 @@ proptest! {
         }
     }
 }
+
+/// Every shape of contract §26.7 is in the corpus, so the tests above run
+/// it, with at least one look-alike that must stay readable.
+#[test]
+fn rule_26_7_the_corpus_holds_every_version_4_shape_and_look_alikes() {
+    let texts: Vec<&str> = CORPUS.secrets.iter().map(|s| s.text.as_str()).collect();
+    let has = |needle: &str| texts.iter().any(|t| t.contains(needle));
+    for shape in [
+        "redis-cli -h cache.internal --pass ",
+        "--askpass",
+        "-a '",
+        "aws configure set aws_secret_access_key",
+        "&sig=",
+        "OTP=",
+        "mfa_code",
+        "pin: ",
+        "--passcode",
+        "htpasswd -b",
+        "--password-stdin",
+    ] {
+        assert!(has(shape), "no corpus shape with {shape:?}");
+    }
+    for look_alike in [
+        "x264 --pass 1",
+        "aws configure set region",
+        "sig=abc12",
+        "htpasswd -c",
+        "wc -w <<<",
+        "pin_memory",
+    ] {
+        assert!(
+            CORPUS.benign.iter().any(|b| b.contains(look_alike)),
+            "no look-alike with {look_alike:?}"
+        );
+    }
+}
