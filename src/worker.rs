@@ -46,6 +46,8 @@ pub(crate) struct Worker {
     /// Reads command fields off the hook's thread, under a budget (the
     /// command model's containment pool).
     pub(crate) commands: crate::shell::Reader,
+    /// The one-shot grants humans' edits leave (contract §28).
+    pub(crate) edits: Arc<crate::edits::store::EditStore>,
     in_flight: AtomicUsize,
 }
 
@@ -60,6 +62,7 @@ impl Worker {
     ) -> Arc<Worker> {
         let settings = Arc::new(SettingsStore::new(engine.clone(), config.clone()));
         let folders = Arc::new(Folders::new(engine.clone()));
+        let edits = Arc::new(crate::edits::store::EditStore::new(engine.clone()));
         let releaser = Releaser::new(
             engine.clone(),
             pending.clone(),
@@ -81,6 +84,7 @@ impl Worker {
             engine,
             config,
             commands: crate::shell::Reader::new(crate::shell::Limits::default()),
+            edits,
             in_flight: AtomicUsize::new(0),
         })
     }

@@ -8,6 +8,7 @@
 //! through the same release path as `approval::resolve`.
 
 pub(crate) mod batch;
+pub(crate) mod edit;
 pub(crate) mod evaluate;
 pub(crate) mod resolve;
 pub(crate) mod settings;

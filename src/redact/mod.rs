@@ -154,12 +154,14 @@ mod argv;
 mod detect;
 mod full;
 mod keys;
+mod marks;
 mod providers;
 mod subst;
 mod walk;
 
 pub use full::{redact_full, Full, FULL_ARGUMENTS_CAP};
 pub use keys::{is_secret_key, SECRET_NAMES};
+pub(crate) use marks::mark_in;
 
 /// What a secret becomes.
 pub const REDACTED: &str = "<redacted>";
