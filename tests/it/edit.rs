@@ -14,11 +14,13 @@ use crate::common::*;
 const LOG_FN: &str = "demo::other";
 
 /// `demo::echo` holds by default; a path under `/etc/` is denied by a rule.
+/// (Three rules: a scene's `jail_shell_to_srv` waits for its own two.)
 fn seed() -> Value {
     json!({
         "rules": ["!approval::*",
             {"function": "demo::echo", "action": "deny", "rule_id": "no-etc",
-             "args": {"path": {"prefix": "/etc/"}}}],
+             "args": {"path": {"prefix": "/etc/"}}},
+            "?deploy::*"],
         "decision_log": {"function_id": LOG_FN}
     })
 }
@@ -178,6 +180,11 @@ async fn rule_28_refused_edits_leave_the_call_held() {
         .with_working_dir("/w/s_f")
         .with_fs_root("/w/s_f");
         assert!(scene.harness.call(prompt).await.is_held());
+        let kind = scene.get_pending("s_f", "c9").await["pending"]["kind"].clone();
+        assert!(
+            kind == "filesystem_access" || kind == "folder_access",
+            "{kind}"
+        );
         let err = edit(&scene, "s_f", "c9", json!({"path": "/srv/f"}))
             .await
             .expect_err("a folder prompt's edit");

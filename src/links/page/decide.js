@@ -4,11 +4,13 @@
   var reason = document.getElementById("reason");
   var edited = document.getElementById("edited");
   var editPanel = document.getElementById("edit-panel");
-  var refusal = document.querySelector("[data-outcome=refused]");
   // The inbox's "Edit and allow" opens the edit panel.
   if (editPanel && location.hash === "#edit") editPanel.open = true;
   var buttons = Array.prototype.slice.call(document.querySelectorAll("button[data-decision]"));
   var panels = Array.prototype.slice.call(document.querySelectorAll("[data-outcome]"));
+  var refusal = panels.filter(function (panel) {
+    return panel.getAttribute("data-outcome") === "refused";
+  })[0];
 
   function show(outcome) {
     panels.forEach(function (panel) {
