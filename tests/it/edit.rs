@@ -425,3 +425,82 @@ async fn rule_28_two_identical_parallel_uses_let_exactly_one_through() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn rule_28_edit_and_allow_on_the_link_page_takes_the_same_steps() {
+    on_each_engine("rule_28_link_edit", |engine| async move {
+        let l = crate::links::Links::start(
+            engine,
+            json!(["!approval::*",
+                {"function": "demo::echo", "action": "deny", "rule_id": "no-etc",
+                 "args": {"path": {"prefix": "/etc/"}}}]),
+            None,
+        )
+        .await;
+        let first = held("s_l", "c1");
+        l.scene.hold(first.clone()).await;
+        let url = l.approval_url("s_l", "c1").await;
+        let page = l
+            .http
+            .get(&url)
+            .send()
+            .await
+            .expect("GET")
+            .text()
+            .await
+            .expect("a page");
+        assert!(
+            page.contains(r#"data-decision="edit""#),
+            "the page offers the edit"
+        );
+        // Refused: the call stays held.
+        let refused = l
+            .decide(
+                &url,
+                json!({"decision": "edit", "arguments": {"path": "/etc/x"}}),
+            )
+            .await;
+        assert_eq!(refused.status().as_u16(), 400);
+        let body: Value = refused.json().await.expect("json");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("no-etc")),
+            "{body}"
+        );
+        assert!(l
+            .scene
+            .harness
+            .state("s_l", "c1")
+            .is_some_and(|s| s.is_held()));
+        // Taken: the model follows the denial, and the edited call runs once.
+        let taken = l
+            .decide(
+                &url,
+                json!({"decision": "edit", "arguments": edited(), "reason": "no force"}),
+            )
+            .await;
+        assert_eq!(taken.status().as_u16(), 200);
+        let body: Value = taken.json().await.expect("json");
+        assert_eq!(body["resolved"], true, "{body}");
+        let text = l
+            .scene
+            .harness
+            .state("s_l", "c1")
+            .and_then(|s| s.answer_text())
+            .expect("an answer");
+        assert!(
+            text.starts_with("Denied by a human: no force; call demo::echo"),
+            "{text}"
+        );
+        let out = l
+            .scene
+            .harness
+            .follow_denial(&first, "c2")
+            .await
+            .expect("the model makes the call");
+        assert!(completed(&out), "{out:?}");
+        assert_eq!(l.scene.harness.runs_of("demo::echo").len(), 1);
+    })
+    .await;
+}
