@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::resolve::{operator_reason, response, ResolveRequest, ResolveResponse};
 use crate::edits::{self, EditGrant, Refusal};
 use crate::error::ApprovalError;
+use crate::gate::Judgement;
 use crate::hook::{HookCall, HookInput};
 use crate::pending::{digest, ReleaseVia};
 use crate::provenance::Caller;
@@ -152,7 +153,7 @@ pub(crate) async fn edit(worker: &Worker, edit: Edit) -> Result<ResolveResponse,
         None,
         Some(&readings),
     );
-    if let Some(why) = edits::refusal(&judgement, snapshot.rules.is_lockdown()) {
+    if let Some(why) = refusal(&judgement, snapshot.rules.is_lockdown()) {
         tracing::info!(session_id = sid, function_call_id = cid, function_id = %function_id, "edit refused: {}", crate::redact::redact_text(&why.to_string()));
         return refuse(why);
     }
@@ -206,5 +207,45 @@ pub(crate) async fn edit(worker: &Worker, edit: Edit) -> Result<ResolveResponse,
     match tokio::time::timeout(wait, carried).await {
         Ok(Ok(answer)) => response(answer),
         Ok(Err(_)) | Err(_) => response(Answer::Releasing),
+    }
+}
+
+/// Whether the gate's judgement of the edited call refuses the edit: a
+/// deny (a deny rule, a human-only guard, an id check), or a hold in the
+/// lockdown. A hold or a continue otherwise lets the edit go on.
+fn refusal(judgement: &Judgement<'_>, lockdown: bool) -> Option<Refusal> {
+    match judgement {
+        Judgement::Deny { reason, rule } => Some(Refusal::Denied {
+            rule: rule.unwrap_or("deny").to_owned(),
+            reason: reason.clone(),
+        }),
+        Judgement::Hold { .. } if lockdown => Some(Refusal::Lockdown),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rule_28_1_a_deny_or_the_lockdown_refuses_an_edit() {
+        let deny = Judgement::Deny {
+            reason: "Permission denied by policy: no".into(),
+            rule: Some("no-rm"),
+        };
+        let hold = Judgement::Hold {
+            ask: None,
+            by_default: true,
+        };
+        let go = Judgement::Continue {
+            rule: None,
+            spend: None,
+        };
+        let refused = refusal(&deny, false).expect("refused");
+        assert!(refused.to_string().contains("rule no-rm"), "{refused}");
+        assert_eq!(refusal(&hold, true), Some(Refusal::Lockdown));
+        assert_eq!(refusal(&hold, false), None);
+        assert_eq!(refusal(&go, false), None);
     }
 }

@@ -23,7 +23,6 @@ pub(crate) mod store;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::gate::Judgement;
 use crate::policy::{harness_stamps, STAMP};
 use crate::terms::leads::{self, led};
 
@@ -160,20 +159,6 @@ pub(crate) fn ttl(asked: Option<u64>, max_ms: u64) -> Result<u64, Refusal> {
     }
 }
 
-/// Whether the gate's judgement of the edited call refuses the edit: a
-/// deny (a deny rule, a human-only guard, an id check), or a hold in the
-/// lockdown. A hold or a continue otherwise lets the edit go on.
-pub(crate) fn refusal(judgement: &Judgement<'_>, lockdown: bool) -> Option<Refusal> {
-    match judgement {
-        Judgement::Deny { reason, rule } => Some(Refusal::Denied {
-            rule: rule.unwrap_or("deny").to_owned(),
-            reason: reason.clone(),
-        }),
-        Judgement::Hold { .. } if lockdown => Some(Refusal::Lockdown),
-        _ => None,
-    }
-}
-
 /// The edited arguments as the model is told to send them: for a call the
 /// harness stamps, without the top-level stamp (the harness writes its
 /// own; the grant's digest leaves it out too).
@@ -265,27 +250,6 @@ mod tests {
         assert_eq!(ttl(Some(7_200_000), 3_600_000), Ok(3_600_000));
         assert_eq!(ttl(None, 60_000), Ok(60_000));
         assert_eq!(ttl(Some(0), 60_000), Err(Refusal::ZeroTtl));
-    }
-
-    #[test]
-    fn rule_28_1_a_deny_or_the_lockdown_refuses_an_edit() {
-        let deny = Judgement::Deny {
-            reason: "Permission denied by policy: no".into(),
-            rule: Some("no-rm"),
-        };
-        let hold = Judgement::Hold {
-            ask: None,
-            by_default: true,
-        };
-        let go = Judgement::Continue {
-            rule: None,
-            spend: None,
-        };
-        let refused = refusal(&deny, false).expect("refused");
-        assert!(refused.to_string().contains("rule no-rm"), "{refused}");
-        assert_eq!(refusal(&hold, true), Some(Refusal::Lockdown));
-        assert_eq!(refusal(&hold, false), None);
-        assert_eq!(refusal(&go, false), None);
     }
 
     #[test]

@@ -7,9 +7,16 @@
 //! (a standby taking over) makes the change start again on that value. So
 //! of two identical calls in flight at once, one claims the use and the
 //! other finds it used — the same way a uses-bounded grant is spent.
+//!
+//! The store knows which sessions may hold grants (read once at boot, then
+//! kept as grants are written and sessions purged), so a hold in any other
+//! session costs no read. Until that list is read, or when it cannot be,
+//! every lookup reads.
 
 use std::collections::hash_map::DefaultHasher;
+use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
 
 use serde_json::Value;
 
@@ -37,6 +44,8 @@ pub(crate) enum Used {
 pub(crate) struct EditStore {
     engine: Engine,
     stripes: Vec<tokio::sync::Mutex<()>>,
+    /// The sessions that may hold grants; `None`: not known, read each time.
+    sessions: Mutex<Option<HashSet<String>>>,
 }
 
 impl EditStore {
@@ -44,7 +53,33 @@ impl EditStore {
         EditStore {
             engine,
             stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+            sessions: Mutex::new(None),
         }
+    }
+
+    /// Boot: reads which sessions hold grants (one list of the scope). On
+    /// failure every lookup keeps reading.
+    pub(crate) async fn load(&self) -> Result<usize, StateError> {
+        let values = self.engine.state_list(&Scope::EDITS).await?;
+        let found: HashSet<String> = values
+            .iter()
+            .filter_map(|v| v.get("session_id").and_then(Value::as_str))
+            .map(str::to_owned)
+            .collect();
+        let count = found.len();
+        *self.known() = Some(found);
+        Ok(count)
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, Option<HashSet<String>>> {
+        crate::sync::lock(&self.sessions)
+    }
+
+    /// Whether the session may hold grants (true when not known).
+    fn may_hold(&self, session_id: &str) -> bool {
+        self.known()
+            .as_ref()
+            .is_none_or(|sessions| sessions.contains(session_id))
     }
 
     async fn lock(&self, session_id: &str) -> tokio::sync::MutexGuard<'_, ()> {
@@ -101,6 +136,10 @@ impl EditStore {
         grant: EditGrant,
         now: u64,
     ) -> Result<(), StateError> {
+        // Known before the write, so no lookup misses a grant once written.
+        if let Some(sessions) = self.known().as_mut() {
+            sessions.insert(session_id.to_owned());
+        }
         self.change(session_id, |grants| {
             grants.add(grant.clone(), now);
             ((), true)
@@ -133,6 +172,9 @@ impl EditStore {
         digest: &str,
         call_id: &str,
     ) -> Result<Used, StateError> {
+        if !self.may_hold(session_id) {
+            return Ok(Used::Nothing);
+        }
         let now = crate::time::now_ms();
         self.change(session_id, |grants| {
             match grants.find(function_id, digest, call_id, now) {
@@ -162,6 +204,9 @@ impl EditStore {
         function_id: &str,
         digest: &str,
     ) -> Result<Option<EditGrant>, StateError> {
+        if !self.may_hold(session_id) {
+            return Ok(None);
+        }
         let grants = self.read(session_id).await?;
         let now = crate::time::now_ms();
         Ok(match grants.find(function_id, digest, "", now) {
@@ -174,6 +219,9 @@ impl EditStore {
     pub(crate) async fn forget_session(&self, session_id: &str) -> Result<(), StateError> {
         let _serial = self.lock(session_id).await;
         self.engine.state_delete(&Scope::EDITS, session_id).await?;
+        if let Some(sessions) = self.known().as_mut() {
+            sessions.remove(session_id);
+        }
         Ok(())
     }
 }

@@ -262,7 +262,8 @@ pub(crate) fn call_page_offering(view: &CallView<'_>, offer: Option<&BatchOffer>
                     summary { "Edit and allow" }
                     p.note {
                         "Fix the call. The agent is told to make the edited call instead, and that \
-                         call runs once when it does (within 10 minutes)."
+                         call runs once when it does (within 10 minutes, or the shorter limit the gate \
+                         is configured with)."
                     }
                     label for="edited" { "Arguments (JSON)" }
                     textarea #edited rows="8" spellcheck="false" { (pretty(view.arguments)) }
