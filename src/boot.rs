@@ -571,6 +571,13 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
         .map_err(|err| tracing::warn!(error = %err, "held calls not read while the name was confirmed; reading again"))
         .ok();
     let held = load_pending(&worker, read).await?;
+    match worker.edits.load().await {
+        Ok(0) => {}
+        Ok(sessions) => tracing::info!(sessions, "sessions with edit grants"),
+        Err(err) => {
+            tracing::warn!(error = %err, "edit grants not listed; every hold looks them up")
+        }
+    }
     match worker.folders.revokes.load().await {
         Ok(0) => {}
         Ok(kept) => tracing::info!(kept, "folder grants still to take back; retrying"),

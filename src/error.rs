@@ -58,6 +58,9 @@ pub(crate) enum StateError {
     /// A held call's record was written through the lock of another key.
     #[error("a record was written through the lock of another key")]
     WrongKey,
+    /// A read-change-write kept meeting writes made elsewhere.
+    #[error("{0} kept changing under the write")]
+    Contended(String),
 }
 
 impl StateError {
@@ -68,6 +71,7 @@ impl StateError {
             StateError::Encode(_) => "encode",
             StateError::Unreadable { .. } => "unreadable",
             StateError::WrongKey => "wrong_key",
+            StateError::Contended(_) => "contended",
         }
     }
 }

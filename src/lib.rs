@@ -28,6 +28,7 @@ mod config;
 mod console;
 mod decision;
 mod deep;
+mod edits;
 mod engine;
 mod error;
 mod folders;

@@ -209,6 +209,9 @@ async fn on_session_deleted(worker: &Worker, event: SessionDeleted) -> usize {
         tracing::warn!(session_id = sid, error = %err, "settings not cleared");
     }
     worker.folders.memory.forget_session(sid).await;
+    if let Err(err) = worker.edits.forget_session(sid).await {
+        tracing::warn!(session_id = sid, error = %err, "edit grants not cleared");
+    }
     worker.reviews.forget_session(sid);
     worker.lineage.forget(sid);
     purged

@@ -51,6 +51,8 @@ pub(crate) struct Worker {
     /// The reconciles with the harness: one pass at a time, `null`s read
     /// twice (§27.4).
     pub(crate) reconciles: Reconciles,
+    /// The one-shot grants humans' edits leave (contract §28).
+    pub(crate) edits: Arc<crate::edits::store::EditStore>,
     in_flight: AtomicUsize,
 }
 
@@ -65,6 +67,7 @@ impl Worker {
     ) -> Arc<Worker> {
         let settings = Arc::new(SettingsStore::new(engine.clone(), config.clone()));
         let folders = Arc::new(Folders::new(engine.clone()));
+        let edits = Arc::new(crate::edits::store::EditStore::new(engine.clone()));
         let releaser = Releaser::new(
             engine.clone(),
             pending.clone(),
@@ -88,6 +91,7 @@ impl Worker {
             commands: crate::shell::Reader::new(crate::shell::Limits::default()),
             lineage: crate::lineage::Lineage::default(),
             reconciles: Reconciles::default(),
+            edits,
             in_flight: AtomicUsize::new(0),
         })
     }

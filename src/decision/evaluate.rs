@@ -113,6 +113,20 @@ pub struct EvaluateResponse {
     /// else holds). Evaluate never asks it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reviewer: Option<String>,
+    /// On needs_approval outside the lockdown: the unused one-shot grant of
+    /// a human's edit that covers exactly this call (contract §28). The
+    /// gate lets the next such call continue on it, once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edit_grant: Option<EditGrantShown>,
+}
+
+/// An edit's grant as `approval::evaluate` names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct EditGrantShown {
+    /// The held call the edit was made on.
+    pub made_on: String,
+    /// When the grant ends (ms since the epoch).
+    pub expires_at: u64,
 }
 
 /// The gate's decision on one call, explained: what `approval::evaluate`
@@ -175,6 +189,7 @@ pub(crate) fn explain_in_turn(
         reviewer: config
             .reviewer_for(decision.is_default_hold(), settings.mode)
             .map(|r| r.function_id.clone()),
+        edit_grant: None,
     }
 }
 
@@ -206,6 +221,7 @@ pub(crate) async fn evaluate(
             rule_errors: snapshot.errors(),
             deadline_ms: None,
             reviewer: None,
+            edit_grant: None,
         });
     }
     let known = match worker
@@ -223,6 +239,7 @@ pub(crate) async fn evaluate(
                 rule_errors: snapshot.errors(),
                 deadline_ms: None,
                 reviewer: None,
+                edit_grant: None,
             })
         }
     };
@@ -249,7 +266,7 @@ pub(crate) async fn evaluate(
         request.arguments.as_ref(),
     )
     .await;
-    Ok(EvaluateResponse {
+    let mut out = EvaluateResponse {
         rule_errors: snapshot.errors(),
         ..explain_in_turn(
             settings,
@@ -260,7 +277,31 @@ pub(crate) async fn evaluate(
             turn.as_ref().or(request.metadata.as_ref()),
             Some(&readings),
         )
-    })
+    };
+    if out.verdict == WireVerdict::NeedsApproval && !snapshot.rules.is_lockdown() {
+        out.edit_grant = edit_grant(worker, request).await;
+    }
+    Ok(out)
+}
+
+/// The unused edit grant that covers the call, read only; none when the
+/// grants cannot be read (evaluate then says what the ladder says).
+async fn edit_grant(worker: &Worker, request: &EvaluateRequest) -> Option<EditGrantShown> {
+    let digest = crate::pending::digest(&request.function_id, request.arguments.as_ref());
+    match worker
+        .edits
+        .covering(&request.session_id, &request.function_id, &digest)
+        .await
+    {
+        Ok(grant) => grant.map(|g| EditGrantShown {
+            made_on: g.made_on,
+            expires_at: g.expires_at,
+        }),
+        Err(err) => {
+            tracing::warn!(session_id = %request.session_id, function_id = %request.function_id, error = %err, "edit grants unreadable; evaluate names none");
+            None
+        }
+    }
 }
 
 /// Registers `approval::evaluate`.

@@ -9,6 +9,7 @@
 
 pub(crate) mod batch;
 pub(crate) mod configuration_id;
+pub(crate) mod edit;
 pub(crate) mod evaluate;
 pub(crate) mod resolve;
 pub(crate) mod settings;

@@ -10,13 +10,15 @@
 //!
 //! # Format
 //!
-//! In: `{ session_id, function_call_id, decision: "allow"|"deny", reason?: string|null, grant_scope? | access_duration?: "once"|"session"|"always" }`
+//! In: `{ session_id, function_call_id, decision: "allow"|"deny"|"edit", reason?: string|null, grant_scope? | access_duration?: "once"|"session"|"always", arguments?: object, ttl_ms?: int }`
+//! (`arguments` and `ttl_ms` with `edit` only: `crate::decision::edit`)
 //! Out: `{ resolved: bool, turn_resumed?: bool, not_held?: true, releasing?: true, unknown?: true }`
 
 use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::error::{validate_id, ApprovalError, StateError};
 use crate::folders::GrantScope;
@@ -39,6 +41,19 @@ pub(crate) enum ResolveDecision {
     Deny,
 }
 
+/// What `approval::resolve` may decide: a decision, or an edit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum ResolveChoice {
+    /// Run the call.
+    Allow,
+    /// Answer the call with a denial.
+    Deny,
+    /// Deny the call with an edited call to make instead, which a one-shot
+    /// grant lets through once (contract §28).
+    Edit,
+}
+
 /// `approval::resolve` request.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub(crate) struct ResolveRequest {
@@ -46,8 +61,8 @@ pub(crate) struct ResolveRequest {
     pub session_id: String,
     /// The held call (non-empty, no `/`).
     pub function_call_id: String,
-    /// allow or deny.
-    pub decision: ResolveDecision,
+    /// allow, deny or edit.
+    pub decision: ResolveChoice,
     /// The operator's reason, shown to the model on deny.
     #[serde(default)]
     pub reason: Option<String>,
@@ -58,6 +73,13 @@ pub(crate) struct ResolveRequest {
     /// and different is an error.
     #[serde(default)]
     pub access_duration: Option<GrantScope>,
+    /// With `edit`: the edited call's arguments (an object).
+    #[serde(default)]
+    pub arguments: Option<Value>,
+    /// With `edit`: how long the edited call's grant lives (default
+    /// 600000, capped by the configuration's `edit_ttl_max_ms`).
+    #[serde(default)]
+    pub ttl_ms: Option<u64>,
     /// The engine's stamp of the calling worker (it overwrites any value a
     /// caller put there); not part of the published request.
     #[serde(default, rename = "_caller_worker_id")]
@@ -66,7 +88,7 @@ pub(crate) struct ResolveRequest {
 }
 
 /// `approval::resolve` response.
-#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
 pub(crate) struct ResolveResponse {
     /// Whether this call took a held call out of the inbox.
     pub resolved: bool,
@@ -114,12 +136,36 @@ pub(crate) async fn resolve(
     {
         return resolve_unreadable(worker, &request).await;
     }
+    let mut request = request;
+    match (request.decision, request.arguments.take()) {
+        (ResolveChoice::Edit, Some(arguments)) => {
+            if grant_scope.is_some() {
+                return Err(ApprovalError::InvalidPayload(
+                    "grant_scope is for folder prompts, which cannot be edited".into(),
+                ));
+            }
+            let caller = worker.callers.of(request.caller_worker_id.as_deref()).await;
+            return super::edit::edit(worker, super::edit::Edit::of(request, arguments, caller))
+                .await;
+        }
+        (ResolveChoice::Edit, None) => {
+            return Err(ApprovalError::InvalidPayload(
+                "an edit needs the edited call's arguments".into(),
+            ))
+        }
+        (_, Some(_)) => {
+            return Err(ApprovalError::InvalidPayload(
+                "arguments are sent with decision edit only".into(),
+            ))
+        }
+        (_, None) => {}
+    }
     let decision = match request.decision {
-        ResolveDecision::Allow => Ruling::Allow {
+        ResolveChoice::Allow => Ruling::Allow {
             grant_scope,
             remember: Remember::Nothing,
         },
-        ResolveDecision::Deny => Ruling::Deny {
+        ResolveChoice::Deny | ResolveChoice::Edit => Ruling::Deny {
             reason: operator_reason(&request.reason),
         },
     };
@@ -144,10 +190,10 @@ async fn resolve_unreadable(
     request: &ResolveRequest,
 ) -> Result<ResolveResponse, ApprovalError> {
     match request.decision {
-        ResolveDecision::Allow => Err(ApprovalError::InvalidPayload(
+        ResolveChoice::Allow | ResolveChoice::Edit => Err(ApprovalError::InvalidPayload(
             "the stored held call does not parse (kind unreadable): it can only be denied".into(),
         )),
-        ResolveDecision::Deny => {
+        ResolveChoice::Deny => {
             let caller = worker.callers.of(request.caller_worker_id.as_deref()).await;
             let decided_by = DecidedBy::by(DecidedVia::Resolve, caller, crate::time::now_ms());
             let removed = worker

@@ -55,6 +55,9 @@ impl Scope {
     /// record (`<session_id>/<function_call_id>`): read one key at a time by
     /// `get-pending` and the link page, never listed (contract §21.6).
     pub(crate) const ARGUMENTS: Scope = guarded!("approval_arguments");
+    /// The one-shot grants of edited calls, keyed by session id (contract
+    /// §28).
+    pub(crate) const EDITS: Scope = guarded!("approval_edits");
 
     /// A bucket of held calls: `approval_pending.00` … `approval_pending.63`
     /// (a dot and two digits after a guarded name stay guarded).
@@ -78,6 +81,7 @@ impl Scope {
             Scope::BINDINGS,
             Scope::CONFIG,
             Scope::ARGUMENTS,
+            Scope::EDITS,
         ]
         .into_iter()
         .chain((0..PENDING_BUCKETS).map(Scope::pending_bucket))
@@ -106,7 +110,7 @@ mod tests {
     #[test]
     fn the_gate_denies_an_agent_every_scope_the_worker_owns() {
         let owned = Scope::owned();
-        assert_eq!(owned.len(), 9 + PENDING_BUCKETS as usize);
+        assert_eq!(owned.len(), 10 + PENDING_BUCKETS as usize);
         for scope in owned {
             for function in ["state::set", "state::get", "state::list", "state::delete"] {
                 let args = json!({"scope": scope.as_str(), "key": "k", "value": {"mode": "full"}});

@@ -20,6 +20,8 @@ use tokio::sync::watch;
 
 use crate::bindings::durable::{self as binding, DurableBinding, Status};
 use crate::config::{ApprovalConfig, ReviewerConfig, Snapshot};
+use crate::edits::store::Used;
+use crate::edits::EDIT_RULE;
 use crate::engine::CallError;
 use crate::functions::register_hook;
 use crate::hook::budget::Deadline;
@@ -27,7 +29,7 @@ use crate::hook::record;
 use crate::hook::{deny, parse_hook_input, HookCall, HookInput, HookOutput};
 use crate::pending::{HoldLimits, RecordKind, Written};
 use crate::policy::{Call, CompiledRules, CompiledSettings, Readings, Runs};
-use crate::provenance::{DecidedBy, LogRecord};
+use crate::provenance::{DecidedBy, DecidedVia, LogRecord};
 use crate::review::Reviewed;
 use crate::settings::Known;
 use crate::terms::Mode;
@@ -178,6 +180,18 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
                 by_default,
                 rule,
             } => {
+                // A human's edit of this very call (§28): its one-shot
+                // grant turns the hold into continue. Never in the lockdown,
+                // and never past a protected path (§29: no grant passes it).
+                let protected =
+                    ask.is_some_and(|a| a.rule_id == crate::policy::PROTECTED_PATH_RULE);
+                if !snapshot.rules.is_lockdown() && !protected {
+                    if let Some(made_on) = use_edit(worker, &input, call, deadline).await {
+                        tracing::info!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, decision = "continue", rule = EDIT_RULE, made_on = %made_on, "the call continues on a human's edit");
+                        log_edit_use(worker, &snapshot.config, &input, call);
+                        return HookOutput::Continue;
+                    }
+                }
                 let fallback = if snapshot.rules.is_lockdown() {
                     "lockdown"
                 } else {
@@ -332,6 +346,56 @@ fn log_secret_id_verdict(
             session_id: shown(&input.session_id),
             function_call_id: shown(&call.id),
             function_id: shown(&call.function_id),
+            at,
+        }
+    });
+}
+
+/// Uses the one-shot grant of a human's edit that covers this call, if
+/// any (`architecture/contract.md` § Edit, then approve): the held call the
+/// edit was made on, when the call continues on it. A grant that cannot be
+/// read or claimed in time does not apply: the call is held.
+async fn use_edit(
+    worker: &Worker,
+    input: &HookInput,
+    call: &HookCall,
+    deadline: Deadline,
+) -> Option<String> {
+    let digest = crate::pending::digest(&call.function_id, call.arguments.as_ref());
+    let budget = deadline.cap(GRANTS_BUDGET, WRITE_RESERVE);
+    let taken = tokio::time::timeout(
+        budget,
+        worker
+            .edits
+            .take(&input.session_id, &call.function_id, &digest, &call.id),
+    )
+    .await;
+    match taken {
+        Ok(Ok(Used::Claimed { made_on } | Used::Again { made_on })) => Some(made_on),
+        Ok(Ok(Used::Nothing)) => None,
+        Ok(Err(err)) => {
+            tracing::warn!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, error = %err, "edit grants unreadable; the call is held");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(session_id = %input.session_id, function_call_id = %call.id, function_id = %call.function_id, "edit grants not read in time; the call is held");
+            None
+        }
+    }
+}
+
+/// The decision log's record of a call that continued on an edit's grant:
+/// a human decided it (`{kind: "human", via: "edit"}`).
+fn log_edit_use(worker: &Worker, config: &ApprovalConfig, input: &HookInput, call: &HookCall) {
+    worker.pending.decision_log().push(config, || {
+        let at = crate::time::now_ms();
+        LogRecord {
+            decision: "continue".to_string(),
+            rule_id: Some(EDIT_RULE.to_string()),
+            decided_by: DecidedBy::by(DecidedVia::Edit, None, at),
+            session_id: input.session_id.clone(),
+            function_call_id: call.id.clone(),
+            function_id: call.function_id.clone(),
             at,
         }
     });

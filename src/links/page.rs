@@ -302,7 +302,22 @@ pub(crate) fn call_page_offering(view: &CallView<'_>, offer: Option<&BatchOffer>
                     }
                 }
             }
-            label for="reason" { "Reason for denying (optional, the agent sees it)" }
+            @if editable(view) {
+                details #edit-panel {
+                    summary { "Edit and allow" }
+                    p.note {
+                        "Fix the call. The agent is told to make the edited call instead, and that \
+                         call runs once when it does (within 10 minutes, or the shorter limit the gate \
+                         is configured with)."
+                    }
+                    label for="edited" { "Arguments (JSON)" }
+                    textarea #edited rows="8" spellcheck="false" { (pretty(view.arguments)) }
+                    button type="button" .allow data-decision="edit" {
+                        "Send the edited call" small { "The held call does not run; the edited one does, once." }
+                    }
+                }
+            }
+            label for="reason" { "Reason for denying or editing (optional, the agent sees it)" }
             textarea #reason rows="3" maxlength="2000" {}
             @match view.kind {
                 Kind::Function => button type="button" .deny data-decision="deny" {
@@ -321,6 +336,15 @@ pub(crate) fn call_page_offering(view: &CallView<'_>, offer: Option<&BatchOffer>
         }
     };
     document("Approval needed", body, true)
+}
+
+/// Whether the page offers "Edit and allow" (contract §28): a function
+/// hold whose arguments are shown whole, with nothing redacted or clipped
+/// (an edit made from a redacted value would run with the placeholder).
+pub(crate) fn editable(view: &CallView<'_>) -> bool {
+    view.kind == Kind::Function
+        && !view.arguments_clipped
+        && crate::redact::mark_in(view.arguments).is_none()
 }
 
 /// The page of a held call whose decision is under way: the call is
@@ -496,6 +520,22 @@ fn result_panels() -> Markup {
         ),
         ("denied", "ok", "Denied. The agent has been told."),
         (
+            "edited",
+            "ok",
+            "Edited. The agent has been told to make the edited call instead; it runs once when \
+             the agent makes it.",
+        ),
+        (
+            "bad-json",
+            "bad",
+            "The edited arguments are not a JSON object. Nothing was sent; fix them and try again.",
+        ),
+        (
+            "refused",
+            "bad",
+            "The edit was refused, and the call is still waiting:",
+        ),
+        (
             "running",
             "info",
             "Running: the decision is taken and on its way; the call may take a while. \
@@ -599,6 +639,11 @@ pub(crate) fn inbox_page(rows: &[InboxRow<'_>], more: usize) -> String {
                             None => p { code { (visible_id(row.call.function_id)) } },
                         }
                         (details(&row.call))
+                        @if editable(&row.call) {
+                            @if let Some(href) = safe_href(row.approval_url) {
+                                a.edit href={ (href) "#edit" } { "Edit and allow" }
+                            }
+                        }
                     }
                 }
             }

@@ -26,7 +26,9 @@ use super::http::{gone_reason, same_origin_json, HttpRequest, HttpResponse};
 use super::page::{self, BatchOffer, CallView, GoneReason, InboxRow, OfferedCall};
 use crate::config::Snapshot;
 use crate::decision::batch;
-use crate::decision::resolve::{operator_reason, response, ResolveDecision};
+use crate::decision::edit::{edit, Edit};
+use crate::decision::resolve::{operator_reason, response, ResolveChoice, ResolveDecision};
+use crate::error::ApprovalError;
 use crate::folders::GrantScope;
 use crate::inbox::{list_pending, ListPendingRequest, Listed};
 use crate::link_token::batch::{BatchRevisions, MAX_BATCH_ITEMS, PREFIX as BATCH_PREFIX};
@@ -65,9 +67,13 @@ const INBOX_ROWS: i64 = 500;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct LinkDecision {
-    /// allow or deny.
-    pub decision: ResolveDecision,
-    /// Shown to the agent on deny (at most 2000 characters).
+    /// allow, deny or edit ("Edit and allow", function holds whose
+    /// arguments were shown whole).
+    pub decision: ResolveChoice,
+    /// With `edit`: the edited call's arguments (an object).
+    #[serde(default)]
+    pub arguments: Option<Value>,
+    /// Shown to the agent on deny and edit (at most 2000 characters).
     #[serde(default)]
     pub reason: Option<String>,
     /// Folder prompts: once (default), session or always.
@@ -332,13 +338,14 @@ async fn decide_call(worker: &Worker, request: &HttpRequest) -> HttpResponse {
         Kind::FolderAccess => RecordKind::FolderAccess,
     };
     let decision = match choice.decision {
-        ResolveDecision::Allow => Ruling::Allow {
+        ResolveChoice::Allow => Ruling::Allow {
             grant_scope: choice.grant_scope,
             remember: Remember::of(choice.remember, choice.remember_prefix),
         },
-        ResolveDecision::Deny => Ruling::Deny {
+        ResolveChoice::Deny => Ruling::Deny {
             reason: operator_reason(&choice.reason),
         },
+        ResolveChoice::Edit => return decide_edit(worker, &revision, kind, choice).await,
     };
     let release = Request {
         session_id: revision.session_id().to_string(),
@@ -403,6 +410,74 @@ async fn decide_call(worker: &Worker, request: &HttpRequest) -> HttpResponse {
                 Value::Null,
             ),
         },
+    }
+}
+
+/// "Edit and allow" from a call page: the same edit as `approval::resolve`'s
+/// (refused with 400 and the reason), of exactly the revision the page
+/// showed.
+async fn decide_edit(
+    worker: &Worker,
+    revision: &Revision,
+    kind: RecordKind,
+    choice: LinkDecision,
+) -> HttpResponse {
+    let refused = |message: &str| HttpResponse::error(400, "invalid_payload", message, Value::Null);
+    if kind.is_folder() {
+        return refused("a folder-access prompt cannot be edited: allow it or deny it");
+    }
+    let Some(arguments) = choice.arguments else {
+        return refused("an edit needs the edited call's arguments");
+    };
+    let carried = edit(
+        worker,
+        Edit {
+            session_id: revision.session_id().to_string(),
+            function_call_id: revision.function_call_id().to_string(),
+            expected: Some(revision.pending_at()),
+            arguments,
+            reason: operator_reason(&choice.reason),
+            ttl_ms: None,
+            via: ReleaseVia::Link,
+            caller: Some(Caller::link()),
+        },
+    )
+    .await;
+    match carried {
+        Ok(answer) if answer == Default::default() => {
+            let removal = worker.pending.removal(
+                revision.session_id(),
+                revision.function_call_id(),
+                revision.pending_at(),
+            );
+            let reason = gone_reason(removal.as_ref(), false);
+            HttpResponse::error(
+                410,
+                "gone",
+                "This link is no longer valid. Nothing changed.",
+                json!({"reason": reason.as_str()}),
+            )
+        }
+        Ok(answer) => {
+            let mut body = json!({"resolved": answer.resolved});
+            for (key, flag) in [
+                ("not_held", answer.not_held),
+                ("releasing", answer.releasing),
+                ("unknown", answer.unknown),
+            ] {
+                if flag == Some(true) {
+                    body[key] = json!(true);
+                }
+            }
+            HttpResponse::json(200, body)
+        }
+        Err(ApprovalError::InvalidPayload(message)) => refused(&message),
+        Err(_) => HttpResponse::error(
+            503,
+            "harness_unavailable",
+            "The edit did not reach the agent, and the call is still waiting. Try again.",
+            Value::Null,
+        ),
     }
 }
 

@@ -41,6 +41,8 @@ pub(super) struct Exit {
     /// told of (its `pending-created` never went out), which only the
     /// decision log hears of.
     announced: bool,
+    /// A human's edit denied it (contract §28).
+    edited: bool,
 }
 
 impl Exit {
@@ -58,6 +60,8 @@ impl Exit {
             function_id: record.function_id.clone(),
             session_metadata: record.session_metadata.clone(),
             revision: Some(record.pending_at),
+            edited: outcome == Resolution::Deny
+                && record.release.as_ref().is_some_and(|note| note.edited),
             removal: Removal { outcome, reason },
             decided_by,
             announced: true,
@@ -96,6 +100,7 @@ impl Exit {
             },
             decided_by,
             announced: true,
+            edited: false,
         }
     }
 
@@ -142,6 +147,7 @@ impl Exit {
             session_metadata: self.session_metadata,
             resolved_at,
             decided_by: self.decided_by,
+            edited: self.edited,
         })
     }
 }

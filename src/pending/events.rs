@@ -170,6 +170,10 @@ pub(super) struct PendingResolved {
     /// lifecycle/reconcile, lifecycle/replaced, lifecycle/gate; an unknown
     /// outcome names the decider whose release it was).
     pub decided_by: DecidedBy,
+    /// True when the denial was a human's edit (contract §28): the model
+    /// was given the edited call to make instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub edited: bool,
 }
 
 /// The `pending-resolved` reason of an unreadable value a human denied.

@@ -288,6 +288,10 @@ pub struct ReleaseNote {
     /// kept so a release settled after a restart still says who decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller: Option<Caller>,
+    /// The denial is a human's edit (contract §28): its `pending-resolved`
+    /// says `edited: true`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub edited: bool,
 }
 
 impl ReleaseNote {

@@ -73,6 +73,9 @@ pub(crate) enum DecidedVia {
     Replaced,
     /// The gate itself: its verdict, or its budget running out.
     Gate,
+    /// A human's edit: the gate let the edited call through on the edit's
+    /// one-shot grant (contract §28).
+    Edit,
 }
 
 impl DecidedVia {
@@ -82,7 +85,9 @@ impl DecidedVia {
     /// ([`DecidedBy::gate_verdict`]).
     pub(crate) fn kind(self) -> DeciderKind {
         match self {
-            DecidedVia::Resolve | DecidedVia::Link | DecidedVia::Batch => DeciderKind::Human,
+            DecidedVia::Resolve | DecidedVia::Link | DecidedVia::Batch | DecidedVia::Edit => {
+                DeciderKind::Human
+            }
             DecidedVia::Timer => DeciderKind::Timeout,
             DecidedVia::TurnCompleted
             | DecidedVia::SessionDeleted

@@ -162,12 +162,14 @@ mod command;
 mod detect;
 mod full;
 mod keys;
+mod marks;
 mod providers;
 mod subst;
 mod walk;
 
 pub use full::{redact_call_full, redact_full, Full, FULL_ARGUMENTS_CAP};
 pub use keys::{is_secret_key, SECRET_NAMES};
+pub(crate) use marks::mark_in;
 
 /// What a secret becomes.
 pub const REDACTED: &str = "<redacted>";

@@ -87,6 +87,10 @@ pub(crate) enum Ruling {
     },
     /// Answer it with a human's denial (`reason`, else the default text).
     Deny { reason: Option<String> },
+    /// A human's edit (contract §28): answer it with a denial that gives
+    /// the model the edited call (`to_model`, as written); what the events
+    /// and logs carry is `shown` (the same text, the arguments redacted).
+    Edit { to_model: String, shown: String },
     /// Answer it with the timeout's denial.
     Timeout,
 }
@@ -120,7 +124,7 @@ impl Ruling {
     pub(crate) fn kind(&self) -> RulingKind {
         match self {
             Ruling::Allow { .. } => RulingKind::Allow,
-            Ruling::Deny { .. } => RulingKind::Deny,
+            Ruling::Deny { .. } | Ruling::Edit { .. } => RulingKind::Deny,
             Ruling::Timeout => RulingKind::Timeout,
         }
     }
@@ -130,6 +134,7 @@ impl Ruling {
         match self {
             Ruling::Allow { .. } => (Resolution::Allow, None),
             Ruling::Deny { reason } => (Resolution::Deny, reason.clone()),
+            Ruling::Edit { shown, .. } => (Resolution::Deny, Some(shown.clone())),
             Ruling::Timeout => (Resolution::Timeout, Some(TIMEOUT.to_string())),
         }
     }
@@ -261,6 +266,7 @@ impl Releaser {
             at: now_ms(),
             granted: None,
             caller: request.caller.clone(),
+            edited: matches!(request.decision, Ruling::Edit { .. }),
         };
         match self
             .pending
@@ -366,6 +372,9 @@ impl Releaser {
         let dir = record.grant_request.as_ref().map(|g| g.dir.clone());
         match (record.kind, decision, dir) {
             (_, Ruling::Timeout, _) => (timeout_denial(&record), None),
+            // The resolve refuses an edit of a folder prompt; were one to
+            // come here, it is the same denial.
+            (_, Ruling::Edit { to_model, .. }, _) => (record.user_denial(to_model), None),
             (RecordKind::Function, Ruling::Allow { grant_scope, .. }, _) => {
                 if grant_scope.is_some() {
                     tracing::info!(session_id = %record.session_id, function_call_id = %record.function_call_id, "grant_scope ignored: the record is not a folder-access prompt");

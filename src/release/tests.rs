@@ -160,6 +160,7 @@ fn claim_note() -> ReleaseNote {
         at: now_ms(),
         granted: None,
         caller: None,
+        edited: false,
     }
 }
 

@@ -25,6 +25,7 @@ mod configuration;
 mod console;
 mod deadlines;
 mod docs;
+mod edit;
 mod fail_closed;
 mod faults;
 mod foundation;

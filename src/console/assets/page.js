@@ -1048,6 +1048,30 @@ function reviewSummary(review) {
   return review.risk ? `${said} — risk ${review.risk}` : said;
 }
 
+// What redaction writes in place of what it hid (the worker's list): an
+// edit made from such a value would run with the mark, so "Edit and allow"
+// is offered only for arguments that hold none.
+const MARKS = ["<redacted>", "<max-depth>", "<truncated>"];
+const CLIP = /\u2026\[\+\d+ chars\]/;
+
+function holdsMark(value) {
+  const stack = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === "string") {
+      if (MARKS.some((m) => v.includes(m)) || CLIP.test(v)) return true;
+    } else if (Array.isArray(v)) {
+      stack.push(...v);
+    } else if (isObject(v)) {
+      for (const [k, item] of Object.entries(v)) {
+        if (MARKS.some((m) => k.includes(m)) || CLIP.test(k)) return true;
+        stack.push(item);
+      }
+    }
+  }
+  return false;
+}
+
 function answerText(answer, allowText) {
   if (answer?.resolved) return allowText;
   if (answer?.releasing) return "Under way: the decision is on its way; the outcome follows.";
@@ -1090,7 +1114,9 @@ function HeldCall({ host, record, now, onDecided }) {
   const [reason, setReason] = useState("");
   const [busy, setBusy] = useState(false);
   const [said, setSaid] = useState(null);
+  const [draft, setDraft] = useState(null);
   const reasonId = useId("reason");
+  const editId = useId("edit");
   const unreadable = record.kind === "unreadable";
   // Both spellings of a folder prompt (the brief's console, today's).
   const folder = record.kind === "folder_access" || record.kind === "filesystem_access";
@@ -1193,6 +1219,23 @@ function HeldCall({ host, record, now, onDecided }) {
   }
   const args = whole ? whole.arguments : record.arguments_excerpt;
   const clipped = whole ? whole.arguments_clipped : !unreadable;
+  // "Edit and allow" (contract §28): a function hold shown whole, nothing
+  // redacted or clipped.
+  const editable = !record.releasing && !unreadable && !folder && whole !== null && !clipped && !holdsMark(args);
+  const sendEdit = () => {
+    let parsed;
+    try {
+      parsed = JSON.parse(draft ?? pretty(args));
+    } catch (error) {
+      setSaid({ ok: false, text: "The edited arguments are not JSON. Nothing was sent." });
+      return;
+    }
+    if (!isObject(parsed)) {
+      setSaid({ ok: false, text: "The edited arguments must be a JSON object. Nothing was sent." });
+      return;
+    }
+    act("edit", [resolve("edit", { arguments: parsed, ...(reason.trim() ? { reason: reason.trim() } : {}) })], "Edited. The agent has been told to make the edited call instead; it runs once when the agent makes it.");
+  };
   return h(
     "article",
     { className: record.releasing ? "ag-call ag-call--releasing" : "ag-call", "data-call": keyOf(record), "data-kind": record.kind ?? "function" },
@@ -1222,7 +1265,17 @@ function HeldCall({ host, record, now, onDecided }) {
           "div",
           { className: "ag-decide" },
           buttons,
-          h("label", { className: "ag-label", htmlFor: reasonId }, "Reason for denying (optional, the agent sees it)"),
+          editable
+            ? h(
+                "details",
+                { className: "ag-edit" },
+                h("summary", null, "Edit and allow"),
+                h("label", { className: "ag-label", htmlFor: editId }, "Arguments (JSON): the agent is told to make this call instead, and it runs once"),
+                h("textarea", { id: editId, className: "ag-textarea", rows: 6, spellCheck: false, value: draft ?? pretty(args), onChange: (e) => setDraft(e.target.value) }),
+                h("button", { type: "button", className: "ag-button ag-button--allow", "data-decision": "edit", disabled: busy, onClick: sendEdit }, "Send the edited call"),
+              )
+            : null,
+          h("label", { className: "ag-label", htmlFor: reasonId }, "Reason for denying or editing (optional, the agent sees it)"),
           h("textarea", { id: reasonId, className: "ag-textarea", rows: 2, maxLength: 2000, value: reason, onChange: (e) => setReason(e.target.value) }),
           h("button", { type: "button", className: "ag-button ag-button--deny", "data-decision": "deny", disabled: busy, onClick: deny }, "Deny"),
         ),

@@ -1215,3 +1215,29 @@ fn rule_26_5_ids_pass_the_detectors_on_every_page() {
         assert!(page.contains("notes::&lt;redacted&gt;"), "{page}");
     }
 }
+
+#[test]
+fn rule_28_edit_and_allow_is_offered_only_for_a_function_hold_shown_whole_without_marks() {
+    let plain = json!({"command": "make", "cwd": "/work"});
+    let page = call_page(&view(&plain, Kind::Function));
+    assert!(page.contains(r#"data-decision="edit""#), "{page}");
+    assert!(page.contains(r#"id="edited""#), "{page}");
+    // A redacted value (args() holds one), clipped arguments, a folder prompt.
+    let redacted = args();
+    assert!(!call_page(&view(&redacted, Kind::Function)).contains(r#"data-decision="edit""#));
+    let mut clipped = view(&plain, Kind::Function);
+    clipped.arguments_clipped = true;
+    assert!(!call_page(&clipped).contains(r#"data-decision="edit""#));
+    assert!(!call_page(&view(&plain, Kind::FolderAccess)).contains(r#"data-decision="edit""#));
+    // The inbox links an editable row to the page's edit panel.
+    let rows = [InboxRow {
+        call: view(&plain, Kind::Function),
+        approval_url: "https://gate.example/approvals/tok",
+    }];
+    assert!(inbox_page(&rows, 0).contains("https://gate.example/approvals/tok#edit"));
+    let rows = [InboxRow {
+        call: view(&redacted, Kind::Function),
+        approval_url: "https://gate.example/approvals/tok",
+    }];
+    assert!(!inbox_page(&rows, 0).contains("#edit"));
+}

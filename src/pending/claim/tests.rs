@@ -16,6 +16,7 @@ fn note() -> ReleaseNote {
         at: 3,
         granted: None,
         caller: Some(Caller::link()),
+        edited: false,
     }
 }
 

@@ -109,7 +109,8 @@ use serde_json::{json, Map, Value};
 pub use config::{ConfigError, HookConfig, HookPoint, OnError, TurnFilter};
 pub use mediate::{ParentLink, Subscription};
 pub use model::{
-    BindingInfo, CallOutcome, CallSpec, CallState, Entry, HookCall, TargetRun, TurnCompletion,
+    call_instead, BindingInfo, CallOutcome, CallSpec, CallState, Entry, HookCall, TargetRun,
+    TurnCompletion, INSTEAD,
 };
 pub use scope::{Boundary, BoundarySetting};
 
@@ -469,6 +470,25 @@ impl HarnessDouble {
     /// test plays the harness redelivering a step.
     pub async fn call(&self, spec: CallSpec) -> CallOutcome {
         self.core.run_call(spec).await
+    }
+
+    /// Plays the model after a denial (contract §28): when the answer the
+    /// turn got for `denied` names a call to make instead ([`call_instead`]),
+    /// the model makes that call, as written, under `new_call_id` in the
+    /// same turn (same metadata), and this returns its outcome. `None` when
+    /// the call has no answer yet or the answer names no call.
+    pub async fn follow_denial(&self, denied: &CallSpec, new_call_id: &str) -> Option<CallOutcome> {
+        let text = self
+            .state(&denied.session_id, &denied.call_id)?
+            .answer_text()?;
+        let (function_id, arguments) = call_instead(&text)?;
+        let next = CallSpec {
+            call_id: new_call_id.to_string(),
+            function_id,
+            arguments,
+            ..denied.clone()
+        };
+        Some(self.call(next).await)
     }
 
     /// Emits `harness::turn-started` `{session_id, turn_id, timestamp}`

@@ -24,6 +24,25 @@ pub fn denial_lead(text: &str) -> Option<&'static str> {
         .find(|lead| text.starts_with(lead))
 }
 
+/// What a human's edit writes before the arguments of the call to make
+/// instead (contract §28): `… call <function_id> with these arguments
+/// instead: <JSON>`.
+pub const INSTEAD: &str = " with these arguments instead: ";
+
+/// The call a denial tells the model to make instead, as a model reads it:
+/// the function id after the last `call ` before [`INSTEAD`], and the JSON
+/// after it. `None` when the text names no such call.
+pub fn call_instead(text: &str) -> Option<(String, Value)> {
+    let at = text.find(INSTEAD)?;
+    let head = &text[..at];
+    let function_id = &head[head.rfind("call ")? + "call ".len()..];
+    if function_id.is_empty() || function_id.contains(' ') {
+        return None;
+    }
+    let arguments = serde_json::from_str(&text[at + INSTEAD.len()..]).ok()?;
+    Some((function_id.to_string(), arguments))
+}
+
 /// One function call a turn makes, as the harness would dispatch it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallSpec {
@@ -146,6 +165,21 @@ impl CallState {
             | CallState::Delivered { result, .. } => Some(result),
             _ => None,
         }
+    }
+
+    /// The text the model reads of the answer: a hook's denial reason, or
+    /// the first text item of a delivered or completed result.
+    pub fn answer_text(&self) -> Option<String> {
+        if let Some(reason) = self.deny_reason() {
+            return Some(reason.to_string());
+        }
+        let content = self.result()?.get("content")?;
+        let first = content.as_array()?.first()?;
+        first
+            .get("text")
+            .and_then(Value::as_str)
+            .or_else(|| first.as_str())
+            .map(str::to_string)
     }
 
     pub fn deny_reason(&self) -> Option<&str> {
