@@ -15,15 +15,17 @@
 //! `E2E_SKIP_BURST=1` / `E2E_SKIP_CAP=1` / `E2E_SKIP_FAILOVER=1` /
 //! `E2E_SKIP_ENGINE_KILL=1` / `E2E_SKIP_RECONNECT=1` / `E2E_SKIP_REVIEWER=1` /
 //! `E2E_SKIP_DECISION_LOG=1` / `E2E_SKIP_RECONCILE=1` / `E2E_SKIP_SIMULATE=1` /
-//! `E2E_SKIP_BATCH=1` to leave phases out, or `E2E_ONLY=scale,burst` (any of
-//! latency, scale, sessions, burst, cap, failover, engine_kill, reconnect,
-//! reviewer, decision_log, reconcile, simulate, batch) to run only some;
+//! `E2E_SKIP_BATCH=1` / `E2E_SKIP_COMMANDS=1` to leave phases out, or
+//! `E2E_ONLY=scale,burst` (any of latency, scale, sessions, burst, cap,
+//! failover, engine_kill, reconnect, reviewer, decision_log, reconcile,
+//! simulate, batch, commands) to run only some;
 //! `E2E_CASES=b,c` to measure only some cases. The failover and engine-crash
 //! phases (`e2e/failover.rs`), the reconnect phase (`e2e/reconnect.rs`: calls
 //! run with no gate after an engine restart), the reviewer phase
 //! (`e2e/reviewer.rs`) and the reconcile phase (`e2e/reconcile.rs`: 10k held
 //! calls across 1k sessions, the gate's latency during the pass) have knobs of
-//! their own.
+//! their own; the command rules' phase (`e2e/commands.rs`: continue and deny
+//! with and without a command rule, §25.10) takes `E2E_COMMAND_BYTES`.
 //!
 //! Everything is loopback, every loop is bounded in count and in time, and
 //! the run stops by itself ([`TOTAL_LIMIT`]). The machine is shared, so the
@@ -33,6 +35,8 @@
 
 #[path = "e2e/batch.rs"]
 mod batch;
+#[path = "e2e/commands.rs"]
+mod commands;
 mod common;
 #[path = "e2e/decision_log.rs"]
 mod decision_log;
@@ -178,6 +182,7 @@ const PHASES: &[(&str, &str)] = &[
     ("reconcile", "E2E_SKIP_RECONCILE"),
     ("simulate", "E2E_SKIP_SIMULATE"),
     ("batch", "E2E_SKIP_BATCH"),
+    ("commands", "E2E_SKIP_COMMANDS"),
 ];
 
 /// Whether a phase runs: `E2E_ONLY=scale,burst` runs only those; otherwise
@@ -243,6 +248,9 @@ async fn run() {
     }
     if phase_on("batch") {
         batch::batch_phase().await;
+    }
+    if phase_on("commands") {
+        commands::commands_phase().await;
     }
 }
 

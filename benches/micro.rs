@@ -12,6 +12,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use approval_gate::{decide, Call, CompiledRules, CompiledSettings, RulePrecedence, RuleSpec};
+use approval_gate::{decide_with, needs, DecideOptions};
 use approval_gate::{read as read_command, Limits, Source};
 use approval_gate::{redact, redact_text};
 use approval_gate::{simulate_offline, ApprovalConfig, SimCall, Snapshot, WhatIf};
@@ -654,6 +655,87 @@ fn bench_shell_read(c: &mut Criterion) {
     group.finish();
 }
 
+/// §25.10: the gate's decision on a `shell::exec` call when a command rule
+/// applies to it, as the gate makes it: the call's command field read under
+/// the production limits (both readings of a `command` without `args`:
+/// shell-words and bash), then the ladder with those readings. Beside it,
+/// the same calls under the same rules with `matches` in place of `prefix`
+/// (a text constraint: nothing parses), and under the plain rules with the
+/// default protected paths (§29), which read a `shell::*` command too.
+/// The typical commands hold no `rm` program (their `rm` is inside a quoted
+/// argument), so the deny rule looks at every simple command; at 64 KiB
+/// the value yields more simple commands than a reading may (1,000), so
+/// it is opaque and denied as `opaque_command`, as the gate would.
+fn bench_decide_command_rule(c: &mut Criterion) {
+    let settings = session();
+    let compile = |command: Value| -> CompiledRules {
+        let specs: Vec<RuleSpec> = serde_json::from_value(json!([
+            {"function": "shell::exec", "action": "deny", "args": {"command": command}},
+            "shell::exec",
+        ]))
+        .expect("specs");
+        CompiledRules::compile(&specs).expect("compiles")
+    };
+    let defaults = ApprovalConfig::default();
+    let variants = [
+        ("command_prefix", compile(json!({"prefix": "rm"}))),
+        ("text_matches", compile(json!({"matches": "^rm( |$)"}))),
+        (
+            "text_matches_protected_paths",
+            compile(json!({"matches": "^rm( |$)"})).with_protected(
+                &defaults.protected_paths,
+                &defaults.protected_path_functions,
+            ),
+        ),
+    ];
+    let mut group = c.benchmark_group("decide/command_rule");
+    for size in [200usize, 4_096, 65_536] {
+        let arguments = json!({"command": typical_command(size), "cwd": "/workspace/project"});
+        let call = Call {
+            function_id: "shell::exec",
+            arguments: Some(&arguments),
+        };
+        for (name, rules) in &variants {
+            let readings = needs(&settings, rules, &call).read_inline();
+            let decision = decide_with(
+                &settings,
+                rules,
+                &call,
+                DecideOptions {
+                    readings: Some(&readings),
+                    ..DecideOptions::default()
+                },
+            );
+            eprintln!(
+                "decide/command_rule/{name}/{size}: {} readings, verdict {}, rule {:?}",
+                readings.models().count(),
+                decision.verdict.as_str(),
+                decision.rule_id()
+            );
+            group.bench_function(
+                BenchmarkId::new(format!("{name}/{size}"), decision.verdict.as_str()),
+                |b| {
+                    b.iter(|| {
+                        let readings = needs(&settings, rules, black_box(&call)).read_inline();
+                        let verdict = decide_with(
+                            &settings,
+                            rules,
+                            &call,
+                            DecideOptions {
+                                readings: Some(&readings),
+                                ..DecideOptions::default()
+                            },
+                        )
+                        .verdict;
+                        black_box(verdict)
+                    })
+                },
+            );
+        }
+    }
+    group.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_secs(1))
@@ -663,6 +745,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = micro;
     config = config();
-    targets = bench_shell_read, bench_simulate, bench_decide, bench_decide_v2, bench_decide_parts, bench_compile, bench_redact, bench_redact_text, bench_ids, bench_index, bench_rebuild
+    targets = bench_shell_read, bench_decide_command_rule, bench_simulate, bench_decide, bench_decide_v2, bench_decide_parts, bench_compile, bench_redact, bench_redact_text, bench_ids, bench_index, bench_rebuild
 }
 criterion_main!(micro);
