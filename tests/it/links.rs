@@ -663,8 +663,9 @@ async fn links_without_iii_http_park_and_change_nothing_else() {
         .wait_until_registered(Duration::from_secs(15))
         .await
         .expect("probe");
-    let worker = start_in_process_with(
+    let worker = start_in_process_at(
         &engine.url(),
+        TestEngine::name_confirm_window(),
         Some(config(
             "https://gate.example",
             json!(["!approval::*"]),
