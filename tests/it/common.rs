@@ -251,6 +251,41 @@ pub fn message_of(err: &iii_sdk::Error) -> String {
     }
 }
 
+/// How long a scenario watches for what must not happen once what it
+/// waited for has happened: a second event, a late write, a release run
+/// twice.
+pub const QUIET: Duration = Duration::from_millis(300);
+
+/// Lets [`QUIET`] pass. This is not a wait for an event: the claim that
+/// follows ("still exactly one event", "nothing was written") is about this
+/// stretch of time itself, so it is a bounded sleep on purpose.
+pub async fn stay_quiet() {
+    tokio::time::sleep(QUIET).await;
+}
+
+/// Polls an async `probe` until `done` accepts its result or `timeout`
+/// passes.
+pub async fn eventually_async<F, Fut, T>(
+    timeout: Duration,
+    probe: F,
+    mut done: impl FnMut(T) -> bool,
+) -> bool
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = T>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if done(probe().await) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Polls `check` until it holds or `timeout` passes.
 pub async fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;

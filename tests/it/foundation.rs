@@ -161,7 +161,8 @@ async fn config_reload_changes_defaults_without_a_restart_and_bad_values_keep_th
         )
         .await
         .unwrap();
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // The worker has read the value and refused it.
+        config_health_until(&probe, false).await;
         assert_eq!(w.config().default_mode.as_str(), "auto", "an unusable value must keep the last good snapshot");
         let still = call(&probe, "approval::get-settings", json!({"session_id": "unseen"})).await.unwrap();
         assert_eq!(still["settings"]["mode"], "auto");

@@ -184,7 +184,7 @@ async fn hundred_holds_survive_a_sigkill_without_a_second_announcement() {
         }
         assert_eq!(harness.target_runs("demo::echo"), 100);
         assert!(eventually(WAIT, || resolved.events().len() == 101).await);
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        stay_quiet().await;
         assert_eq!(created.events().len(), 101, "no second pending-created after the restart");
         assert_eq!(resolved.events().len(), 101);
     })

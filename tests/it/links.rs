@@ -130,28 +130,6 @@ impl Links {
     }
 }
 
-/// Polls an async probe until `done` accepts its result.
-async fn eventually_async<F, Fut, T>(
-    timeout: Duration,
-    probe: F,
-    mut done: impl FnMut(T) -> bool,
-) -> bool
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = T>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if done(probe().await) {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// The `approval_url` of the `n`th `pending-created` event.
 pub async fn link_of(created: &Sink, n: usize) -> String {
     let events = created.wait_for(n + 1, WAIT).await;
