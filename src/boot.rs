@@ -55,13 +55,21 @@ pub struct BootOptions {
     /// The configuration entry the worker registers and follows
     /// (`III_CONFIG_NAME`; default `approval-gate`; contract §27.2).
     pub config_id: String,
+    /// How long a fresh connection waits for a refusal of its worker name
+    /// before it trusts the name ([`NAME_CONFIRM_WINDOW`] by default). Not
+    /// a flag: a window shorter than the refusal's trip lets a second
+    /// instance serve beside the first. Only a program that knows its
+    /// engine's refusal delay (the in-process test engine's is a fixed
+    /// 60 ms) shortens it.
+    pub name_confirm: Duration,
 }
 
 impl BootOptions {
     /// The options of `approval-gate --url <url>` with every flag at its
     /// default: no seed, a 30 s connect timeout, OpenTelemetry on, a standby
-    /// retry every second, the entry `approval-gate` (the environment is not
-    /// read: the binary sets `config_id` from `III_CONFIG_NAME`).
+    /// retry every second, the entry `approval-gate`, the 1 s name
+    /// confirmation (the environment is not read: the binary sets
+    /// `config_id` from `III_CONFIG_NAME`).
     pub fn new(url: impl Into<String>) -> BootOptions {
         BootOptions {
             url: url.into(),
@@ -70,6 +78,7 @@ impl BootOptions {
             otel: true,
             standby_retry: DEFAULT_STANDBY_RETRY,
             config_id: CONFIG_ID.to_string(),
+            name_confirm: NAME_CONFIRM_WINDOW,
         }
     }
 }
@@ -82,14 +91,18 @@ pub const DEFAULT_STANDBY_RETRY: Duration = Duration::from_millis(1000);
 /// once, but its `registrationrejected` frame reaches the client after the
 /// greeting (7–99 ms later on loopback, engine 0.23), and the SDK's
 /// `wait_until_registered` returns `Ok` on the greeting alone. Ten times the
-/// slowest refusal measured; it is also the least a boot takes.
+/// slowest refusal measured; it is also the least a boot takes. The default
+/// of [`BootOptions::name_confirm`].
 pub const NAME_CONFIRM_WINDOW: Duration = Duration::from_millis(1000);
 
-/// The part of [`NAME_CONFIRM_WINDOW`] after which a refusal is no longer
-/// expected: from then on the held calls are read (reads only) while the
-/// rest of the window passes, so a large inbox costs a failover less. A
-/// standby refused within this part reads nothing.
-const EARLY_REFUSAL: Duration = Duration::from_millis(200);
+/// The share of the confirmation window (one fifth: 200 ms of the default
+/// 1 s) after which a refusal is no longer expected: from then on the held
+/// calls are read (reads only) while the rest of the window passes, so a
+/// large inbox costs a failover less. A standby refused within this part
+/// reads nothing.
+fn early_refusal(window: Duration) -> Duration {
+    window / 5
+}
 
 /// How often a standby logs that it still stands by (each retry is DEBUG).
 const STANDBY_NOTICE_EVERY: Duration = Duration::from_secs(60);
@@ -377,19 +390,20 @@ async fn refusal_within(iii: &IIIClient, window: Duration) -> Option<iii_sdk::Er
     }
 }
 
-/// One attempt: a fresh client, its handshake, then [`NAME_CONFIRM_WINDOW`]
-/// without a refusal. Nothing is registered on the client and nothing is
-/// written before the name is known to be its own, so a refused attempt
-/// leaves no trace; after [`EARLY_REFUSAL`] the held calls are read.
+/// One attempt: a fresh client, its handshake, then the confirmation
+/// `window` without a refusal. Nothing is registered on the client and
+/// nothing is written before the name is known to be its own, so a refused
+/// attempt leaves no trace; after [`early_refusal`] the held calls are read.
 async fn try_claim(
     url: &str,
     otel: bool,
     timeout: Duration,
+    window: Duration,
     config_id: &str,
 ) -> Result<Attempt, BootError> {
     let iii = new_client(url, otel);
     let early = match handshake(&iii, url, timeout).await {
-        Ok(()) => refusal_within(&iii, EARLY_REFUSAL).await,
+        Ok(()) => refusal_within(&iii, early_refusal(window)).await,
         Err(BootError::Rejected(err)) => Some(err),
         Err(other) => {
             iii.shutdown_async().await;
@@ -406,7 +420,7 @@ async fn try_claim(
     ));
     let pending = Arc::new(PendingStore::new(Engine::new(iii.clone()), config.clone()));
     let (late, read) = tokio::join!(
-        refusal_within(&iii, NAME_CONFIRM_WINDOW.saturating_sub(EARLY_REFUSAL)),
+        refusal_within(&iii, window.saturating_sub(early_refusal(window))),
         pending.read_buckets()
     );
     match late {
@@ -440,13 +454,14 @@ pub(crate) async fn claim_name(
     otel: bool,
     timeout: Duration,
     retry: Duration,
+    window: Duration,
     config_id: &str,
 ) -> Result<Claimed, BootError> {
     let started = Instant::now();
     let mut refusals: u64 = 0;
     let mut noticed = Instant::now();
     loop {
-        match try_claim(url, otel, timeout, config_id).await? {
+        match try_claim(url, otel, timeout, window, config_id).await? {
             Attempt::Held(mut claimed) => {
                 STANDING_BY.store(false, Ordering::Relaxed);
                 let stood_by = (refusals > 0).then(|| started.elapsed());
@@ -509,6 +524,7 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
         options.otel,
         options.connect_timeout,
         options.standby_retry,
+        options.name_confirm,
         &options.config_id,
     )
     .await?;

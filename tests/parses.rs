@@ -48,10 +48,16 @@ async fn gate(probe: &IIIClient, i: usize, function_id: &str, arguments: Value) 
 #[tokio::test]
 async fn rule_25_10_calls_without_a_command_rule_never_parse() {
     let engine = EngineFixture::start_test().await;
+    let defaults = BootOptions::new(engine.url());
     let worker = boot(BootOptions {
         connect_timeout: Duration::from_secs(15),
         otel: false,
-        ..BootOptions::new(engine.url())
+        // The test engine's short name confirmation, not the 1 s a real
+        // engine needs (`EngineFixture::name_confirm_window`).
+        name_confirm: engine
+            .name_confirm_window()
+            .unwrap_or(defaults.name_confirm),
+        ..defaults
     })
     .await
     .expect("the worker boots");

@@ -247,6 +247,17 @@ impl EngineFixture {
         }
     }
 
+    /// The worker-name confirmation window a worker booted in-process
+    /// against this engine may use (`BootOptions::name_confirm`):
+    /// [`TestEngine::name_confirm_window`] on the test engine, `None` on a
+    /// real engine (the worker's 1 s default).
+    pub fn name_confirm_window(&self) -> Option<Duration> {
+        match self.engine {
+            Engine::Test(_) => Some(TestEngine::name_confirm_window()),
+            Engine::Real(_) => None,
+        }
+    }
+
     /// `ws://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
         format!("ws://127.0.0.1:{}", self.port())

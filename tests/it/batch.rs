@@ -89,7 +89,7 @@ async fn rule_24_a_batch_allows_every_held_call_of_the_turn_and_nothing_else() {
         assert!(scene.harness.state("s", "c9").is_some_and(|s| s.is_held()), "another turn");
         assert!(scene.harness.state("s_other", "c8").is_some_and(|s| s.is_held()), "another session");
         let events = resolved.wait_for(3, WAIT).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        stay_quiet().await;
         let seen = outcomes(&resolved.events());
         assert_eq!(seen.len(), 3, "{events:?}");
         for cid in ["c1", "c2", "c3"] {
@@ -195,7 +195,7 @@ async fn rule_24_items_decide_exactly_the_revisions_the_human_saw() {
             );
         }
         resolved.wait_for(1, WAIT).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        stay_quiet().await;
         assert_eq!(
             outcomes(&resolved.events()),
             HashMap::from([("d1".to_string(), vec!["deny".to_string()])])

@@ -42,18 +42,37 @@ pub const SECRET_NAMES: [&str; 11] = [
     "private_key",
 ];
 
-/// Boots the worker in-process against `url` (OTel off).
-pub async fn start_in_process(url: &str) -> InProcess {
-    start_in_process_with(url, None).await
+/// Boots the worker in-process against `engine` (OTel off).
+pub async fn start_in_process(engine: &EngineFixture) -> InProcess {
+    start_in_process_with(engine, None).await
 }
 
-/// Boots the worker in-process with a configuration seed.
-pub async fn start_in_process_with(url: &str, seed: Option<Value>) -> InProcess {
+/// Boots the worker in-process with a configuration seed. On the test
+/// engine the worker-name confirmation is the engine's short window
+/// ([`EngineFixture::name_confirm_window`]), not the 1 s a real engine
+/// needs: a boot waits ~0.2 s instead of 1 s, and a name still taken is
+/// still refused (the test engine refuses 60 ms after its greeting). The
+/// suite about the window (`standby`) runs the binary, which always waits
+/// the full window.
+pub async fn start_in_process_with(engine: &EngineFixture, seed: Option<Value>) -> InProcess {
+    let window = engine
+        .name_confirm_window()
+        .unwrap_or(approval_gate::NAME_CONFIRM_WINDOW);
+    start_in_process_at(&engine.url(), window, seed).await
+}
+
+/// Boots the worker in-process against `url` with the name confirmation
+/// `name_confirm` and a configuration seed (OTel off).
+pub async fn start_in_process_at(
+    url: &str,
+    name_confirm: Duration,
+    seed: Option<Value>,
+) -> InProcess {
     let running = boot(BootOptions {
-        url: url.to_string(),
         seed,
         connect_timeout: Duration::from_secs(15),
         otel: false,
+        name_confirm,
         ..BootOptions::new(url)
     })
     .await
@@ -232,6 +251,41 @@ pub fn message_of(err: &iii_sdk::Error) -> String {
     }
 }
 
+/// How long a scenario watches for what must not happen once what it
+/// waited for has happened: a second event, a late write, a release run
+/// twice.
+pub const QUIET: Duration = Duration::from_millis(300);
+
+/// Lets [`QUIET`] pass. This is not a wait for an event: the claim that
+/// follows ("still exactly one event", "nothing was written") is about this
+/// stretch of time itself, so it is a bounded sleep on purpose.
+pub async fn stay_quiet() {
+    tokio::time::sleep(QUIET).await;
+}
+
+/// Polls an async `probe` until `done` accepts its result or `timeout`
+/// passes.
+pub async fn eventually_async<F, Fut, T>(
+    timeout: Duration,
+    probe: F,
+    mut done: impl FnMut(T) -> bool,
+) -> bool
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = T>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if done(probe().await) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Polls `check` until it holds or `timeout` passes.
 pub async fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
@@ -378,7 +432,7 @@ impl Scene {
         let sessions = SessionDouble::start(&engine.url()).await;
         let targets = TargetWorker::start(&engine.url(), TARGETS).await;
         let probe = engine.client("probe").await;
-        let worker = Some(start_in_process_with(&engine.url(), seed).await);
+        let worker = Some(start_in_process_with(&engine, seed).await);
         let scene = Scene {
             engine,
             harness,
@@ -437,7 +491,7 @@ impl Scene {
     /// Starts the in-process worker again.
     pub async fn restart_worker(&mut self) {
         self.stop_worker().await;
-        self.worker = Some(start_in_process(&self.engine.url()).await);
+        self.worker = Some(start_in_process(&self.engine).await);
     }
 
     /// The inbox, all of it.

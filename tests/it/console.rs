@@ -119,7 +119,7 @@ async fn rule_27_1_the_console_receives_both_assets_and_again_after_restarts() {
             "the assets outlived the worker"
         );
         let seq = console.last_seq();
-        scene.worker = Some(start_in_process(&scene.engine.url()).await);
+        scene.worker = Some(start_in_process(&scene.engine).await);
         both_assets(&console, seq, "after the worker restarted").await;
 
         // The engine restarts: the SDK makes them again.

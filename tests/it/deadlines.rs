@@ -301,7 +301,7 @@ each_generation! {
             assert_eq!(events.len(), 1, "{events:?}");
             assert_eq!(events[0]["outcome"], "allow");
             assert_eq!(scene.harness.target_runs("demo::echo"), 1);
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            stay_quiet().await;
             assert_eq!(all.events().len(), 1);
         })
         .await;
@@ -335,7 +335,7 @@ each_generation! {
             let events = resolved.wait_for(1, WAIT).await;
             assert_eq!(events.len(), 1, "{events:?}");
             assert_eq!(events[0]["outcome"], "timeout");
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            stay_quiet().await;
             assert_eq!(escalated.events().len(), 1);
             assert_eq!(resolved.events().len(), 1);
         })
@@ -457,7 +457,7 @@ each_generation! {
                 assert_eq!(scene.harness.resolve_requests().len(), 3);
             }
             assert!(held(&scene, "s_down", "c1").await.is_null());
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            stay_quiet().await;
             assert_eq!(resolved.events().len(), 1);
         })
         .await;
@@ -709,7 +709,7 @@ each_generation! {
                 .await;
             // The escalation came due while the decision was on its way to the
             // harness: a call someone decided is not escalated.
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            stay_quiet().await;
             assert_eq!(
                 escalated.events().len(),
                 0,

@@ -204,7 +204,7 @@ async fn fail_closed_a_resolve_the_harness_no_longer_holds_says_so() {
             .ok("approval::resolve", json!({"session_id": "s_n", "function_call_id": "c_n", "decision": "allow"}))
             .await;
         assert_eq!(again, json!({"resolved": false}));
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        stay_quiet().await;
         assert_eq!(resolved.events().len(), 1, "exactly one event");
     })
     .await;

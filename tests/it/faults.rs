@@ -71,7 +71,7 @@ async fn fault_state_failing_during_a_purge_is_retried_on_the_next_event() {
         assert!(resolved.events().is_empty(), "and announces nothing");
         scene.sessions.delete("s_p").await;
         assert!(eventually(WAIT, || resolved.events().len() == 1).await);
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        stay_quiet().await;
         assert_eq!(resolved.events().len(), 1, "exactly one event");
         assert_eq!(resolved.events()[0]["outcome"], "aborted");
         assert!(scene.pending_in_state().await.is_empty());
@@ -128,7 +128,7 @@ async fn rule_20_a_slow_harness_answers_releasing_and_the_outcome_follows_once()
         assert_eq!(again, json!({"resolved": false, "releasing": true}));
         // The harness's answer comes: one event, the decision's own.
         assert!(eventually(Duration::from_secs(20), || resolved.events().len() == 1).await);
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        stay_quiet().await;
         let events = resolved.events();
         assert_eq!(events.len(), 1, "{events:?}");
         assert_eq!(events[0]["outcome"], "allow");
@@ -178,7 +178,7 @@ async fn rule_20_a_lost_answer_is_unknown_never_aborted() {
             .await;
         assert_eq!(out, json!({"resolved": false, "releasing": true}));
         assert!(eventually(WAIT, || resolved.events().len() == 1).await);
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        stay_quiet().await;
         let events = resolved.events();
         assert_eq!(events.len(), 1, "{events:?}");
         assert_eq!(events[0]["outcome"], "unknown", "a call that may have run is never aborted");

@@ -18,7 +18,7 @@ fn defaults() -> Value {
 async fn config_fresh_engine_gets_the_defaults_and_the_schema_rejects_unknown_keys() {
     on_each_engine("config_fresh_engine", |engine| async move {
         let probe = engine.client("probe").await;
-        let _worker = start_in_process(&engine.url()).await;
+        let _worker = start_in_process(&engine).await;
         let got = call(&probe, "configuration::get", json!({"id": "approval-gate"}))
             .await
             .unwrap();
@@ -53,11 +53,11 @@ async fn config_fresh_engine_gets_the_defaults_and_the_schema_rejects_unknown_ke
 async fn config_operator_value_survives_a_worker_restart() {
     on_each_engine("config_operator_value_survives", |engine| async move {
         let probe = engine.client("probe").await;
-        let worker = start_in_process(&engine.url()).await;
+        let worker = start_in_process(&engine).await;
         let value = json!({"default_mode": "auto", "rules": ["!approval::*", "demo::*"], "grant_reask_limit": 1});
         call(&probe, "configuration::set", json!({"id": "approval-gate", "value": value})).await.unwrap();
         worker.shutdown(Duration::from_secs(2)).await;
-        let worker = start_in_process_with(&engine.url(), Some(defaults())).await;
+        let worker = start_in_process_with(&engine, Some(defaults())).await;
         let got = call(&probe, "configuration::get", json!({"id": "approval-gate"})).await.unwrap();
         assert_eq!(got["value"], value, "a restart (even with a seed) must not overwrite a stored value");
         assert_eq!(worker.config().grant_reask_limit, 1);
@@ -78,7 +78,7 @@ async fn config_missing_rules_are_backfilled_and_other_fields_kept() {
         )
         .await
         .unwrap();
-        let _worker = start_in_process(&engine.url()).await;
+        let _worker = start_in_process(&engine).await;
         let got = call(&probe, "configuration::get", json!({"id": "approval-gate"})).await.unwrap();
         assert_eq!(got["value"], json!({"default_mode": "full", "grant_reask_limit": 7, "rules": ["!approval::*"]}));
     })
@@ -93,14 +93,14 @@ async fn config_seed_applies_only_when_nothing_is_stored() {
             let probe = engine.client("probe").await;
             let seed =
                 json!({"default_mode": "auto", "rules": ["!approval::*"], "grant_reask_limit": 2});
-            let worker = start_in_process_with(&engine.url(), Some(seed.clone())).await;
+            let worker = start_in_process_with(&engine, Some(seed.clone())).await;
             let got = call(&probe, "configuration::get", json!({"id": "approval-gate"}))
                 .await
                 .unwrap();
             assert_eq!(got["value"], seed);
             worker.shutdown(Duration::from_secs(2)).await;
             let other = json!({"default_mode": "full", "rules": [], "grant_reask_limit": 0});
-            let _worker = start_in_process_with(&engine.url(), Some(other)).await;
+            let _worker = start_in_process_with(&engine, Some(other)).await;
             let got = call(&probe, "configuration::get", json!({"id": "approval-gate"}))
                 .await
                 .unwrap();
@@ -144,7 +144,7 @@ async fn config_seed_file_is_yaml_with_env_expansion() {
 async fn config_reload_changes_defaults_without_a_restart_and_bad_values_keep_the_last_good() {
     on_each_engine("config_reload", |engine| async move {
         let probe = engine.client("probe").await;
-        let worker = start_in_process(&engine.url()).await;
+        let worker = start_in_process(&engine).await;
         let before = call(&probe, "approval::get-settings", json!({"session_id": "unseen"})).await.unwrap();
         assert_eq!(before["settings"]["mode"], "manual");
         call(&probe, "configuration::set", json!({"id": "approval-gate", "value": {"default_mode": "auto"}})).await.unwrap();
@@ -161,7 +161,8 @@ async fn config_reload_changes_defaults_without_a_restart_and_bad_values_keep_th
         )
         .await
         .unwrap();
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // The worker has read the value and refused it.
+        config_health_until(&probe, false).await;
         assert_eq!(w.config().default_mode.as_str(), "auto", "an unusable value must keep the last good snapshot");
         let still = call(&probe, "approval::get-settings", json!({"session_id": "unseen"})).await.unwrap();
         assert_eq!(still["settings"]["mode"], "auto");
@@ -218,7 +219,7 @@ async fn config_fetch_failure_exits_non_zero() {
 async fn settings_fifty_concurrent_grants_on_one_session_all_survive() {
     on_each_engine("settings_fifty_concurrent_grants", |engine| async move {
         let probe = engine.client("probe").await;
-        let _worker = start_in_process(&engine.url()).await;
+        let _worker = start_in_process(&engine).await;
         let calls = (0..50).map(|i| {
             let probe = probe.clone();
             async move {
@@ -257,7 +258,7 @@ async fn settings_fifty_concurrent_grants_on_one_session_all_survive() {
 async fn settings_reads_never_write() {
     on_each_engine("settings_reads_never_write", |engine| async move {
         let probe = engine.client("probe").await;
-        let _worker = start_in_process(&engine.url()).await;
+        let _worker = start_in_process(&engine).await;
         let before = call(&probe, "state::list", json!({"scope": "approval_settings"}))
             .await
             .unwrap();
@@ -291,7 +292,7 @@ async fn settings_mutations_materialise_and_behave_per_contract() {
         let probe = engine.client("probe").await;
         // An auto-scoped allow rule becomes a seed entry.
         let seed = json!({"default_mode": "manual", "rules": ["!approval::*", {"function": "state::get", "action": "allow", "modes": ["auto"]}]});
-        let _worker = start_in_process_with(&engine.url(), Some(seed)).await;
+        let _worker = start_in_process_with(&engine, Some(seed)).await;
         let out = call(&probe, "approval::set-mode", json!({"session_id": "s_new", "mode": "full"})).await.unwrap();
         let s = &out["settings"];
         assert_eq!(s["mode"], "full");
@@ -335,7 +336,7 @@ async fn settings_mutations_materialise_and_behave_per_contract() {
 async fn settings_bad_ids_are_invalid_payload_in_code_and_message() {
     on_each_engine("settings_bad_ids", |engine| async move {
         let probe = engine.client("probe").await;
-        let _worker = start_in_process(&engine.url()).await;
+        let _worker = start_in_process(&engine).await;
         for (fid, payload) in [
             (
                 "approval::set-mode",
@@ -382,7 +383,7 @@ async fn settings_bad_ids_are_invalid_payload_in_code_and_message() {
 async fn settings_state_failure_on_mutation_is_state_unavailable() {
     on_test_engine("settings_state_failure", |engine| async move {
         let probe = engine.client("probe").await;
-        let _worker = start_in_process(&engine.url()).await;
+        let _worker = start_in_process(&engine).await;
         engine
             .test_engine()
             .unwrap()
@@ -415,7 +416,7 @@ async fn settings_state_failure_on_mutation_is_state_unavailable() {
 async fn settings_view_follows_writes_made_elsewhere() {
     on_each_engine("settings_view_follows_state", |engine| async move {
         let probe = engine.client("probe").await;
-        let worker = start_in_process(&engine.url()).await;
+        let worker = start_in_process(&engine).await;
         let verdict = |v: Value| v["verdict"].as_str().unwrap_or_default().to_string();
         let evaluate = || call(&probe, "approval::evaluate", json!({"session_id": "s_ext", "function_id": "demo::echo"}));
         let record = json!({"session_id": "s_ext", "mode": "full", "always_allow": [], "approved_always": [], "mode_set_at": 1});
@@ -670,7 +671,7 @@ async fn evaluate(probe: &iii_sdk::IIIClient, function_id: &str) -> Value {
 async fn rule_21_1_a_broken_rule_keeps_the_whole_previous_configuration_across_a_restart() {
     on_each_engine("config_broken_rule_keeps_previous", |engine| async move {
         let probe = engine.client("probe").await;
-        let worker = start_in_process(&engine.url()).await;
+        let worker = start_in_process(&engine).await;
         let good = json!({"default_mode": "auto", "rule_precedence": "deny_ask_allow",
             "rules": ["!approval::*", "demo::*"], "grant_reask_limit": 3});
         call(&probe, "configuration::set", json!({"id": "approval-gate", "value": good})).await.unwrap();
@@ -698,7 +699,7 @@ async fn rule_21_1_a_broken_rule_keeps_the_whole_previous_configuration_across_a
 
         // A restart reads the broken value and starts from the last good one.
         worker.shutdown(Duration::from_secs(2)).await;
-        let worker = start_in_process(&engine.url()).await;
+        let worker = start_in_process(&engine).await;
         assert_eq!(worker.config(), in_force);
         assert!(!worker.lockdown());
         let health = config_health_until(&probe, false).await;
@@ -715,7 +716,7 @@ async fn rule_21_1_a_first_boot_with_a_broken_rule_runs_in_lockdown_until_a_good
         let probe = engine.client("probe").await;
         let seed = json!({"default_mode": "full", "grant_reask_limit": 1,
             "rules": ["!approval::*", {"function": "demo::*", "action": "allow", "args": {"a": {"matches": "("}}}]});
-        let worker = start_in_process_with(&engine.url(), Some(seed)).await;
+        let worker = start_in_process_with(&engine, Some(seed)).await;
         assert!(worker.lockdown());
         assert_eq!(worker.config(), ApprovalConfig::default(), "lockdown runs on the built-in defaults");
         let health = config_health_until(&probe, false).await;

@@ -324,7 +324,7 @@ each_generation! {
             assert!(scene.inbox().await.is_empty());
             assert_eq!(record_count(&scene).await, 0);
             let ev = resolved.wait_for(1, WAIT).await;
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            stay_quiet().await;
             let ev2 = resolved.events();
             assert_eq!(ev2.len(), 1, "{ev:?}");
             assert_eq!(ev2[0]["outcome"], "allow");
@@ -339,7 +339,7 @@ each_generation! {
                 )
                 .await;
             assert_eq!(again["resolved"], false);
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            stay_quiet().await;
             assert_eq!(resolved.events().len(), 1);
             assert_eq!(scene.harness.target_runs("demo::echo"), 1);
             let none = scene
@@ -421,7 +421,7 @@ each_generation! {
             assert_eq!(record_count(&scene).await, 1);
             assert_eq!(scene.inbox().await.len(), 1);
             created.wait_for(1, WAIT).await;
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            stay_quiet().await;
             assert_eq!(created.events().len(), 1);
         })
         .await;
@@ -490,7 +490,7 @@ each_generation! {
             assert_eq!(out["resolved"], true);
             assert_eq!(scene.harness.target_runs("demo::echo"), 1);
             resolved.wait_for(1, WAIT).await;
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            stay_quiet().await;
             assert_eq!(resolved.events().len(), 1);
         })
         .await;
@@ -510,7 +510,7 @@ async fn gate_notification_filters_receive_exactly_their_records() {
         assert!(scene.harness.call(spec("s_u2", "c1", "demo::echo", json!({}))).await.is_held());
         assert!(scene.harness.call(spec("s_none", "c1", "demo::echo", json!({}))).await.is_held());
         all.wait_for(3, WAIT).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        stay_quiet().await;
         let sids = |s: &Sink| {
             let mut v: Vec<String> = s.events().iter().map(|e| e["session_id"].as_str().unwrap().to_string()).collect();
             v.sort();

@@ -94,7 +94,7 @@ async fn durable_gate_binding_fails_closed_when_the_worker_dies_and_is_never_dup
 #[tokio::test]
 async fn bindings_made_before_the_harness_exists_activate_when_it_appears() {
     on_each_engine("bindings_before_harness", |engine| async move {
-        let _worker = start_in_process(&engine.url()).await;
+        let _worker = start_in_process(&engine).await;
         let harness = HarnessDouble::start(&engine.url(), HarnessOptions::default()).await;
         let _targets = TargetWorker::start(&engine.url(), TARGETS).await;
         let _sessions = SessionDouble::start(&engine.url()).await;
@@ -184,7 +184,7 @@ async fn hundred_holds_survive_a_sigkill_without_a_second_announcement() {
         }
         assert_eq!(harness.target_runs("demo::echo"), 100);
         assert!(eventually(WAIT, || resolved.events().len() == 101).await);
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        stay_quiet().await;
         assert_eq!(created.events().len(), 101, "no second pending-created after the restart");
         assert_eq!(resolved.events().len(), 101);
     })
@@ -294,7 +294,7 @@ async fn records_of_the_single_scope_layout_are_migrated_at_boot() {
         approval_gate_testkit::fixture::call(&probe, "state::set", json!({"scope": "approval_pending", "key": "s_old/c_old", "value": record}))
             .await
             .unwrap();
-        let _worker = start_in_process(&engine.url()).await;
+        let _worker = start_in_process(&engine).await;
         let listed = approval_gate_testkit::fixture::call(&probe, "approval::list-pending", json!({})).await.unwrap();
         assert_eq!(listed["pending"][0]["function_call_id"], "c_old");
         assert_eq!(listed["pending"][0]["kind"], "function", "a record without kind reads as function");

@@ -58,7 +58,7 @@ async fn info(probe: &iii_sdk::IIIClient, function_id: &str, payload: Value) -> 
 
 /// What the worker registered, as the engine reports it.
 async fn registered(engine: &EngineFixture) -> Goldens {
-    let worker = start_in_process(&engine.url()).await;
+    let worker = start_in_process(engine).await;
     let probe = engine.client("golden-probe").await;
     let mut out = Goldens::new();
 

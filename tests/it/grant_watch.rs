@@ -456,7 +456,7 @@ each_generation! {
             }
             assert_eq!(scene.inbox().await.len(), 1);
             assert!(eventually(WAIT, || !created.events().is_empty()).await);
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            stay_quiet().await;
             assert_eq!(created.events().len(), 1);
             let asks = scene.ok("state::get", json!({"scope": "approval_grant_asks", "key": "s1"})).await;
             assert_eq!(asks["turns"]["t1"]["c1"], 1, "{asks}");
@@ -524,9 +524,13 @@ each_generation! {
             held(run(&scene, "s1", "c1", "shell::read", "/data/a/f").await);
             assert!(!scene.scope("approval_grant_asks").await.is_empty());
             scene.sessions.delete("s1").await;
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            assert!(scene.inbox().await.is_empty());
-            assert!(scene.scope("approval_grant_asks").await.is_empty());
+            // The deletion's event reaches the worker: its hold and counters go.
+            let s = &scene;
+            assert!(
+                eventually_async(WAIT, || async move { s.scope("approval_grant_asks").await.is_empty() }, |gone| gone).await,
+                "the counters outlived the session"
+            );
+            assert!(eventually_async(WAIT, || async move { s.inbox().await.is_empty() }, |gone| gone).await);
             // The same call id in a new session of the same id is asked again (limit 1).
             held(run(&scene, "s1", "c1", "shell::read", "/data/a/f").await);
         })

@@ -130,28 +130,6 @@ impl Links {
     }
 }
 
-/// Polls an async probe until `done` accepts its result.
-async fn eventually_async<F, Fut, T>(
-    timeout: Duration,
-    probe: F,
-    mut done: impl FnMut(T) -> bool,
-) -> bool
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = T>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if done(probe().await) {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// The `approval_url` of the `n`th `pending-created` event.
 pub async fn link_of(created: &Sink, n: usize) -> String {
     let events = created.wait_for(n + 1, WAIT).await;
@@ -663,8 +641,9 @@ async fn links_without_iii_http_park_and_change_nothing_else() {
         .wait_until_registered(Duration::from_secs(15))
         .await
         .expect("probe");
-    let worker = start_in_process_with(
+    let worker = start_in_process_at(
         &engine.url(),
+        TestEngine::name_confirm_window(),
         Some(config(
             "https://gate.example",
             json!(["!approval::*"]),

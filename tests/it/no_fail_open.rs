@@ -462,7 +462,7 @@ async fn rule_21_8_after_an_engine_restart_no_call_runs_ungated_while_the_worker
         let _targets =
             approval_gate_testkit::targets::TargetWorker::start(&engine.url(), TARGETS).await;
         let _sessions = approval_gate_testkit::session::SessionDouble::start(&engine.url()).await;
-        let worker = start_in_process(&engine.url()).await;
+        let worker = start_in_process(&engine).await;
         let harness = approval_gate_testkit::harness::HarnessDouble::start(
             &engine.url(),
             approval_gate_testkit::harness::HarnessOptions::generation(generation),
@@ -600,7 +600,7 @@ async fn rule_26_6_a_second_restart_before_the_worker_is_back_leaves_no_call_ung
         let _targets =
             approval_gate_testkit::targets::TargetWorker::start(&engine.url(), TARGETS).await;
         let _sessions = approval_gate_testkit::session::SessionDouble::start(&engine.url()).await;
-        let worker = start_in_process(&engine.url()).await;
+        let worker = start_in_process(&engine).await;
         let harness = approval_gate_testkit::harness::HarnessDouble::start(
             &engine.url(),
             approval_gate_testkit::harness::HarnessOptions::default(),
@@ -671,7 +671,7 @@ async fn rule_26_6_an_engine_restart_during_the_reconnect_work_leaves_no_call_un
         let _targets =
             approval_gate_testkit::targets::TargetWorker::start(&engine.url(), TARGETS).await;
         let _sessions = approval_gate_testkit::session::SessionDouble::start(&engine.url()).await;
-        let worker = start_in_process(&engine.url()).await;
+        let worker = start_in_process(&engine).await;
         let harness = approval_gate_testkit::harness::HarnessDouble::start(
             &engine.url(),
             approval_gate_testkit::harness::HarnessOptions::default(),

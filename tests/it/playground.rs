@@ -116,7 +116,7 @@ async fn against_a_real_engine_where_the_worker_runs() {
     let Some(engine) = EngineFixture::start_real("playground --url").await else {
         return;
     };
-    let worker = start_in_process(&engine.url()).await;
+    let worker = start_in_process(&engine).await;
     let url = engine.url();
     let (result, out) = run(&[
         "--url",

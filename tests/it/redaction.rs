@@ -519,7 +519,7 @@ async fn redaction_rule_26_5_an_id_that_holds_a_secret_is_denied_and_never_recor
             .await;
         assert!(out.is_held(), "{out:?}");
         let events = created.wait_for(1, WAIT).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        stay_quiet().await;
         let events_after = created.events();
         assert_eq!(events_after.len(), 1, "only the control call: {events:?}");
         assert_eq!(

@@ -461,7 +461,7 @@ async fn rule_22_a_redelivered_hook_is_reviewed_once_and_never_holds_or_announce
         assert_eq!(again["decision"], "hold");
         assert_eq!(reviewer.reviews_of("c_race").len(), 1);
         created.wait_for(1, WAIT).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        stay_quiet().await;
         assert_eq!(created.events().len(), 1, "{:?}", created.events());
         let inbox = scene.inbox().await;
         assert_eq!(inbox.len(), 1, "{inbox:?}");

@@ -160,7 +160,7 @@ async fn rule_24_simulate_judges_supplied_and_held_calls_against_hand_built_draf
         assert!(out["results"].as_array().unwrap().iter().all(|r| r["changed"] == false), "{out}");
 
         // Pure: nothing was written, emitted or released.
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        stay_quiet().await;
         assert!(created.events().is_empty(), "{:?}", created.events());
         assert!(resolved.events().is_empty(), "{:?}", resolved.events());
         assert!(scene.harness.resolve_requests().is_empty());

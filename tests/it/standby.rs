@@ -411,7 +411,7 @@ async fn failover_scenario(engine: EngineFixture) {
         "resolved: {}",
         resolved.events().len()
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    stay_quiet().await;
     let per_call = |events: Vec<Value>| -> HashMap<String, usize> {
         events.into_iter().fold(HashMap::new(), |mut m, e| {
             *m.entry(

@@ -157,7 +157,7 @@ async fn rule_20_a_hold_again_inside_execute_is_announced_allow_then_a_new_promp
         // folder record: its own pending-created.
         assert!(eventually(WAIT, || resolved.events().len() == 1).await);
         assert!(eventually(WAIT, || created.events().len() == 2).await);
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        stay_quiet().await;
         let events = resolved.events();
         assert_eq!(events.len(), 1, "{events:?}");
         assert_eq!(events[0]["outcome"], "allow", "{events:?}");

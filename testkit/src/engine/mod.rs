@@ -55,7 +55,9 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
-use self::core::{ConnId, Core, Deferred, Outbound, Stats, TRIGGER_ACK_TIMEOUT};
+use self::core::{
+    ConnId, Core, Deferred, Outbound, Stats, NAME_REFUSAL_DELAY, TRIGGER_ACK_TIMEOUT,
+};
 pub use self::faults::Faults;
 pub use self::http::DEFAULT_TIMEOUT as HTTP_DEFAULT_TIMEOUT;
 use self::wire::{ErrorBody, DEFAULT_NAMESPACE};
@@ -187,6 +189,15 @@ fn bind(port: u16) -> std::io::Result<TcpListener> {
 }
 
 impl TestEngine {
+    /// The worker-name confirmation window a worker may use against this
+    /// engine (`BootOptions::name_confirm`): three times its fixed refusal
+    /// delay (60 ms after the greeting), so a taken name is still seen as
+    /// taken. A real engine's refusal comes when the network brings it, so
+    /// the worker's 1 s default stays there.
+    pub fn name_confirm_window() -> Duration {
+        NAME_REFUSAL_DELAY * 3
+    }
+
     /// Starts an engine on a free loopback port, and its HTTP worker (the
     /// `http` trigger type) on another, with `timeout` as its
     /// `default_timeout` (the real engine's is [`HTTP_DEFAULT_TIMEOUT`]).
