@@ -364,7 +364,7 @@ async fn rule_27_1_browser_form_approvals_page_and_chip_drive_the_worker() {
 
             // Deny one with a reason.
             let rm = "article[data-call=\"s_c/c_rm\"]";
-            browser.type_into(&format!("{rm} textarea"), "Not on this machine.").await;
+            browser.type_into(&format!("{rm} textarea[name=\"reason\"]"), "Not on this machine.").await;
             browser.click(&format!("{rm} button[data-decision=\"deny\"]")).await;
             assert!(eventually(WAIT, || scene.harness.resolve_requests().iter().any(|r| r["function_call_id"] == "c_rm")).await);
             let release = scene.harness.resolve_requests().into_iter().find(|r| r["function_call_id"] == "c_rm").unwrap();

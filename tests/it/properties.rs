@@ -1728,6 +1728,9 @@ mod ladder {
                     rules: specs.clone(),
                     rule_precedence: precedence,
                     human_only_extra: guards.clone(),
+                    // The reference judges no protected paths (§29 has its
+                    // own tests): off, as an operator may set it.
+                    protected_path_functions: Vec::new(),
                     ..ApprovalConfig::default()
                 };
                 let mut value = config.to_json();
