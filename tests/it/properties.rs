@@ -1300,6 +1300,7 @@ mod ladder {
                 default_mode: Mode::Auto,
                 rules: before.clone(),
                 rule_precedence: precedence,
+                protected_path_functions: Vec::new(), // the reference judges no §29 paths
                 ..ApprovalConfig::default()
             };
             let mut stored = default_settings(&config, &old_rules, 7);
@@ -1357,6 +1358,7 @@ mod ladder {
                 default_mode: Mode::Auto,
                 rules: specs.clone(),
                 rule_precedence: precedence,
+                protected_path_functions: Vec::new(), // the reference judges no §29 paths
                 ..ApprovalConfig::default()
             };
             let snapshot = Snapshot::compile(config);
