@@ -65,24 +65,9 @@ pub(crate) const DEFAULT_RESOLVE_WAIT_MS: u64 = 8_000;
 pub(crate) const DEFAULT_DECISION_LOG_QUEUE: usize = 10_000;
 /// Default longest life of an edit's one-shot grant (contract §28.1).
 pub(crate) const DEFAULT_EDIT_TTL_MAX_MS: u64 = 3_600_000;
-/// Default `suggest_prefixes` (contract §25.9): read-only commands a link
-/// page may offer to allow for the rest of a session.
-pub(crate) const DEFAULT_SUGGEST_PREFIXES: [&str; 14] = [
-    "git status",
-    "git log",
-    "git diff",
-    "git show",
-    "git branch",
-    "ls",
-    "cat",
-    "head",
-    "tail",
-    "wc",
-    "grep",
-    "rg",
-    "pwd",
-    "echo",
-];
+/// Default `suggest_prefixes` (contract §25.9): the command model's list of
+/// read-only commands a link page may offer to allow for a session.
+pub(crate) use crate::policy::DEFAULT_SUGGEST_PREFIXES;
 /// Default `protected_paths` (contract §29.1): the engine's configuration
 /// files of this worker, of the shell and of the engine's own workers. The
 /// running configuration id's entry is added to them in force
@@ -274,11 +259,11 @@ fn same(list: &[String], default: &[&str]) -> bool {
 }
 
 fn default_suggest_prefixes() -> Vec<String> {
-    strings(&DEFAULT_SUGGEST_PREFIXES)
+    strings(DEFAULT_SUGGEST_PREFIXES)
 }
 
 fn is_default_suggest_prefixes(list: &[String]) -> bool {
-    same(list, &DEFAULT_SUGGEST_PREFIXES)
+    same(list, DEFAULT_SUGGEST_PREFIXES)
 }
 
 fn default_protected_paths() -> Vec<String> {
@@ -387,11 +372,8 @@ impl Default for ApprovalConfig {
 impl ApprovalConfig {
     /// The command prefixes a held call may offer as a session grant
     /// (`architecture/contract.md` § Commands, suggested grants).
-    pub(crate) fn suggested(&self) -> Vec<String> {
-        crate::policy::DEFAULT_SUGGEST_PREFIXES
-            .iter()
-            .map(|p| (*p).to_owned())
-            .collect()
+    pub(crate) fn suggested(&self) -> &[String] {
+        &self.suggest_prefixes
     }
 
     /// The reviewer to ask about a call, if any: only the ladder's default
@@ -794,6 +776,15 @@ mod tests {
     use super::*;
 
     use serde_json::json;
+
+    #[test]
+    fn rule_25_9_the_configured_suggest_prefixes_are_the_ones_offered() {
+        let config = ApprovalConfig::from_value(&json!({"suggest_prefixes": ["make test"]}))
+            .expect("a valid configuration");
+        assert_eq!(config.suggested(), ["make test".to_string()]);
+        let defaults = ApprovalConfig::default();
+        assert_eq!(defaults.suggested().len(), DEFAULT_SUGGEST_PREFIXES.len());
+    }
 
     #[test]
     fn defaults_match_the_contract() {
