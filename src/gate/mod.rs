@@ -552,7 +552,7 @@ async fn hold_unless_met(
     let shell = record_commands(worker, call).await;
     let shown = if shell.is_empty() { readings } else { &shell };
     record.runs = Runs::of(shown.models()).map(Box::new);
-    record.suggested_prefix = crate::policy::suggested_prefix(shell.models(), &config.suggested());
+    record.suggested_prefix = crate::policy::suggested_prefix(shell.models(), config.suggested());
     record.protected_path = protected.map(Box::new);
     // The deadlines of the decision's rule, or the configuration it was
     // made under, counted from when the record is built.
