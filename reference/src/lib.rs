@@ -84,6 +84,14 @@ pub enum Hit {
 pub enum Outcome {
     /// A built-in guard or a `human_only_extra` glob.
     HumanOnly,
+    /// An agent's subscription judged by its targets: only when a harness
+    /// mediates subscriptions, which the reference does not model (its
+    /// calls are judged as on a harness that does not, so it never
+    /// answers this).
+    Subscription {
+        /// Whether every function it would call is allowed.
+        allowed: bool,
+    },
     /// The lockdown holds the call.
     Lockdown,
     /// The first ask rule that applies.
@@ -155,7 +163,8 @@ impl Outcome {
     /// What happens to the call.
     pub fn verdict(&self) -> Verdict {
         match self {
-            Outcome::HumanOnly => Verdict::Deny,
+            Outcome::HumanOnly | Outcome::Subscription { allowed: false } => Verdict::Deny,
+            Outcome::Subscription { allowed: true } => Verdict::Allow,
             Outcome::Lockdown
             | Outcome::Ask { .. }
             | Outcome::NoMatch
@@ -261,6 +270,9 @@ pub fn outcome_of(d: &Decision<'_>) -> Outcome {
         Basis::NoMatch => Outcome::NoMatch,
         Basis::WideningRoot { .. } => Outcome::WideningRoot,
         Basis::ProtectedPath { .. } => Outcome::ProtectedPath,
+        Basis::Subscription { target_verdict, .. } => Outcome::Subscription {
+            allowed: target_verdict == Verdict::Allow,
+        },
     }
 }
 

@@ -151,6 +151,35 @@ pub(crate) fn explain_in_turn(
     turn: Option<&Map<String, Value>>,
     readings: Option<&Readings>,
 ) -> EvaluateResponse {
+    explain_mediated(
+        settings,
+        rules,
+        config,
+        &Call {
+            function_id,
+            arguments,
+        },
+        turn,
+        readings,
+        false,
+    )
+}
+
+/// As [`explain_in_turn`]; `subscriptions` as the gate decides it
+/// ([`crate::gate::subscriptions_mediated`]).
+fn explain_mediated(
+    settings: &CompiledSettings,
+    rules: &CompiledRules,
+    config: &ApprovalConfig,
+    call: &Call<'_>,
+    turn: Option<&Map<String, Value>>,
+    readings: Option<&Readings>,
+    subscriptions: bool,
+) -> EvaluateResponse {
+    let Call {
+        function_id,
+        arguments,
+    } = *call;
     let mut trace = Vec::new();
     let decision = decide_with(
         settings,
@@ -163,6 +192,7 @@ pub(crate) fn explain_in_turn(
             trace: Some(&mut trace),
             turn,
             readings,
+            subscriptions,
             ..DecideOptions::default()
         },
     );
@@ -266,16 +296,25 @@ pub(crate) async fn evaluate(
         request.arguments.as_ref(),
     )
     .await;
+    let subscriptions = crate::gate::subscriptions_mediated(
+        worker,
+        &request.function_id,
+        crate::hook::budget::Deadline::hook(),
+    )
+    .await;
     let mut out = EvaluateResponse {
         rule_errors: snapshot.errors(),
-        ..explain_in_turn(
+        ..explain_mediated(
             settings,
             &snapshot.rules,
             &snapshot.config,
-            &request.function_id,
-            request.arguments.as_ref(),
+            &Call {
+                function_id: &request.function_id,
+                arguments: request.arguments.as_ref(),
+            },
             turn.as_ref().or(request.metadata.as_ref()),
             Some(&readings),
+            subscriptions,
         )
     };
     if out.verdict == WireVerdict::NeedsApproval && !snapshot.rules.is_lockdown() {

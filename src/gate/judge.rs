@@ -166,6 +166,22 @@ pub(crate) fn judge_in_turn<'r>(
     turn: Option<&Map<String, Value>>,
     readings: Option<&Readings>,
 ) -> Judgement<'r> {
+    judge_mediated(input, settings, rules, passed_over, turn, readings, false)
+}
+
+/// As [`judge_in_turn`]; `subscriptions`: the harness makes an agent's
+/// `engine::register_trigger` / `engine::unregister_trigger` a session-owned
+/// subscription, so they are judged by what they would call
+/// ([`DecideOptions::subscriptions`]).
+pub(crate) fn judge_mediated<'r>(
+    input: &'r HookInput,
+    settings: &'r CompiledSettings,
+    rules: &'r CompiledRules,
+    passed_over: &[GrantRef],
+    turn: Option<&Map<String, Value>>,
+    readings: Option<&Readings>,
+    subscriptions: bool,
+) -> Judgement<'r> {
     let Some(call) = input.call.as_ref() else {
         return Judgement::Deny {
             reason: NO_CALL.to_string(),
@@ -191,6 +207,7 @@ pub(crate) fn judge_in_turn<'r>(
             passed_over,
             turn,
             readings,
+            subscriptions,
             ..DecideOptions::default()
         },
     );

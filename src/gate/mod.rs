@@ -35,7 +35,7 @@ use crate::settings::Known;
 use crate::terms::Mode;
 use crate::worker::Worker;
 
-pub(crate) use judge::{ids_are_valid, judge_in_turn};
+pub(crate) use judge::{ids_are_valid, judge_in_turn, judge_mediated};
 pub use judge::{judge, judge_passing_over, secret_in_ids, AskHold, Judgement, Spend};
 pub(crate) use judge::{secret_id_reason, settings_unknown, GATE_UNAVAILABLE, SECRET_IN_ID};
 
@@ -49,6 +49,32 @@ const SETTINGS_BUDGET: Duration = Duration::from_millis(2000);
 pub(crate) const GRANTS_BUDGET: Duration = Duration::from_millis(1500);
 /// Time kept for the durable write of a hold.
 const WRITE_RESERVE: Duration = Duration::from_millis(1500);
+
+/// How long finding the harness's generation may take when a call is a
+/// subscription control (the answer is kept; only the first such call
+/// waits).
+const GENERATION_BUDGET: Duration = Duration::from_millis(1500);
+
+/// Whether `function_id` is an agent's subscription control that the
+/// harness mediates: today's harness (generation 2) makes
+/// `engine::register_trigger` / `engine::unregister_trigger` of a turn a
+/// subscription owned by the session instead of handing it to the engine.
+/// Any doubt (no harness found, another generation, the lookup failed or
+/// ran out of time) answers false, and the `bindings` guard refuses them.
+pub(crate) async fn subscriptions_mediated(
+    worker: &Worker,
+    function_id: &str,
+    deadline: Deadline,
+) -> bool {
+    if !crate::policy::is_subscription_control(function_id) {
+        return false;
+    }
+    let budget = deadline.cap(GENERATION_BUDGET, WRITE_RESERVE);
+    matches!(
+        tokio::time::timeout(budget, worker.folders.generation()).await,
+        Ok(Ok(Some(crate::engine::Generation::G2)))
+    )
+}
 
 /// The gate.
 pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
@@ -146,16 +172,18 @@ pub(crate) async fn gate(worker: &Worker, input: Value) -> HookOutput {
         call.arguments.as_ref(),
     )
     .await;
+    let subscriptions = subscriptions_mediated(worker, &call.function_id, deadline).await;
     // Grants whose use could not be written: judged again without them.
     let mut passed_over = Vec::new();
     loop {
-        match judge_in_turn(
+        match judge_mediated(
             &input,
             settings,
             &snapshot.rules,
             &passed_over,
             turn,
             Some(&readings),
+            subscriptions,
         ) {
             Judgement::Continue { rule, spend } => {
                 if let Some(spend) = spend {

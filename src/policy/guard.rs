@@ -11,7 +11,7 @@
 //! | `approval-gate` | the `approval-gate::` namespace (`ui-content`, `configuration-id`) | the worker's console family: nothing for an agent to call |
 //! | `configuration` | the `configuration::` namespace | rewriting the gate's policy (or any worker's) |
 //! | `release` | `harness::function::resolve`, `::cancel`, `::trigger`, `harness::{workspace,filesystem}::grant`, `harness::{workspace,filesystem}::revoke` | releasing a held call, stopping any session's running call, running a call in any session, and granting a folder are human decisions |
-//! | `bindings` | `engine::register_trigger`, `engine::unregister_trigger` | the gate is a binding: removing it ungates everyone |
+//! | `bindings` | `engine::register_trigger`, `engine::unregister_trigger` (on a harness that makes them a session's own subscription, judged by what they would call: [`super::subscription`]) | the gate is a binding: removing it ungates everyone |
 //! | `state` | every `state::` function whose `scope` argument is one of this worker's scopes (`approval`, `approval_…`, `approval.…`, ASCII case ignored) | settings, held calls and grant memory are the gate's state |
 //! | `extra` | the operator's `human_only_extra` globs | anything else a deployment wants behind a human |
 //! | `configured` | the function ids the configuration names for the gate's own use (`ApprovalConfig::configured_ids`: the reviewer) | an agent must not ask its own reviewer, nor reach what the gate records |
@@ -277,7 +277,7 @@ pub const fn is_guarded_scope(scope: &str) -> bool {
 /// Whether `id` names `name`, ignoring ASCII case and leading blanks: as a
 /// prefix of the id when `prefix`, else as the whole id (trailing blanks
 /// ignored too).
-fn names(id: &str, name: &str, prefix: bool) -> bool {
+pub(super) fn names(id: &str, name: &str, prefix: bool) -> bool {
     let id = id.trim_start_matches(is_blank);
     let matched = id
         .as_bytes()

@@ -30,6 +30,7 @@ mod guard;
 mod protected;
 mod reasons;
 mod rules;
+mod subscription;
 mod trace;
 mod widening;
 
@@ -51,6 +52,7 @@ pub use rules::{
     default_rules, CompiledRules, Probe, RuleAction, RuleError, RuleExamples, RuleObject,
     RulePrecedence, RuleSpec, MIN_DEADLINE_MS,
 };
+pub(crate) use subscription::is_control as is_subscription_control;
 pub use trace::{Outcome, Step, TraceStep};
 pub(crate) use widening::{harness_stamps, STAMP};
 pub use widening::{widening_root, Widening, WIDENING_ROOT_RULE};

@@ -12,6 +12,7 @@ use super::args::MatchedConstraint;
 use super::commands::{self, CommandHit, Readings};
 use super::decide::{Basis, Decision, Verdict, HUMAN_ONLY_RULE, IMPLICIT_ASK_RULE, LOCKDOWN_RULE};
 use super::protected::{HitKind, PROTECTED_PATH_RULE};
+use super::subscription::{SUBSCRIPTION_RULE, SUBSCRIPTION_TARGET_RULE};
 use super::widening::WIDENING_ROOT_RULE;
 
 /// The rule id reported when a deny or ask rule is consulted on a command
@@ -30,6 +31,11 @@ impl<'r> Decision<'r> {
             Basis::WideningRoot { .. } => Some(WIDENING_ROOT_RULE),
             Basis::ProtectedPath { .. } => Some(PROTECTED_PATH_RULE),
             Basis::ImplicitAsk => Some(IMPLICIT_ASK_RULE),
+            Basis::Subscription {
+                target_verdict: Verdict::Allow,
+                ..
+            } => Some(SUBSCRIPTION_RULE),
+            Basis::Subscription { .. } => Some(SUBSCRIPTION_TARGET_RULE),
             Basis::Rule {
                 command: Some(hit), ..
             }
@@ -139,6 +145,27 @@ impl<'r> Decision<'r> {
                 "allowed: no rule matched, and the implicit rule allows harness::ask (the model asks the user a question)".to_owned()
             }
             (_, Basis::NoMatch) => "held: no rule matched".to_owned(),
+            (
+                _,
+                Basis::Subscription {
+                    target,
+                    target_verdict: Verdict::Allow,
+                },
+            ) => match target {
+                Some(t) => format!("allowed: a subscription the harness keeps for this session; {t} is allowed for it"),
+                None => "allowed: a subscription control the harness keeps to this session; it calls nothing".to_owned(),
+            },
+            (
+                _,
+                Basis::Subscription {
+                    target,
+                    target_verdict,
+                },
+            ) => format!(
+                "Permission denied by policy: {function_id} would make a subscription that calls {} unattended, and it is {} for this session. Subscribe only to functions this session may call without asking.",
+                target.unwrap_or("a function"),
+                super::trace::unattended(target_verdict)
+            ),
             (_, Basis::ProtectedPath { how }) => format!(
                 "held: {function_id} {}; a human decides",
                 match how {

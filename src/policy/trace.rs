@@ -54,6 +54,10 @@ pub enum Step {
     ImplicitAsk,
     /// Nothing decided: the call is held.
     Default,
+    /// An agent's `engine::register_trigger` / `engine::unregister_trigger`
+    /// on a harness that makes it a session-owned subscription: judged by
+    /// the functions it would call unattended.
+    Subscription,
 }
 
 /// What a step did.
@@ -202,7 +206,37 @@ impl<'r> Observer<'r> for Recorder<'r> {
                 Outcome::Hold,
                 Some("no rule decided: a human decides".into()),
             ),
+            Event::Subscription { target, verdict } => {
+                let (outcome, detail) = match (target, verdict) {
+                    (None, _) => (
+                        Outcome::Allow,
+                        "a subscription the harness keeps for this session; it calls nothing"
+                            .to_owned(),
+                    ),
+                    (Some(t), crate::policy::Verdict::Allow) => (
+                        Outcome::Allow,
+                        format!("a subscription the harness keeps for this session; {t} (and every condition) is allowed for it"),
+                    ),
+                    (Some(t), v) => (
+                        Outcome::Deny,
+                        format!(
+                            "a subscription calls {t} unattended, and {t} is {} for this session",
+                            unattended(v)
+                        ),
+                    ),
+                };
+                self.push(Step::Subscription, outcome, Some(detail));
+            }
         }
+    }
+}
+
+/// What a subscription target's verdict means for a call made unattended.
+pub(crate) fn unattended(verdict: crate::policy::Verdict) -> &'static str {
+    match verdict {
+        crate::policy::Verdict::Allow => "allowed",
+        crate::policy::Verdict::Deny => "denied (or not a binding target)",
+        crate::policy::Verdict::Hold => "not allowed without a human",
     }
 }
 

@@ -678,6 +678,7 @@ mod ladder {
                 turn: None,
                 mode: None,
                 readings: Some(&readings),
+                subscriptions: false,
             },
         )
     }

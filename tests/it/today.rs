@@ -785,11 +785,9 @@ async fn rule_27_4_an_agent_binds_no_hook_and_unbinds_no_gate_through_a_subscrip
         assert_eq!(ev["verdict"], "allow", "{ev}");
         let ev = evaluate("demo::ask", json!({})).await;
         assert_eq!(ev["verdict"], "needs_approval", "{ev}");
-        for control in ["engine::register_trigger", "engine::unregister_trigger"] {
-            let ev = evaluate(control, json!({"trigger_type": "harness::hook::pre-trigger", "function_id": "demo::tick"})).await;
-            assert_eq!(ev["verdict"], "deny", "{control}: {ev}");
-            assert_eq!(ev["rule_id"], "human_only_function", "{control}: {ev}");
-        }
+        let ev = evaluate("engine::register_trigger", json!({"trigger_type": "harness::hook::pre-trigger", "function_id": "demo::tick"})).await;
+        assert_eq!(ev["verdict"], "deny", "{ev}");
+        assert_eq!(ev["rule_id"], "human_only_function", "{ev}");
         // The agent's own calls, through the turn's chain.
         let gate_bindings = || {
             scene
@@ -804,25 +802,138 @@ async fn rule_27_4_an_agent_binds_no_hook_and_unbinds_no_gate_through_a_subscrip
         let control = |cid: &str, function_id: &str, arguments: Value| {
             CallSpec::new("s_sub", "t_s_sub", cid, function_id, arguments).with_fs_root("/w/s_sub")
         };
-        let attempts = [
-            control("c1", "engine::register_trigger", json!({"trigger_type": "cron", "config": {"expression": "* * * * *"}, "function_id": "demo::tick"})),
+        let refused = [
+            // Hook types, the one the harness itself would allow included.
             control("c2", "engine::register_trigger", json!({"trigger_type": "harness::hook::pre-trigger", "function_id": "demo::tick", "config": {}})),
-            control("c3", "engine::unregister_trigger", json!({"id": gate[0].id})),
+            control("c3", "engine::register_trigger", json!({"trigger_type": "harness::hook::post-turn", "function_id": "demo::tick"})),
+            // The gate's own events.
+            control("c4", "engine::register_trigger", json!({"trigger_type": "approval::pending-created", "function_id": "demo::tick", "config": {}})),
+            // A target that needs a human would run unattended.
+            control("c5", "engine::register_trigger", json!({"trigger_type": "cron", "config": {"expression": "* * * * *"}, "function_id": "demo::ask"})),
         ];
-        for spec in attempts {
+        for spec in refused {
             let cid = spec.call_id.clone();
             let out = scene.harness.call(spec).await;
             let reason = out.deny_reason().unwrap_or_default().to_string();
-            assert!(!reason.is_empty(), "{cid} was not denied: {out:?}");
+            assert!(reason.starts_with("Permission denied by policy:"), "{cid} was not denied by the gate: {out:?}");
         }
         assert!(scene.harness.subscriptions().is_empty(), "{:?}", scene.harness.subscriptions());
+        // Unbinding the gate reaches no engine binding: the harness removes
+        // only the session's own subscriptions.
+        let out = scene
+            .harness
+            .call(control("c6", "engine::unregister_trigger", json!({"id": gate[0].id})))
+            .await;
+        assert!(out.deny_reason().is_none(), "{out:?}");
+        let details = out.result().map(|r| r["details"].clone());
+        assert_eq!(details, Some(json!({"removed": false})), "{out:?}");
         // The gate is still bound and still holds.
         assert_eq!(gate_bindings().len(), 1);
         assert!(scene
             .harness
-            .call(control("c4", "demo::ask", json!({})))
+            .call(control("c7", "demo::ask", json!({})))
             .await
             .is_held());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_27_4_a_session_owned_subscription_whose_target_the_policy_allows_still_works() {
+    on_each_engine("today_subscribe", |engine| async move {
+        let scene = today(engine).await;
+        let control = |cid: &str, function_id: &str, arguments: Value| {
+            CallSpec::new("s_sub", "t_s_sub", cid, function_id, arguments).with_fs_root("/w/s_sub")
+        };
+        let ev = scene
+            .ok(
+                "approval::evaluate",
+                json!({"session_id": "s_sub", "function_id": "engine::register_trigger",
+                       "arguments": {"trigger_type": "cron", "config": {"expression": "* * * * *"}, "function_id": "demo::tick"}}),
+            )
+            .await;
+        assert_eq!(ev["verdict"], "allow", "{ev}");
+        assert_eq!(ev["rule_id"], "subscription", "{ev}");
+        let out = scene
+            .harness
+            .call(control(
+                "c1",
+                "engine::register_trigger",
+                json!({"trigger_type": "cron", "config": {"expression": "* * * * *"}, "function_id": "demo::tick"}),
+            ))
+            .await;
+        assert!(out.deny_reason().is_none(), "{out:?}");
+        let subs = scene.harness.subscriptions();
+        assert_eq!(subs.len(), 1, "{subs:?}");
+        assert_eq!(subs[0].session_id, "s_sub");
+        assert_eq!(subs[0].target.as_deref(), Some("demo::tick"));
+        // The harness asked the gate about the target, and was told allow.
+        let probes = scene.harness.evaluate_probes();
+        let probe = probes
+            .iter()
+            .find(|(p, _)| p["function_id"] == "demo::tick")
+            .expect("the harness probed the target");
+        assert_eq!(probe.1.as_ref().expect("an answer")["verdict"], "allow");
+        // A wake (no target) works too, and the session removes its own.
+        let out = scene
+            .harness
+            .call(control("c2", "engine::register_trigger", json!({"trigger_type": "cron", "config": {"expression": "0 * * * *"}})))
+            .await;
+        assert!(out.deny_reason().is_none(), "{out:?}");
+        assert_eq!(scene.harness.subscriptions().len(), 2);
+        let id = subs[0].id.clone();
+        let out = scene
+            .harness
+            .call(control("c3", "engine::unregister_trigger", json!({"id": id})))
+            .await;
+        assert!(out.deny_reason().is_none(), "{out:?}");
+        let left: Vec<_> = scene.harness.subscriptions().into_iter().map(|s| s.id).collect();
+        assert!(!left.contains(&id), "{left:?}");
+        assert_eq!(left.len(), 1);
+        // Nothing was held for any of it.
+        let listed = scene.ok("approval::list-pending", json!({"session_id": "s_sub"})).await;
+        assert_eq!(listed["pending"].as_array().map(Vec::len), Some(0), "{listed}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_27_4_on_a_harness_that_does_not_mediate_subscriptions_both_controls_stay_human_only()
+{
+    on_each_engine("g1_subscribe", |engine| async move {
+        let options = HarnessOptions {
+            generation: Generation::G1,
+            ..HarnessOptions::default()
+        };
+        let scene = Scene::start_with(engine, options).await;
+        scene
+            .ok(
+                "configuration::set",
+                json!({"id": "approval-gate", "value": {"rules": ["!approval::*", "demo::*"]}}),
+            )
+            .await;
+        let w = scene.worker.as_ref().unwrap();
+        assert!(eventually(WAIT, || w.config().rules.len() == 2).await);
+        let arguments = json!({"trigger_type": "cron", "config": {"expression": "* * * * *"}, "function_id": "demo::tick"});
+        let ev = scene
+            .ok(
+                "approval::evaluate",
+                json!({"session_id": "s_g1", "function_id": "engine::register_trigger", "arguments": arguments}),
+            )
+            .await;
+        assert_eq!(ev["verdict"], "deny", "{ev}");
+        assert_eq!(ev["rule_id"], "human_only_function", "{ev}");
+        for (cid, fid, args) in [
+            ("c1", "engine::register_trigger", arguments.clone()),
+            ("c2", "engine::unregister_trigger", json!({"id": "anything"})),
+        ] {
+            let out = scene
+                .harness
+                .call(CallSpec::new("s_g1", "t_g1", cid, fid, args).with_working_dir("/w/s_g1"))
+                .await;
+            let reason = out.deny_reason().unwrap_or_default();
+            assert!(reason.contains("only a human"), "{cid}: {out:?}");
+        }
     })
     .await;
 }

@@ -47,9 +47,10 @@ use super::args::{
 };
 use super::commands::{self, CommandHit, Needs, Readings};
 use super::grants::{CompiledSettings, GrantArgs, GrantRef};
-use super::guard::{builtin_guard, Guard};
+use super::guard::{builtin_guard, Family, Guard};
 use super::protected::HitKind;
 use super::rules::{CompiledRule, CompiledRules, RuleAction, RulePrecedence};
+use super::subscription;
 use super::trace::{Recorder, Step, TraceStep};
 use super::widening::{widening_root, Widening};
 use crate::terms::Mode;
@@ -183,6 +184,16 @@ pub enum Basis<'r> {
     /// No rule matched, and the call is [`HARNESS_ASK`]: the implicit rule
     /// after the configured ones allows it.
     ImplicitAsk,
+    /// An agent's subscription control on a harness that mediates it
+    /// ([`super::subscription`]): allowed when every function it would call
+    /// is allowed for the session, else denied naming the first that is not.
+    Subscription {
+        /// The first function the subscription would call (none for a wake
+        /// or an unsubscribe), or the one that is not allowed.
+        target: Option<&'r str>,
+        /// What the ladder made of `target` (`Allow` when allowed).
+        target_verdict: Verdict,
+    },
     /// No rule matched.
     NoMatch,
 }
@@ -240,6 +251,11 @@ pub struct DecideOptions<'t> {
     /// The mode to judge in instead of the session's (`approval::simulate`
     /// with a call that names its mode); `None`: the session's.
     pub mode: Option<Mode>,
+    /// The harness mediates an agent's `engine::register_trigger` /
+    /// `engine::unregister_trigger` as a session-owned subscription (today's
+    /// harness): they are judged by what they would call
+    /// ([`super::subscription`]) instead of refused by the `bindings` guard.
+    pub subscriptions: bool,
 }
 
 /// Runs the ladder for one call, as the gate does (reading its command
@@ -356,6 +372,7 @@ pub(crate) fn observed<'r, O: Observer<'r>>(
             partners: OnceCell::new(),
         },
         turn: options.turn,
+        subscriptions: options.subscriptions,
         scan: None,
         observer,
     }
@@ -662,6 +679,8 @@ enum StrictFail<'r> {
 struct Ladder<'r, 't, O> {
     judge: Judge<'r, 't>,
     turn: Option<&'t Map<String, Value>>,
+    /// [`DecideOptions::subscriptions`].
+    subscriptions: bool,
     scan: Option<Scan>,
     observer: O,
 }
@@ -677,13 +696,120 @@ impl<'r, O: Observer<'r>> Ladder<'r, '_, O> {
         let rules = self.judge.rules;
         let fid = call.function_id;
         let guard = builtin_guard(fid, call.arguments).or_else(|| rules.extra_guard(fid));
-        self.observer.see(Event::Guard(guard));
         if let Some(guard) = guard {
+            if self.subscriptions && guard.family == Family::Bindings {
+                return self.subscription();
+            }
+            self.observer.see(Event::Guard(Some(guard)));
             return Decision {
                 verdict: Verdict::Deny,
                 basis: Basis::HumanOnly { guard },
             };
         }
+        self.observer.see(Event::Guard(None));
+        self.after_guard()
+    }
+
+    /// An agent's subscription control, on a harness that mediates it: a
+    /// guarded trigger type (or a malformed request), or an operator's guard
+    /// on the control, stays human-only; then the ladder judges the control
+    /// itself, whose deny or (non-default) hold stands; then every function
+    /// the subscription would call must be allowed for the session.
+    fn subscription(&mut self) -> Decision<'r> {
+        let call = self.judge.call;
+        let rules = self.judge.rules;
+        let human_only = |guard| Decision {
+            verdict: Verdict::Deny,
+            basis: Basis::HumanOnly { guard },
+        };
+        let control = match subscription::read(call.function_id, call.arguments) {
+            Ok(control) => control,
+            Err(guard) => {
+                self.observer.see(Event::Guard(Some(guard)));
+                return human_only(guard);
+            }
+        };
+        if let Some(guard) = rules.extra_guard(call.function_id) {
+            self.observer.see(Event::Guard(Some(guard)));
+            return human_only(guard);
+        }
+        self.observer.see(Event::Guard(None));
+        let own = self.after_guard();
+        if own.verdict == Verdict::Deny || (own.verdict == Verdict::Hold && !own.is_default_hold())
+        {
+            return own;
+        }
+        let targets = match control {
+            subscription::Control::Subscribe { targets } => targets,
+            subscription::Control::Unsubscribe => Vec::new(),
+        };
+        for target in &targets {
+            let verdict = self.target_verdict(target);
+            if verdict != Verdict::Allow {
+                self.observer.see(Event::Subscription {
+                    target: Some(target.function_id),
+                    verdict,
+                });
+                return Decision {
+                    verdict: Verdict::Deny,
+                    basis: Basis::Subscription {
+                        target: Some(target.function_id),
+                        target_verdict: verdict,
+                    },
+                };
+            }
+        }
+        let first = targets.first().map(|t| t.function_id);
+        self.observer.see(Event::Subscription {
+            target: first,
+            verdict: Verdict::Allow,
+        });
+        Decision {
+            verdict: Verdict::Allow,
+            basis: Basis::Subscription {
+                target: first,
+                target_verdict: Verdict::Allow,
+            },
+        }
+    }
+
+    /// What the ladder makes of a function a subscription would call, for
+    /// this session, in this mode. A target whose rules would read a
+    /// command is not read here (on the handler's thread): it is refused
+    /// as held, since it cannot be judged unattended.
+    fn target_verdict(&self, target: &subscription::Target<'r>) -> Verdict {
+        if !subscription::bindable(target.function_id) {
+            return Verdict::Deny;
+        }
+        let judge = &self.judge;
+        let call = Call {
+            function_id: target.function_id,
+            arguments: Some(&target.arguments),
+        };
+        if !needs(judge.settings, judge.rules, &call).is_empty() {
+            return Verdict::Hold;
+        }
+        let empty = Readings::default();
+        observed(
+            judge.settings,
+            judge.rules,
+            &call,
+            &empty,
+            &DecideOptions {
+                now_ms: judge.now.get(),
+                turn: self.turn,
+                mode: Some(judge.mode),
+                ..DecideOptions::default()
+            },
+            Silent,
+        )
+        .0
+        .verdict
+    }
+
+    /// The ladder after step 1.
+    fn after_guard(&mut self) -> Decision<'r> {
+        let rules = self.judge.rules;
         if rules.is_lockdown() {
             self.observer.see(Event::Lockdown);
             return Decision {
@@ -1061,3 +1187,6 @@ mod tests;
 
 #[cfg(test)]
 mod command_tests;
+
+#[cfg(test)]
+mod subscription_tests;

@@ -117,4 +117,11 @@ pub(crate) enum Event<'r> {
     ImplicitAsk,
     /// Nothing decided: the call is held.
     Default,
+    /// An agent's subscription control, judged by what it would call: the
+    /// first function that is not allowed (with the ladder's verdict on it),
+    /// or the first function and `Allow` when all are.
+    Subscription {
+        target: Option<&'r str>,
+        verdict: crate::policy::Verdict,
+    },
 }

@@ -165,6 +165,7 @@ fn every_mode_and_list_combination() {
                         Basis::WideningRoot { .. } => "widening",
                         Basis::ProtectedPath { .. } => "protected",
                         Basis::ImplicitAsk => "implicit",
+                        Basis::Subscription { .. } => "subscription",
                     };
                     assert_eq!(
                         (d.verdict, basis),
