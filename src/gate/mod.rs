@@ -51,8 +51,7 @@ pub(crate) const GRANTS_BUDGET: Duration = Duration::from_millis(1500);
 const WRITE_RESERVE: Duration = Duration::from_millis(1500);
 
 /// How long finding the harness's generation may take when a call is a
-/// subscription control (the answer is kept; only the first such call
-/// waits).
+/// subscription control.
 const GENERATION_BUDGET: Duration = Duration::from_millis(1500);
 
 /// Whether `function_id` is an agent's subscription control that the
@@ -61,6 +60,9 @@ const GENERATION_BUDGET: Duration = Duration::from_millis(1500);
 /// subscription owned by the session instead of handing it to the engine.
 /// Any doubt (no harness found, another generation, the lookup failed or
 /// ran out of time) answers false, and the `bindings` guard refuses them.
+/// Looked up afresh for each such call (they are rare), never from the
+/// folder plane's kept answer: a harness replaced by one that hands the
+/// calls to the engine must never find them let through.
 pub(crate) async fn subscriptions_mediated(
     worker: &Worker,
     function_id: &str,
@@ -71,7 +73,7 @@ pub(crate) async fn subscriptions_mediated(
     }
     let budget = deadline.cap(GENERATION_BUDGET, WRITE_RESERVE);
     matches!(
-        tokio::time::timeout(budget, worker.folders.generation()).await,
+        tokio::time::timeout(budget, worker.engine.harness_generation()).await,
         Ok(Ok(Some(crate::engine::Generation::G2)))
     )
 }
