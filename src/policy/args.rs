@@ -37,6 +37,7 @@
 //! allow rule and grant that applies — in `super::decide`.
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 
 use regex::{Regex, RegexBuilder};
 use serde_json::{Map, Number, Value};
@@ -164,7 +165,8 @@ pub(crate) fn check_args(args: &BTreeMap<String, ArgConstraint>) -> Result<(), C
 /// Deny and ask rules: whether the constraints hold for a call to
 /// `function_id` with these arguments (no constraints always hold; arguments
 /// that are not an object hold), with the command that made a command
-/// constraint hold (a definite command wins over a doubt).
+/// constraint hold (a doubt wins over a definite command: the rule holds only
+/// because of it).
 pub(crate) fn wide_hold(
     constraints: Option<&[CompiledConstraint]>,
     function_id: &str,
@@ -178,8 +180,11 @@ pub(crate) fn wide_hold(
     for c in constraints {
         match c.holds_wide(function_id, obj, readings) {
             Wide::No => return Wide::No,
+            // A rule applies when every constraint holds, so when one holds
+            // only on a doubt the rule is consulted on that doubt
+            // (`opaque_command`), whatever the others saw.
             Wide::Yes(Some(hit)) => {
-                if found.is_none_or(|f: CommandHit| f.is_opaque() && !hit.is_opaque()) {
+                if found.is_none_or(|f: CommandHit| !f.is_opaque() && hit.is_opaque()) {
                     found = Some(hit);
                 }
             }
@@ -346,14 +351,16 @@ impl CompiledConstraint {
     ) -> Wide {
         let mut any = false;
         let mut doubt = None;
-        for (key, found) in self.lookup_wide(args) {
+        let mut decided = None;
+        self.each_wide(args, |key, found| {
             any = true;
             let found = match found {
                 None | Some(Value::Null) => {
                     if matches!(self.test, Test::Equals) && self.value.is_null() {
-                        return Wide::Yes(None);
+                        decided = Some(Wide::Yes(None));
+                        return ControlFlow::Break(());
                     }
-                    continue;
+                    return ControlFlow::Continue(());
                 }
                 Some(found) => found,
             };
@@ -367,7 +374,10 @@ impl CompiledConstraint {
                     let shell = commands::is_shell_command(function_id, key);
                     let plan = commands::plan(Some(found), args, shell);
                     match commands::wide_match(readings, plan, words) {
-                        Some(hit) if !hit.is_opaque() => return Wide::Yes(Some(hit)),
+                        Some(hit) if !hit.is_opaque() => {
+                            decided = Some(Wide::Yes(Some(hit)));
+                            return ControlFlow::Break(());
+                        }
                         Some(hit) => {
                             doubt.get_or_insert(hit);
                             false
@@ -381,8 +391,13 @@ impl CompiledConstraint {
                 Test::Runs(_) => false,
             };
             if hit {
-                return Wide::Yes(None);
+                decided = Some(Wide::Yes(None));
+                return ControlFlow::Break(());
             }
+            ControlFlow::Continue(())
+        });
+        if let Some(decided) = decided {
+            return decided;
         }
         if let Some(doubt) = doubt {
             return Wide::Yes(Some(doubt));
@@ -434,9 +449,10 @@ impl CompiledConstraint {
         if self.command_words(function_id).is_none() {
             return;
         }
-        for (key, found) in self.lookup_wide(args) {
+        self.each_wide(args, |key, found| {
             needs.add(found, args, commands::is_shell_command(function_id, key));
-        }
+            ControlFlow::Continue(())
+        });
     }
 
     /// Whether the constraint holds, read as `reading` says, on a call
@@ -463,14 +479,18 @@ impl CompiledConstraint {
         }
     }
 
-    /// Deny and ask: every top-level key that matches the field's first
-    /// name ignoring ASCII case, each with the value the field's path finds
-    /// under it (nested names: the exact key, else one that differs only in
-    /// ASCII case).
-    fn lookup_wide<'v>(
-        &'v self,
+    /// Deny and ask: calls `visit` with every top-level key that matches
+    /// the field's first name ignoring ASCII case, and each value the
+    /// field's path finds under it — at every level below, every key that
+    /// matches the name ignoring ASCII case (`{"opts": {"mode": …, "MODE":
+    /// …}}` gives both), or `None` once when the path finds nothing under
+    /// that key. Stops when `visit` breaks. No allocation: the paths are
+    /// walked by recursion, as deep as the field's pointer.
+    fn each_wide<'v>(
+        &self,
         args: &'v Map<String, Value>,
-    ) -> impl Iterator<Item = (&'v str, Option<&'v Value>)> + 'v {
+        mut visit: impl FnMut(&'v str, Option<&'v Value>) -> ControlFlow<()>,
+    ) {
         let (first, rest): (&str, &[PointerToken]) = match &self.path {
             FieldPath::Key(key) => (key, &[]),
             FieldPath::Pointer(tokens) => match tokens.split_first() {
@@ -478,23 +498,19 @@ impl CompiledConstraint {
                 None => ("", &[]),
             },
         };
-        args.iter()
-            .filter(move |(k, _)| k.eq_ignore_ascii_case(first))
-            .map(move |(k, top)| {
-                let mut current = Some(top);
-                for token in rest {
-                    current = current.and_then(|v| match v {
-                        Value::Object(map) => map.get(&*token.key).or_else(|| {
-                            map.iter()
-                                .find(|(k, _)| k.eq_ignore_ascii_case(&token.key))
-                                .map(|(_, v)| v)
-                        }),
-                        Value::Array(items) => items.get(token.index?),
-                        _ => None,
-                    });
-                }
-                (k.as_str(), current)
-            })
+        for (key, top) in args.iter().filter(|(k, _)| k.eq_ignore_ascii_case(first)) {
+            let mut found = false;
+            let flow = nested_wide(top, rest, &mut |value| {
+                found = true;
+                visit(key, Some(value))
+            });
+            if flow.is_break() {
+                return;
+            }
+            if !found && visit(key, None).is_break() {
+                return;
+            }
+        }
     }
 
     fn lookup<'v>(&self, args: &'v Map<String, Value>) -> Option<&'v Value> {
@@ -513,6 +529,35 @@ impl CompiledConstraint {
                 Some(current)
             }
         }
+    }
+}
+
+/// Calls `visit` with each value `rest` leads to from `value`, object keys
+/// matched ignoring ASCII case (every one that matches), array tokens by
+/// index.
+fn nested_wide<'v>(
+    value: &'v Value,
+    rest: &[PointerToken],
+    visit: &mut dyn FnMut(&'v Value) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    let Some((token, rest)) = rest.split_first() else {
+        return visit(value);
+    };
+    match value {
+        Value::Object(map) => {
+            for (_, v) in map
+                .iter()
+                .filter(|(k, _)| k.eq_ignore_ascii_case(&token.key))
+            {
+                nested_wide(v, rest, visit)?;
+            }
+            ControlFlow::Continue(())
+        }
+        Value::Array(items) => match token.index.and_then(|i| items.get(i)) {
+            Some(v) => nested_wide(v, rest, visit),
+            None => ControlFlow::Continue(()),
+        },
+        _ => ControlFlow::Continue(()),
     }
 }
 
@@ -652,6 +697,38 @@ mod tests {
 
     fn re(field: &str, pattern: &str) -> CompiledConstraint {
         CompiledConstraint::matches(field, pattern).expect("compiles")
+    }
+
+    /// §25.7: in deny and ask rules every key that matches a pointer's
+    /// name ignoring ASCII case is judged, at every level, so a case twin
+    /// anywhere on the path cannot hide a value. Allow rules keep exact
+    /// names.
+    #[test]
+    fn rule_25_7_every_case_twin_on_a_pointer_path_is_judged_wide() {
+        let danger = eq("/opts/mode", json!("danger"));
+        for args in [
+            json!({"opts": {"mode": "safe", "MODE": "danger"}}),
+            json!({"opts": {"MODE": "danger", "mode": "safe"}}),
+            json!({"OPTS": {"mode": "safe"}, "opts": {"Mode": "danger"}}),
+            json!({"Opts": {"mode": "danger"}, "opts": {"mode": "safe"}}),
+        ] {
+            assert!(danger.holds(&obj(args.clone()), Wide), "{args}");
+            assert!(!danger.holds(&obj(args.clone()), Strict), "{args}");
+        }
+        let deep = re("/a/b/0/c", "^x$");
+        let args = obj(json!({"a": {"b": [{"c": "y", "C": "x"}], "B": [{"c": "y"}]}}));
+        assert!(deep.holds(&args, Wide));
+        assert!(!deep.holds(&args, Strict));
+        let args = obj(json!({"a": {"b": [{"c": "y"}], "B": [{"C": "x"}]}}));
+        assert!(deep.holds(&args, Wide));
+        // Nothing on the path: `equals null` holds (missing is null), once.
+        let null = eq("/opts/mode", Value::Null);
+        assert!(null.holds(&obj(json!({"opts": {}})), Wide));
+        assert!(!null.holds(&obj(json!({"opts": {"MODE": 1}})), Wide));
+        assert!(!danger.holds(
+            &obj(json!({"opts": {"mode": "safe", "MODE": "safe"}})),
+            Wide
+        ));
     }
 
     #[test]
