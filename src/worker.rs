@@ -74,6 +74,7 @@ impl Worker {
             settings.clone(),
             folders.clone(),
             config.clone(),
+            edits.clone(),
         );
         Arc::new(Worker {
             reviews: releaser.reviews().clone(),

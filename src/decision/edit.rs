@@ -13,7 +13,7 @@
 //!    giving the model the call to make instead;
 //! 4. unless the harness answered `resolved: true`, the grant is removed.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::resolve::{operator_reason, response, ResolveRequest, ResolveResponse};
 use crate::edits::{self, EditGrant, Refusal};
@@ -21,6 +21,7 @@ use crate::error::ApprovalError;
 use crate::gate::Judgement;
 use crate::hook::{HookCall, HookInput};
 use crate::pending::{digest, ReleaseVia};
+use crate::policy::{harness_stamps, PROTECTED_PATH_RULE, STAMP};
 use crate::provenance::Caller;
 use crate::release::{Answer, Request, Ruling};
 use crate::settings::Known;
@@ -113,7 +114,9 @@ pub(crate) async fn edit(worker: &Worker, edit: Edit) -> Result<ResolveResponse,
         return refuse(Refusal::Mark(mark));
     }
     let function_id = record.function_id.clone();
-    // 1. The edited call, judged as the gate would judge it, read-only.
+    // 1. The edited call, judged as the gate would judge it, read-only,
+    // in the turn's scope as far as the record knows it.
+    let (judged, turn) = in_scope(&function_id, &arguments, record.fs_scope.as_ref());
     let input = HookInput {
         point: Some("pre_trigger".into()),
         session_id: sid.to_owned(),
@@ -124,7 +127,7 @@ pub(crate) async fn edit(worker: &Worker, edit: Edit) -> Result<ResolveResponse,
         call: Some(HookCall {
             id: cid.to_owned(),
             function_id: function_id.clone(),
-            arguments: Some(arguments.clone()),
+            arguments: Some(judged.clone()),
         }),
         result: None,
     };
@@ -142,7 +145,7 @@ pub(crate) async fn edit(worker: &Worker, edit: Edit) -> Result<ResolveResponse,
         settings,
         &snapshot.rules,
         &function_id,
-        Some(&arguments),
+        Some(&judged),
     )
     .await;
     let judgement = crate::gate::judge_in_turn(
@@ -150,7 +153,7 @@ pub(crate) async fn edit(worker: &Worker, edit: Edit) -> Result<ResolveResponse,
         settings,
         &snapshot.rules,
         &[],
-        None,
+        turn.as_ref(),
         Some(&readings),
     );
     if let Some(why) = refusal(&judgement, snapshot.rules.is_lockdown()) {
@@ -191,8 +194,8 @@ pub(crate) async fn edit(worker: &Worker, edit: Edit) -> Result<ResolveResponse,
     let (session, made_on) = (sid.to_owned(), cid.to_owned());
     let carried = tokio::spawn(async move {
         let answer = releaser.release(release, None).await;
-        if !matches!(answer, Answer::Taken { .. }) {
-            match store.remove_unused(&session, &made_on, &digest).await {
+        if !answer.confirmed() {
+            match store.remove_unused(&session, &made_on, Some(&digest)).await {
                 Ok(_) => {
                     tracing::info!(session_id = %session, function_call_id = %made_on, "the edit's denial did not go through; its grant is removed")
                 }
@@ -210,9 +213,38 @@ pub(crate) async fn edit(worker: &Worker, edit: Edit) -> Result<ResolveResponse,
     }
 }
 
+/// The edited call as the gate will see it when the model makes it, and
+/// the turn's metadata to judge it in. The hook's turn metadata is not kept
+/// on a record; what is kept is the harness's stamp of a call it stamps
+/// (`fs_scope`: the turn's root and grants), and the harness stamps the
+/// edited call the same way. So for such a call the stamp is put back into
+/// the arguments and stands for the turn's scope: a relative path is then
+/// read from the same root at the edit as at use. Any other call is judged
+/// without a turn (`architecture/internals.md` § Edit, then approve).
+fn in_scope(
+    function_id: &str,
+    arguments: &Value,
+    stamp: Option<&crate::pending::Metadata>,
+) -> (Value, Option<Map<String, Value>>) {
+    let stamp = match (stamp, arguments) {
+        (Some(stamp), Value::Object(_)) if harness_stamps(function_id) => stamp.to_map(),
+        _ => return (arguments.clone(), None),
+    };
+    let mut judged = arguments.clone();
+    if let Value::Object(map) = &mut judged {
+        map.insert(STAMP.to_owned(), Value::Object(stamp.clone()));
+    }
+    let mut turn = Map::new();
+    turn.insert(STAMP.to_owned(), Value::Object(stamp));
+    (judged, Some(turn))
+}
+
 /// Whether the gate's judgement of the edited call refuses the edit: a
-/// deny (a deny rule, a human-only guard, an id check), or a hold in the
-/// lockdown. A hold or a continue otherwise lets the edit go on.
+/// deny (a deny rule, a human-only guard, an id check), a hold in the
+/// lockdown, or a protected path's hold (§29: no grant passes it, so the
+/// edited call would be held again whatever the grant). Any other hold
+/// (`widening_root` included: a grant passes it, §28.2) or a continue lets
+/// the edit go on.
 fn refusal(judgement: &Judgement<'_>, lockdown: bool) -> Option<Refusal> {
     match judgement {
         Judgement::Deny { reason, rule } => Some(Refusal::Denied {
@@ -220,12 +252,17 @@ fn refusal(judgement: &Judgement<'_>, lockdown: bool) -> Option<Refusal> {
             reason: reason.clone(),
         }),
         Judgement::Hold { .. } if lockdown => Some(Refusal::Lockdown),
+        Judgement::Hold { ask: Some(ask), .. } if ask.rule_id == PROTECTED_PATH_RULE => {
+            Some(Refusal::Protected)
+        }
         _ => None,
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -248,5 +285,56 @@ mod tests {
         assert_eq!(refusal(&hold, true), Some(Refusal::Lockdown));
         assert_eq!(refusal(&hold, false), None);
         assert_eq!(refusal(&go, false), None);
+        let held_as = |rule_id| Judgement::Hold {
+            ask: Some(crate::gate::AskHold {
+                rule_id,
+                timeout_ms: None,
+                escalate_after_ms: None,
+            }),
+            by_default: false,
+            rule: Some(rule_id),
+        };
+        assert_eq!(
+            refusal(&held_as(PROTECTED_PATH_RULE), false),
+            Some(Refusal::Protected)
+        );
+        assert_eq!(
+            refusal(&held_as(crate::policy::WIDENING_ROOT_RULE), false),
+            None,
+            "a grant passes a widening root"
+        );
+        assert_eq!(refusal(&held_as("ask-deploy"), false), None);
+    }
+
+    #[test]
+    fn rule_28_1_a_stamped_call_is_judged_in_the_scope_the_harness_stamped() {
+        let stamp = crate::pending::Metadata::from(
+            json!({"root": "/w/s1"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        );
+        let edited = json!({"command": "cat secret/key", "fs_scope": {"root": "/"}});
+        let (judged, turn) = in_scope("shell::run", &edited, Some(&stamp));
+        assert_eq!(
+            judged,
+            json!({"command": "cat secret/key", "fs_scope": {"root": "/w/s1"}}),
+            "the harness's stamp, never the edit's"
+        );
+        assert_eq!(
+            turn.map(Value::Object),
+            Some(json!({"fs_scope": {"root": "/w/s1"}}))
+        );
+        let plain = json!({"path": "README"});
+        assert_eq!(
+            in_scope("demo::echo", &plain, Some(&stamp)),
+            (plain.clone(), None),
+            "not a stamped call"
+        );
+        assert_eq!(
+            in_scope("shell::run", &plain, None),
+            (plain.clone(), None),
+            "no stamp kept"
+        );
     }
 }

@@ -118,11 +118,16 @@ impl EditGrants {
     }
 
     /// Removes the unused grant made on `made_on` (its release did not go
-    /// through); says whether one went.
-    pub(crate) fn remove_unused(&mut self, made_on: &str, digest: &str) -> bool {
+    /// through): the one of `digest`, or, when the digest is not known (a
+    /// release recovered after a restart, whose note keeps no arguments),
+    /// whichever unused grant the held call left — an edit decided twice
+    /// keeps one ([`EditGrants::add`]). A used grant stays: the model had
+    /// the denial, and its call went through. Says whether one went.
+    pub(crate) fn remove_unused(&mut self, made_on: &str, digest: Option<&str>) -> bool {
         let before = self.grants.len();
-        self.grants
-            .retain(|g| !(g.made_on == made_on && g.digest == digest && g.used_by.is_none()));
+        self.grants.retain(|g| {
+            !(g.made_on == made_on && digest.is_none_or(|d| g.digest == d) && g.used_by.is_none())
+        });
         self.grants.len() != before
     }
 
@@ -138,6 +143,10 @@ pub(crate) enum Refusal {
     /// The edited call would be denied (a deny rule, a guard, an id check).
     #[error("the edited call would be denied (rule {rule}): {reason}")]
     Denied { rule: String, reason: String },
+    /// The edited call names a protected path (§29): it is held for a
+    /// human whatever the grants say, so a grant would never apply.
+    #[error("the edited call names a protected path (rule protected_path): no edit's grant lets it through; allow or deny the held call, or edit the path")]
+    Protected,
     /// No configuration has compiled: nothing is let through on a grant.
     #[error("the edited call would be held by the lockdown (rule lockdown): no edit applies until a configuration compiles")]
     Lockdown,
@@ -233,14 +242,35 @@ mod tests {
         assert_eq!(grants.grants.len(), 1, "{grants:?}");
         assert_eq!(grants.grants[0].digest, "d2");
         assert!(
-            !grants.remove_unused("held", "d1"),
+            !grants.remove_unused("held", Some("d1")),
             "another edit's grant stays"
         );
         grants.claim(0, "c9");
-        assert!(!grants.remove_unused("held", "d2"), "a used grant stays");
+        assert!(
+            !grants.remove_unused("held", Some("d2")),
+            "a used grant stays"
+        );
+        assert!(
+            !grants.remove_unused("held", None),
+            "a used grant stays, digest or not"
+        );
         grants.grants[0].used_by = None;
-        assert!(grants.remove_unused("held", "d2"));
+        assert!(grants.remove_unused("held", Some("d2")));
         assert!(grants.grants.is_empty());
+    }
+
+    #[test]
+    fn rule_28_1_a_recovered_release_removes_the_held_calls_unused_grant_without_its_digest() {
+        let mut grants = EditGrants::new("s1");
+        grants.add(grant("held", "d1", 100), 0);
+        grants.add(grant("other", "d1", 100), 0);
+        assert!(grants.remove_unused("held", None));
+        assert_eq!(grants.grants.len(), 1, "{grants:?}");
+        assert_eq!(grants.grants[0].made_on, "other", "only the held call's");
+        assert!(
+            !grants.remove_unused("held", None),
+            "nothing left to remove"
+        );
     }
 
     #[test]

@@ -307,11 +307,17 @@ pub(crate) fn call_page_offering(view: &CallView<'_>, offer: Option<&BatchOffer>
                     summary { "Edit and allow" }
                     p.note {
                         "Fix the call. The agent is told to make the edited call instead, and that \
-                         call runs once when it does (within 10 minutes, or the shorter limit the gate \
-                         is configured with)."
+                         call runs once when it does, within the time chosen below (the gate's \
+                         configured limit shortens it)."
                     }
                     label for="edited" { "Arguments (JSON)" }
                     textarea #edited rows="8" spellcheck="false" { (pretty(view.arguments)) }
+                    label for="edit-ttl" { "The agent may make the edited call within" }
+                    select #edit-ttl name="ttl_ms" {
+                        @for (ms, label) in EDIT_TTLS {
+                            option value=(ms) selected[*ms == crate::edits::DEFAULT_TTL_MS] { (label) }
+                        }
+                    }
                     button type="button" .allow data-decision="edit" {
                         "Send the edited call" small { "The held call does not run; the edited one does, once." }
                     }
@@ -337,6 +343,15 @@ pub(crate) fn call_page_offering(view: &CallView<'_>, offer: Option<&BatchOffer>
     };
     document("Approval needed", body, true)
 }
+
+/// The lives an edit's grant may be given on the page (ms, label); the
+/// default is selected, and the configuration's `edit_ttl_max_ms` caps
+/// whichever is chosen.
+const EDIT_TTLS: &[(u64, &str)] = &[
+    (60_000, "1 minute"),
+    (600_000, "10 minutes"),
+    (3_600_000, "1 hour"),
+];
 
 /// Whether the page offers "Edit and allow" (contract §28): a function
 /// hold whose arguments are shown whole, with nothing redacted or clipped

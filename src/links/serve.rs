@@ -88,6 +88,10 @@ pub(super) struct LinkDecision {
     /// prefix — the record's own, never one the page sends — then allow).
     #[serde(default)]
     pub remember_prefix: bool,
+    /// With `edit`: how long the edited call may be made (ms, at least 1;
+    /// default 10 minutes; the configuration's `edit_ttl_max_ms` caps it).
+    #[serde(default)]
+    pub ttl_ms: Option<u64>,
 }
 
 /// Registers the three link functions (bound only while links are on).
@@ -303,6 +307,18 @@ async fn decide_call(worker: &Worker, request: &HttpRequest) -> HttpResponse {
     if token.starts_with(BATCH_PREFIX) {
         return decide_batch(worker, &links, token, body.clone()).await;
     }
+    // Checked before the body is read, so the refusal names the field.
+    if body
+        .get("ttl_ms")
+        .is_some_and(|ttl| !ttl.is_null() && ttl.as_u64().is_none_or(|ms| ms < 1))
+    {
+        return HttpResponse::error(
+            400,
+            "invalid_payload",
+            "ttl_ms must be a whole number of milliseconds, at least 1",
+            Value::Null,
+        );
+    }
     let choice = match LinkDecision::deserialize(Value::Object(body.clone())) {
         Ok(choice) => choice,
         Err(err) => {
@@ -337,6 +353,14 @@ async fn decide_call(worker: &Worker, request: &HttpRequest) -> HttpResponse {
         Kind::Function => RecordKind::Function,
         Kind::FolderAccess => RecordKind::FolderAccess,
     };
+    if choice.ttl_ms.is_some() && choice.decision != ResolveChoice::Edit {
+        return HttpResponse::error(
+            400,
+            "invalid_payload",
+            "ttl_ms is sent with decision edit only",
+            Value::Null,
+        );
+    }
     let decision = match choice.decision {
         ResolveChoice::Allow => Ruling::Allow {
             grant_scope: choice.grant_scope,
@@ -437,7 +461,7 @@ async fn decide_edit(
             expected: Some(revision.pending_at()),
             arguments,
             reason: operator_reason(&choice.reason),
-            ttl_ms: None,
+            ttl_ms: choice.ttl_ms,
             via: ReleaseVia::Link,
             caller: Some(Caller::link()),
         },

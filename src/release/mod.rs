@@ -40,6 +40,7 @@ use std::time::Duration;
 
 use crate::backoff::Backoff;
 use crate::config::ConfigCell;
+use crate::edits::store::EditStore;
 use crate::engine::{CallError, Engine, HarnessStatus, ReleaseAction};
 use crate::error::StateError;
 use crate::folders::{contains, Folders, GrantScope};
@@ -190,6 +191,14 @@ pub(crate) enum Answer {
     State(StateError),
 }
 
+impl Answer {
+    /// Whether the harness confirmed the decision (`resolved: true`): the
+    /// one answer after which an edit's grant stays (contract §28.1).
+    pub(crate) fn confirmed(&self) -> bool {
+        matches!(self, Answer::Taken { .. })
+    }
+}
+
 /// What the release path needs, each part from a lower module.
 pub(crate) struct Releaser {
     engine: Engine,
@@ -200,6 +209,9 @@ pub(crate) struct Releaser {
     /// The reviewer's memory: a human's decision closes the session's
     /// breaker (`architecture/contract.md` § The reviewer).
     reviews: Arc<Reviews>,
+    /// The edits' one-shot grants: a recovered edit's release takes its
+    /// grant back ([`recover`]).
+    edits: Arc<EditStore>,
 }
 
 impl Releaser {
@@ -209,6 +221,7 @@ impl Releaser {
         settings: Arc<SettingsStore>,
         folders: Arc<Folders>,
         config: Arc<ConfigCell>,
+        edits: Arc<EditStore>,
     ) -> Arc<Releaser> {
         Arc::new(Releaser {
             engine,
@@ -217,6 +230,7 @@ impl Releaser {
             folders,
             config,
             reviews: Arc::default(),
+            edits,
         })
     }
 

@@ -3,6 +3,15 @@
 //! worker boots, and claims dropped after the harness was asked. Each is
 //! adopted and settled as a lost answer: still pending at the harness →
 //! pending again; otherwise, or where the harness cannot say, `unknown`.
+//!
+//! A recovered release never hears `resolved: true` (a release the harness
+//! confirmed left no record to recover), so when it carried a human's edit
+//! (its note says `edited`), the edit's unused grant is taken back (contract
+//! § Edit, then approve: "if the harness does not answer `resolved: true`,
+//! the grant is removed"). A grant the model already used stays. A worker
+//! stopped after the harness confirmed but before the record left is the
+//! one case where a confirmed edit loses its grant: the recovery cannot tell
+//! it from a lost denial, and the model's call is then held for a human.
 
 use std::sync::Arc;
 
@@ -10,7 +19,7 @@ use futures_util::stream::{self, StreamExt};
 
 use super::{Answer, Releaser};
 use crate::engine::{CallError, ErrorCode};
-use crate::pending::{RecordKey, RulingKind};
+use crate::pending::{RecordKey, ReleaseNote, RulingKind};
 
 /// Releases recovered at once.
 const CONCURRENCY: usize = 8;
@@ -71,11 +80,34 @@ pub(crate) async fn recover(
         .await?;
     let note = claim.record().release.clone();
     let granted = note.as_ref().and_then(|n| n.granted.clone());
-    let runs = note.is_none_or(|n| n.decision == RulingKind::Allow);
+    let runs = note
+        .as_ref()
+        .is_none_or(|n| n.decision == RulingKind::Allow);
     let lost = CallError {
         function_id: "harness::function::resolve".into(),
         code: ErrorCode::Other("lost".into()),
         message: why.to_string(),
     };
-    Some(releaser.settle_lost(claim, granted, runs, lost).await)
+    let answer = releaser.settle_lost(claim, granted, runs, lost).await;
+    if takes_back_edit(note.as_deref(), &answer) {
+        match releaser
+            .edits
+            .remove_unused(&session_id, &function_call_id, None)
+            .await
+        {
+            Ok(removed) => {
+                tracing::info!(session_id = %session_id, function_call_id = %function_call_id, removed, "a recovered edit's denial was not confirmed; its unused grant is taken back")
+            }
+            Err(err) => {
+                tracing::warn!(session_id = %session_id, function_call_id = %function_call_id, error = %err, "a recovered edit's denial was not confirmed, and its grant could not be removed; it ends with its TTL")
+            }
+        }
+    }
+    Some(answer)
+}
+
+/// Whether a recovered release takes an edit's grant back: it carried a
+/// human's edit, and the harness did not confirm the denial.
+pub(crate) fn takes_back_edit(note: Option<&ReleaseNote>, answer: &Answer) -> bool {
+    note.is_some_and(|n| n.edited) && !answer.confirmed()
 }

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::config::{ApprovalConfig, Snapshot};
+use crate::edits::EditGrant;
 use crate::pending::GrantRequest;
 
 /// What the fake harness does with a resolve.
@@ -113,7 +114,8 @@ async fn setup(url: &str, kind: RecordKind) -> (Arc<Releaser>, Arc<PendingStore>
     let inbox = Arc::new(PendingStore::new(engine.clone(), config.clone()));
     let settings = Arc::new(SettingsStore::new(engine.clone(), config.clone()));
     let folders = Arc::new(Folders::new(engine.clone()));
-    let releaser = Releaser::new(engine, inbox.clone(), settings, folders, config);
+    let edits = Arc::new(EditStore::new(engine.clone()));
+    let releaser = Releaser::new(engine, inbox.clone(), settings, folders, config, edits);
     let mut record = crate::hook::record::build_record(
         &crate::hook::parse_hook_input(json!({
             "point": "pre_trigger", "session_id": "s1", "turn_id": "t1",
@@ -164,8 +166,20 @@ fn claim_note() -> ReleaseNote {
     }
 }
 
+fn edit_note() -> ReleaseNote {
+    ReleaseNote {
+        decision: RulingKind::Deny,
+        edited: true,
+        ..claim_note()
+    }
+}
+
 async fn claimed(inbox: &Arc<PendingStore>) -> Claim {
-    match inbox.claim("s1", "c1", None, claim_note()).await {
+    claimed_with(inbox, claim_note()).await
+}
+
+async fn claimed_with(inbox: &Arc<PendingStore>, note: ReleaseNote) -> Claim {
+    match inbox.claim("s1", "c1", None, note).await {
         Ok(Take::Claimed(claim)) => claim,
         other => panic!("not claimed: {other:?}"),
     }
@@ -315,4 +329,147 @@ async fn rule_20_a_recovered_release_the_harness_no_longer_lists_is_unknown() {
             .await
             .is_none()
     );
+}
+
+fn edit_ruling() -> Ruling {
+    Ruling::Edit {
+        to_model: "Denied by a human: call shell::run with these arguments instead: {}".into(),
+        shown: "Denied by a human: call shell::run with these arguments instead: {}".into(),
+    }
+}
+
+/// The edit grant `made_on: c1` in session s1, unused.
+async fn write_edit_grant(releaser: &Releaser) {
+    let now = now_ms();
+    let grant = EditGrant {
+        made_on: "c1".into(),
+        function_id: "shell::run".into(),
+        digest: "d1".into(),
+        expires_at: now + 600_000,
+        used_by: None,
+    };
+    releaser
+        .edits
+        .add("s1", grant, now)
+        .await
+        .expect("the grant is written");
+}
+
+async fn edit_grants(releaser: &Releaser) -> usize {
+    releaser
+        .edits
+        .read("s1")
+        .await
+        .expect("the grants are read")
+        .grants
+        .len()
+}
+
+#[test]
+fn rule_28_1_only_an_edit_the_harness_did_not_confirm_loses_its_grant() {
+    let taken = Answer::Taken {
+        turn_resumed: Some(true),
+        announced: true,
+    };
+    let edit = edit_note();
+    let deny = ReleaseNote {
+        decision: RulingKind::Deny,
+        ..claim_note()
+    };
+    assert!(recover::takes_back_edit(Some(&edit), &Answer::Unknown));
+    assert!(recover::takes_back_edit(Some(&edit), &Answer::NotHeld));
+    assert!(recover::takes_back_edit(Some(&edit), &Answer::Releasing));
+    assert!(!recover::takes_back_edit(Some(&edit), &taken));
+    assert!(!recover::takes_back_edit(Some(&deny), &Answer::Unknown));
+    assert!(!recover::takes_back_edit(None, &Answer::Unknown));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_28_1_a_recovered_edit_release_takes_its_grant_back_whatever_the_harness_lists() {
+    let engine = EngineFixture::start_test().await;
+    let harness = FakeHarness::start(&engine.url()).await;
+    let (releaser, inbox) = setup(&engine.url(), RecordKind::Function).await;
+    *harness.resolves.lock().unwrap() = Resolves::Hang;
+    // Still held at the harness: pending again, and the grant goes.
+    write_edit_grant(&releaser).await;
+    let claim = claimed_with(&inbox, edit_note()).await;
+    let carry = releaser.carry(claim, request(edit_ruling()));
+    assert!(tokio::time::timeout(Duration::from_millis(800), carry)
+        .await
+        .is_err());
+    assert_eq!(
+        edit_grants(&releaser).await,
+        1,
+        "written before the release"
+    );
+    harness.pending.lock().unwrap().push("c1".into());
+    let recovered = recover::recover(&releaser, ("s1".into(), "c1".into()), "test").await;
+    assert!(
+        matches!(recovered, Some(Answer::Unavailable(_))),
+        "{recovered:?}"
+    );
+    assert_eq!(edit_grants(&releaser).await, 0, "taken back");
+    // No longer listed: unknown, and the grant goes too.
+    write_edit_grant(&releaser).await;
+    harness.pending.lock().unwrap().clear();
+    let claim = claimed_with(&inbox, edit_note()).await;
+    let carry = releaser.carry(claim, request(edit_ruling()));
+    assert!(tokio::time::timeout(Duration::from_millis(800), carry)
+        .await
+        .is_err());
+    let recovered = recover::recover(&releaser, ("s1".into(), "c1".into()), "test").await;
+    assert!(matches!(recovered, Some(Answer::Unknown)), "{recovered:?}");
+    assert_eq!(edit_grants(&releaser).await, 0, "taken back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_28_1_a_recovered_plain_denial_and_a_used_grant_are_left_alone() {
+    let engine = EngineFixture::start_test().await;
+    let harness = FakeHarness::start(&engine.url()).await;
+    let (releaser, inbox) = setup(&engine.url(), RecordKind::Function).await;
+    *harness.resolves.lock().unwrap() = Resolves::Hang;
+    write_edit_grant(&releaser).await;
+    // A plain denial's recovery never touches the session's edit grants.
+    let claim = claimed_with(
+        &inbox,
+        ReleaseNote {
+            decision: RulingKind::Deny,
+            ..claim_note()
+        },
+    )
+    .await;
+    let carry = releaser.carry(claim, request(Ruling::Deny { reason: None }));
+    assert!(tokio::time::timeout(Duration::from_millis(800), carry)
+        .await
+        .is_err());
+    harness.pending.lock().unwrap().push("c1".into());
+    let recovered = recover::recover(&releaser, ("s1".into(), "c1".into()), "test").await;
+    assert!(
+        matches!(recovered, Some(Answer::Unavailable(_))),
+        "{recovered:?}"
+    );
+    assert_eq!(edit_grants(&releaser).await, 1, "not an edit's release");
+    // A grant the model already used stays, edit or not.
+    let used = releaser
+        .edits
+        .take("s1", "shell::run", "d1", "c2")
+        .await
+        .expect("the use is claimed");
+    assert_eq!(
+        used,
+        crate::edits::store::Used::Claimed {
+            made_on: "c1".into()
+        }
+    );
+    let claim = claimed_with(&inbox, edit_note()).await;
+    let carry = releaser.carry(claim, request(edit_ruling()));
+    assert!(tokio::time::timeout(Duration::from_millis(800), carry)
+        .await
+        .is_err());
+    let recovered = recover::recover(&releaser, ("s1".into(), "c1".into()), "test").await;
+    assert!(
+        matches!(recovered, Some(Answer::Unavailable(_))),
+        "{recovered:?}"
+    );
+    assert_eq!(edit_grants(&releaser).await, 1, "a used grant stays");
 }

@@ -438,6 +438,39 @@ async fn rule_27_1_browser_form_approvals_page_and_chip_drive_the_worker() {
             let set = host.calls_to("approval::set-mode");
             assert_eq!(set.last().map(|c| c.payload.clone()), Some(json!({"session_id": "s_c", "mode": "manual"})));
 
+            // Edit and allow (contract §28): the held call's arguments fixed
+            // on the page, a minute's grant; the model double follows the
+            // denial and the edited call runs once.
+            browser.goto(&format!("{}/#/ext/approvals", host.url())).await;
+            let late = "article[data-call=\"s_c/c_late\"]";
+            let offered = browser.wait_until(&present(&format!("{late} details.ag-edit")), WAIT * 2).await;
+            assert_eq!(offered, true, "the page does not offer the edit: {}", browser.script("return document.querySelector('.ag-page') && document.querySelector('.ag-page').textContent;").await);
+            browser.click(&format!("{late} details.ag-edit summary")).await;
+            // Ctrl+A, then the edited arguments over the selection.
+            browser.type_into(&format!("{late} textarea[name=\"arguments\"]"), "\u{E009}a\u{E000}{\"n\": 5}").await;
+            browser.click(&format!("{late} select[name=\"ttl_ms\"] option[value=\"60000\"]")).await;
+            browser.click(&format!("{late} button[data-decision=\"edit\"]")).await;
+            assert!(
+                eventually(WAIT, || scene.harness.resolve_requests().iter().any(|r| r["function_call_id"] == "c_late")).await,
+                "the edit's denial did not reach the harness: {:?}",
+                host.calls_to("approval::resolve").last()
+            );
+            let sent = host.calls_to("approval::resolve").into_iter().find(|c| c.payload["function_call_id"] == "c_late").expect("the page's resolve");
+            assert_eq!(sent.payload["decision"], "edit");
+            assert_eq!(sent.payload["arguments"], json!({"n": 5}));
+            assert_eq!(sent.payload["ttl_ms"], 60000);
+            let release = scene.harness.resolve_requests().into_iter().find(|r| r["function_call_id"] == "c_late").unwrap();
+            let text = release["content"][0]["text"].as_str().unwrap_or_default().to_string();
+            assert!(text.starts_with("Denied by a human:") && text.ends_with(r#"call demo::echo with these arguments instead: {"n":5}"#), "{text}");
+            let late_call = held("s_c", "t4", "c_late", "demo::echo", json!({"n": 4}));
+            let out = scene.harness.follow_denial(&late_call, "c_late2").await.expect("the model makes the edited call");
+            assert!(matches!(out, CallState::Completed { .. }), "{out:?}");
+            let edited_runs = scene.harness.runs_of("demo::echo").into_iter().filter(|r| r.arguments == json!({"n": 5})).count();
+            assert_eq!(edited_runs, 1, "the edited call ran once");
+            let again = scene.harness.call(held("s_c", "t4", "c_late3", "demo::echo", json!({"n": 5}))).await;
+            assert!(again.is_held(), "a second identical call is judged as usual: {again:?}");
+            scene.ok("approval::resolve", json!({"session_id": "s_c", "function_call_id": "c_late3", "decision": "deny"})).await;
+
             let profile = browser.profile.path().to_path_buf();
             browser.quit().await;
             assert!(processes_using(&profile).is_empty(), "a Chromium process outlived its test");

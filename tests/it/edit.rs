@@ -5,10 +5,20 @@
 
 use std::time::Duration;
 
-use approval_gate_testkit::harness::{CallSpec, CallState, HarnessOptions};
+use approval_gate_testkit::harness::{
+    CallSpec, CallState, Generation, HarnessOptions, ResolveFault,
+};
 use serde_json::{json, Value};
 
 use crate::common::*;
+
+/// Now, in ms since the epoch (the grants' `expires_at`).
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
 
 /// The decision log's function (a target the scene serves).
 const LOG_FN: &str = "demo::other";
@@ -131,6 +141,55 @@ each_generation! {
     }
 }
 
+each_generation! {
+    async fn rule_28_1_a_restart_mid_release_takes_the_grant_back_and_a_confirmed_edit_keeps_it(generation) {
+        on_each_engine(&label("rule_28_edit_restart", generation), |engine| async move {
+            let mut seed = seed();
+            seed["resolve_wait_ms"] = json!(500);
+            let mut scene = Scene::start_seeded(engine, HarnessOptions::generation(generation), Some(seed)).await;
+            // Confirmed before the restart: the grant outlives it.
+            let kept = held("s_k", "c1");
+            scene.hold(kept.clone()).await;
+            let answer = edit(&scene, "s_k", "c1", edited()).await.expect("the edit is taken");
+            assert_eq!(answer["resolved"], true, "{answer}");
+            // Under way at the restart: the harness never answers the
+            // denial (the call stays held there), and the worker stops.
+            let lost = held("s_h", "c1");
+            scene.hold(lost.clone()).await;
+            scene.harness.fault_resolves(ResolveFault::Hang, 1);
+            let answer = edit(&scene, "s_h", "c1", edited()).await.expect("the edit is under way");
+            assert_eq!(answer, json!({"resolved": false, "releasing": true}));
+            let unused = |all: Vec<Value>| all.into_iter().filter(|g| g["made_on"] == "c1" && g.get("used_by").is_none()).count();
+            assert_eq!(unused(grants(&scene, "s_h").await), 1, "written before the release");
+            assert_eq!(scene.get_pending("s_h", "c1").await["pending"]["releasing"], true);
+            scene.restart_worker().await;
+            scene.wait_for_gate_binding().await;
+            // The boot's recovery settles the release without a
+            // confirmation: the grant is taken back.
+            let mut gone = false;
+            for _ in 0..100 {
+                if unused(grants(&scene, "s_h").await) == 0 {
+                    gone = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            assert!(gone, "the recovered edit left its grant: {:?}", grants(&scene, "s_h").await);
+            // The edited call is judged as usual: held, nothing ran.
+            let made = CallSpec { call_id: "c2".into(), arguments: edited(), ..lost.clone() };
+            let out = scene.harness.call(made).await;
+            assert!(out.is_held(), "{out:?}");
+            assert!(scene.harness.runs().iter().all(|r| r.session_id != "s_h"), "{:?}", scene.harness.runs());
+            // The confirmed edit's call continues once after the restart.
+            let out = scene.harness.follow_denial(&kept, "c2").await.expect("the model makes the call");
+            assert!(completed(&out), "{out:?}");
+            let runs: Vec<_> = scene.harness.runs().into_iter().filter(|r| r.session_id == "s_k").collect();
+            assert_eq!(runs.len(), 1, "{runs:?}");
+        })
+        .await;
+    }
+}
+
 #[tokio::test]
 async fn rule_28_refused_edits_leave_the_call_held() {
     on_each_engine("rule_28_refusals", |engine| async move {
@@ -194,6 +253,56 @@ async fn rule_28_refused_edits_leave_the_call_held() {
             .harness
             .state("s_f", "c9")
             .is_some_and(|s| s.is_held()));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rule_28_1_an_edit_onto_a_protected_path_is_refused_at_once_read_from_the_stamped_root() {
+    on_each_engine("rule_28_protected_edit", |engine| async move {
+        let mut seed = seed();
+        seed["protected_paths"] = json!(["/w/s_pp/secret/**"]);
+        let scene = Scene::start_seeded(
+            engine,
+            HarnessOptions::generation(Generation::G2),
+            Some(seed),
+        )
+        .await;
+        let first = CallSpec::new(
+            "s_pp",
+            "t_s_pp",
+            "c1",
+            "shell::run",
+            json!({"command": "ls"}),
+        )
+        .with_fs_root("/w/s_pp");
+        scene.hold(first.clone()).await;
+        let shown = scene.get_pending("s_pp", "c1").await["pending"].clone();
+        assert_eq!(shown["fs_scope"]["root"], "/w/s_pp", "{shown}");
+        // A relative path that is protected only once read from the turn's
+        // root: no grant would let it through, so the edit is refused now.
+        let err = edit(&scene, "s_pp", "c1", json!({"command": "cat secret/key"}))
+            .await
+            .expect_err("refused");
+        assert_eq!(code_of(&err), "approval/invalid_payload", "{err}");
+        assert!(message_of(&err).contains("protected_path"), "{err}");
+        assert!(scene
+            .harness
+            .state("s_pp", "c1")
+            .is_some_and(|s| s.is_held()));
+        assert!(grants(&scene, "s_pp").await.is_empty());
+        // Elsewhere in the root, the edit is taken and its call runs once.
+        let answer = edit(&scene, "s_pp", "c1", json!({"command": "cat notes/key"}))
+            .await
+            .expect("the edit is taken");
+        assert_eq!(answer["resolved"], true, "{answer}");
+        let out = scene
+            .harness
+            .follow_denial(&first, "c2")
+            .await
+            .expect("the model makes the call");
+        assert!(completed(&out), "{out:?}");
+        assert_eq!(scene.harness.runs_of("shell::run").len(), 1);
     })
     .await;
 }
@@ -295,95 +404,160 @@ async fn settle(scene: &Scene, resolved: &Sink, sid: &str, cid: &str) -> Vec<Val
     mine
 }
 
+/// Trials of each race: enough to meet both orders of each; the grant
+/// store's own claim is tried 500 times as a unit test
+/// (`src/edits/store.rs`).
+const RACE_TRIALS: usize = 20;
+/// Trials in flight at once (each in a session of its own).
+const RACE_AT_ONCE: usize = 5;
+/// No trial starts after this much time: the count and the time both bound
+/// a race test.
+const RACE_BUDGET: Duration = Duration::from_secs(40);
+/// The hold's deadline in the races against the timeout.
+const RACE_TIMEOUT_MS: u64 = 3000;
+
+/// Runs `trial` for 0..RACE_TRIALS, RACE_AT_ONCE at a time, until the
+/// budget is spent; answers how many ran and what each one ended in.
+async fn trials<F, Fut>(name: &str, trial: F) -> Vec<&'static str>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = &'static str>,
+{
+    use futures_util::stream::{self, StreamExt};
+    let until = std::time::Instant::now() + RACE_BUDGET;
+    let ended: Vec<&'static str> = stream::iter(0..RACE_TRIALS)
+        .filter(|_| std::future::ready(std::time::Instant::now() < until))
+        .map(&trial)
+        .buffer_unordered(RACE_AT_ONCE)
+        .collect()
+        .await;
+    let mut counts = std::collections::BTreeMap::new();
+    for outcome in &ended {
+        *counts.entry(*outcome).or_insert(0) += 1;
+    }
+    eprintln!("{name}: {} trials, outcomes {counts:?}", ended.len());
+    assert!(
+        ended.len() >= RACE_AT_ONCE,
+        "{name}: only {} trials ran within {RACE_BUDGET:?}",
+        ended.len()
+    );
+    ended
+}
+
+/// The runs of a session's calls.
+fn runs_in(scene: &Scene, sid: &str) -> usize {
+    scene
+        .harness
+        .runs()
+        .into_iter()
+        .filter(|r| r.session_id == sid)
+        .count()
+}
+
 #[tokio::test]
 async fn rule_28_an_edit_racing_another_humans_allow_the_timeout_and_the_turns_end_has_one_outcome()
 {
     on_each_engine("rule_28_races", |engine| async move {
         let mut seed = seed();
-        seed["pending_timeout_ms"] = json!(1000);
+        seed["pending_timeout_ms"] = json!(RACE_TIMEOUT_MS);
         let scene = Scene::start_seeded(engine, HarnessOptions::default(), Some(seed)).await;
         let resolved = scene
             .sink("race-resolved", "approval::pending-resolved", json!({}))
             .await;
-        for trial in 0..3 {
-            // Against another human's allow.
+        let (scene, resolved) = (&scene, &resolved);
+        // Against another human's allow.
+        trials("edit vs allow", |trial| async move {
             let sid = format!("s_a{trial}");
             let first = held(&sid, "c1");
             scene.hold(first.clone()).await;
-            let allow = scene.call(
-                "approval::resolve",
-                json!({"session_id": sid, "function_call_id": "c1", "decision": "allow"}),
-            );
-            let (edited_answer, _) = tokio::join!(edit(&scene, &sid, "c1", edited()), allow);
-            let events = settle(&scene, &resolved, &sid, "c1").await;
+            // The allow starts a little later trial by trial (the edit has
+            // more to do before its claim), so both orders are met.
+            let allow = async {
+                tokio::time::sleep(Duration::from_millis(3 * (trial as u64 % 6))).await;
+                scene
+                    .call(
+                        "approval::resolve",
+                        json!({"session_id": sid, "function_call_id": "c1", "decision": "allow"}),
+                    )
+                    .await
+            };
+            let (edited_answer, _) = tokio::join!(edit(scene, &sid, "c1", edited()), allow);
+            let events = settle(scene, resolved, &sid, "c1").await;
             let followed = scene.harness.follow_denial(&first, "c2").await;
-            let runs = scene
-                .harness
-                .runs()
-                .into_iter()
-                .filter(|r| r.session_id == sid)
-                .count();
+            let runs = runs_in(scene, &sid);
             assert_eq!(
                 runs, 1,
                 "{sid}: exactly one call ran: {events:?} {edited_answer:?} {followed:?}"
             );
             match events[0]["outcome"].as_str() {
-                Some("deny") => assert!(followed.as_ref().is_some_and(completed), "{followed:?}"),
-                Some("allow") => assert!(followed.is_none(), "{followed:?}"),
+                Some("deny") => {
+                    assert!(followed.as_ref().is_some_and(completed), "{followed:?}");
+                    "edit"
+                }
+                Some("allow") => {
+                    assert!(followed.is_none(), "{followed:?}");
+                    "allow"
+                }
                 other => panic!("{sid}: {other:?}"),
             }
-
-            // Against the timeout.
+        })
+        .await;
+        // Against the timeout: the edit lands around the deadline.
+        trials("edit vs timeout", |trial| async move {
             let sid = format!("s_x{trial}");
             let first = held(&sid, "c1");
             scene.hold(first.clone()).await;
-            tokio::time::sleep(Duration::from_millis(950 + 25 * trial)).await;
-            let _ = edit(&scene, &sid, "c1", edited()).await;
-            let events = settle(&scene, &resolved, &sid, "c1").await;
+            let around = RACE_TIMEOUT_MS - 150 + 25 * (trial as u64 % 8);
+            tokio::time::sleep(Duration::from_millis(around)).await;
+            let _ = edit(scene, &sid, "c1", edited()).await;
+            let events = settle(scene, resolved, &sid, "c1").await;
             let followed = scene.harness.follow_denial(&first, "c2").await;
-            let runs = scene
-                .harness
-                .runs()
-                .into_iter()
-                .filter(|r| r.session_id == sid)
-                .count();
+            let runs = runs_in(scene, &sid);
             match (events[0]["outcome"].as_str(), events[0]["edited"] == true) {
                 (Some("deny"), true) => {
                     assert!(followed.as_ref().is_some_and(completed), "{followed:?}");
-                    assert_eq!(runs, 1);
+                    assert_eq!(runs, 1, "{sid}");
+                    "edit"
                 }
                 (Some("timeout"), false) => {
                     assert!(followed.is_none(), "{followed:?}");
-                    assert_eq!(runs, 0);
+                    assert_eq!(runs, 0, "{sid}");
+                    "timeout"
                 }
                 other => panic!("{sid}: {other:?} {events:?}"),
             }
-
-            // Against the turn's end.
+        })
+        .await;
+        // Against the turn's end.
+        trials("edit vs turn end", |trial| async move {
             let sid = format!("s_t{trial}");
             let first = held(&sid, "c1");
             scene.hold(first.clone()).await;
-            let ended = scene
-                .harness
-                .complete_turn(&sid, &first.turn_id, "cancelled");
-            let (_, _) = tokio::join!(edit(&scene, &sid, "c1", edited()), ended);
-            let events = settle(&scene, &resolved, &sid, "c1").await;
+            let ended = async {
+                tokio::time::sleep(Duration::from_millis(3 * (trial as u64 % 6))).await;
+                scene
+                    .harness
+                    .complete_turn(&sid, &first.turn_id, "cancelled")
+                    .await
+            };
+            let (_, _) = tokio::join!(edit(scene, &sid, "c1", edited()), ended);
+            let events = settle(scene, resolved, &sid, "c1").await;
             let followed = scene.harness.follow_denial(&first, "c2").await;
-            let runs = scene
-                .harness
-                .runs()
-                .into_iter()
-                .filter(|r| r.session_id == sid)
-                .count();
+            let runs = runs_in(scene, &sid);
             match (events[0]["outcome"].as_str(), events[0]["edited"] == true) {
-                (Some("deny"), true) => assert!(runs <= 1, "{runs}"),
+                (Some("deny"), true) => {
+                    assert!(runs <= 1, "{sid}: {runs}");
+                    "edit"
+                }
                 (Some("aborted"), false) => {
                     assert!(followed.is_none(), "{followed:?}");
-                    assert_eq!(runs, 0);
+                    assert_eq!(runs, 0, "{sid}");
+                    "aborted"
                 }
                 other => panic!("{sid}: {other:?} {events:?}"),
             }
-        }
+        })
+        .await;
     })
     .await;
 }
@@ -392,11 +566,12 @@ async fn rule_28_an_edit_racing_another_humans_allow_the_timeout_and_the_turns_e
 async fn rule_28_two_identical_parallel_uses_let_exactly_one_through() {
     on_each_engine("rule_28_parallel_uses", |engine| async move {
         let scene = Scene::start_seeded(engine, HarnessOptions::default(), Some(seed())).await;
-        for trial in 0..3 {
+        let scene = &scene;
+        trials("parallel uses", |trial| async move {
             let sid = format!("s_p{trial}");
             let first = held(&sid, "c1");
             scene.hold(first.clone()).await;
-            let answer = edit(&scene, &sid, "c1", edited())
+            let answer = edit(scene, &sid, "c1", edited())
                 .await
                 .expect("the edit is taken");
             assert_eq!(answer["resolved"], true, "{answer}");
@@ -414,14 +589,14 @@ async fn rule_28_two_identical_parallel_uses_let_exactly_one_through() {
             let through = [&a, &b].into_iter().filter(|o| completed(o)).count();
             let held = [&a, &b].into_iter().filter(|o| o.is_held()).count();
             assert_eq!((through, held), (1, 1), "{sid}: {a:?} {b:?}");
-            let runs = scene
-                .harness
-                .runs()
-                .into_iter()
-                .filter(|r| r.session_id == sid)
-                .count();
-            assert_eq!(runs, 1, "{sid}");
-        }
+            assert_eq!(runs_in(scene, &sid), 1, "{sid}");
+            if completed(&a) {
+                "first"
+            } else {
+                "second"
+            }
+        })
+        .await;
     })
     .await;
 }
@@ -453,6 +628,28 @@ async fn rule_28_edit_and_allow_on_the_link_page_takes_the_same_steps() {
             page.contains(r#"data-decision="edit""#),
             "the page offers the edit"
         );
+        // A choice of the grant's life, ten minutes chosen.
+        assert!(page.contains(r#"<select id="edit-ttl" name="ttl_ms">"#), "{page}");
+        assert!(
+            page.contains(r#"<option value="600000" selected>"#),
+            "the default is chosen: {page}"
+        );
+        // A life that is not one: refused, the call stays held.
+        for (body, named) in [
+            (json!({"decision": "edit", "arguments": edited(), "ttl_ms": 0}), "ttl_ms"),
+            (json!({"decision": "edit", "arguments": edited(), "ttl_ms": -5}), "ttl_ms"),
+            (json!({"decision": "edit", "arguments": edited(), "ttl_ms": "soon"}), "ttl_ms"),
+            (json!({"decision": "deny", "ttl_ms": 60000}), "edit only"),
+        ] {
+            let refused = l.decide(&url, body.clone()).await;
+            assert_eq!(refused.status().as_u16(), 400, "{body}");
+            let answer: Value = refused.json().await.expect("json");
+            assert!(
+                answer["error"]["message"].as_str().is_some_and(|m| m.contains(named)),
+                "{body}: {answer}"
+            );
+        }
+        assert!(grants(&l.scene, "s_l").await.is_empty());
         // Refused: the call stays held.
         let refused = l
             .decide(
@@ -474,15 +671,24 @@ async fn rule_28_edit_and_allow_on_the_link_page_takes_the_same_steps() {
             .state("s_l", "c1")
             .is_some_and(|s| s.is_held()));
         // Taken: the model follows the denial, and the edited call runs once.
+        let before = now_ms();
         let taken = l
             .decide(
                 &url,
-                json!({"decision": "edit", "arguments": edited(), "reason": "no force"}),
+                json!({"decision": "edit", "arguments": edited(), "reason": "no force", "ttl_ms": 60000}),
             )
             .await;
         assert_eq!(taken.status().as_u16(), 200);
         let body: Value = taken.json().await.expect("json");
         assert_eq!(body["resolved"], true, "{body}");
+        // The grant lives the minute chosen.
+        let made = grants(&l.scene, "s_l").await;
+        assert_eq!(made.len(), 1, "{made:?}");
+        let ends = made[0]["expires_at"].as_u64().expect("expires_at");
+        assert!(
+            (before + 60_000..=now_ms() + 60_000).contains(&ends),
+            "{made:?}"
+        );
         let text = l
             .scene
             .harness
@@ -501,6 +707,29 @@ async fn rule_28_edit_and_allow_on_the_link_page_takes_the_same_steps() {
             .expect("the model makes the call");
         assert!(completed(&out), "{out:?}");
         assert_eq!(l.scene.harness.runs_of("demo::echo").len(), 1);
+        // A life longer than the configuration allows is capped by
+        // edit_ttl_max_ms (an hour by default).
+        l.scene.hold(held("s_l", "c5")).await;
+        let url = l.approval_url("s_l", "c5").await;
+        let before = now_ms();
+        let taken = l
+            .decide(
+                &url,
+                json!({"decision": "edit", "arguments": {"path": "README3"}, "ttl_ms": 86_400_000u64}),
+            )
+            .await;
+        assert_eq!(taken.status().as_u16(), 200);
+        let capped: Vec<Value> = grants(&l.scene, "s_l")
+            .await
+            .into_iter()
+            .filter(|g| g["made_on"] == "c5")
+            .collect();
+        assert_eq!(capped.len(), 1, "{capped:?}");
+        let ends = capped[0]["expires_at"].as_u64().expect("expires_at");
+        assert!(
+            (before + 3_600_000..=now_ms() + 3_600_000).contains(&ends),
+            "{capped:?}"
+        );
     })
     .await;
 }

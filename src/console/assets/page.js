@@ -1109,14 +1109,25 @@ function Facts({ record, now }) {
   return h("dl", { className: "ag-facts" }, rows);
 }
 
+// The lives an edit's grant may be given (ms, label), as on the link page;
+// the second is the default, and the configuration's edit_ttl_max_ms caps
+// whichever is chosen.
+const EDIT_TTLS = [
+  [60000, "1 minute"],
+  [600000, "10 minutes"],
+  [3600000, "1 hour"],
+];
+
 function HeldCall({ host, record, now, onDecided }) {
   const [whole, setWhole] = useState(null);
   const [reason, setReason] = useState("");
   const [busy, setBusy] = useState(false);
   const [said, setSaid] = useState(null);
   const [draft, setDraft] = useState(null);
+  const [ttl, setTtl] = useState(String(EDIT_TTLS[1][0]));
   const reasonId = useId("reason");
   const editId = useId("edit");
+  const ttlId = useId("edit-ttl");
   const unreadable = record.kind === "unreadable";
   // Both spellings of a folder prompt (the brief's console, today's).
   const folder = record.kind === "folder_access" || record.kind === "filesystem_access";
@@ -1234,7 +1245,8 @@ function HeldCall({ host, record, now, onDecided }) {
       setSaid({ ok: false, text: "The edited arguments must be a JSON object. Nothing was sent." });
       return;
     }
-    act("edit", [resolve("edit", { arguments: parsed, ...(reason.trim() ? { reason: reason.trim() } : {}) })], "Edited. The agent has been told to make the edited call instead; it runs once when the agent makes it.");
+    const ttlMs = Number.parseInt(ttl, 10);
+    act("edit", [resolve("edit", { arguments: parsed, ...(ttlMs > 0 ? { ttl_ms: ttlMs } : {}), ...(reason.trim() ? { reason: reason.trim() } : {}) })], "Edited. The agent has been told to make the edited call instead; it runs once when the agent makes it.");
   };
   return h(
     "article",
@@ -1272,6 +1284,12 @@ function HeldCall({ host, record, now, onDecided }) {
                 h("summary", null, "Edit and allow"),
                 h("label", { className: "ag-label", htmlFor: editId }, "Arguments (JSON): the agent is told to make this call instead, and it runs once"),
                 h("textarea", { id: editId, name: "arguments", className: "ag-textarea", rows: 6, spellCheck: false, value: draft ?? pretty(args), onChange: (e) => setDraft(e.target.value) }),
+                h("label", { className: "ag-label", htmlFor: ttlId }, "The agent may make the edited call within (the configured edit_ttl_max_ms shortens it)"),
+                h(
+                  "select",
+                  { id: ttlId, name: "ttl_ms", className: "ag-select", value: ttl, onChange: (e) => setTtl(e.target.value) },
+                  EDIT_TTLS.map(([ms, label]) => h("option", { key: ms, value: String(ms) }, label)),
+                ),
                 h("button", { type: "button", className: "ag-button ag-button--allow", "data-decision": "edit", disabled: busy, onClick: sendEdit }, "Send the edited call"),
               )
             : null,

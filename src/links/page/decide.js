@@ -77,6 +77,8 @@
           return;
         }
         body.arguments = parsed;
+        var ttl = document.getElementById("edit-ttl");
+        if (ttl && ttl.value) body.ttl_ms = parseInt(ttl.value, 10);
       }
       if ((body.decision === "deny" || body.decision === "edit") && reason && reason.value.trim() !== "") {
         body.reason = reason.value.trim();
