@@ -267,8 +267,8 @@ async fn reconcile(worker: &Arc<Worker>) -> usize {
 /// A session `harness::status` answered `null` for: once the harness has
 /// said `ready`, read it again `Reconciles::age` (twice the hook timeout)
 /// later, and only a second `null` removes its records (as a turn that
-/// holds nothing would). Before
-/// `ready`, the records are kept; the pass `ready` asks for reads again.
+/// holds nothing would). Before `ready`, the records are kept; the pass
+/// `ready` asks for reads again.
 fn recheck_later(worker: &Arc<Worker>, sid: String) {
     if !worker.reconciles.ready.load(Ordering::SeqCst) {
         tracing::debug!(session_id = %sid, "harness::status knows no turn of the session before harness::ready; records kept");
