@@ -62,6 +62,15 @@ pub struct BootOptions {
     /// engine's refusal delay (the in-process test engine's is a fixed
     /// 60 ms) shortens it.
     pub name_confirm: Duration,
+    /// How old a held call's record must be before a reconcile may remove
+    /// it, and how long after a first `null` from `harness::status` the
+    /// session is read again (§27.4): twice the timeout the harness gives
+    /// the gate's hook, so a call the harness is still parking is never
+    /// taken for one it dropped ([`RECONCILE_AGE`] by default, for the 5 s
+    /// the gate binds its hook with). Not a flag: only a program whose
+    /// harness cuts hooks shorter (a test's harness double) shortens it,
+    /// keeping the factor of two.
+    pub reconcile_age: Duration,
 }
 
 impl BootOptions {
@@ -69,7 +78,7 @@ impl BootOptions {
     /// default: no seed, a 30 s connect timeout, OpenTelemetry on, a standby
     /// retry every second, the entry `approval-gate`, the 1 s name
     /// confirmation (the environment is not read: the binary sets
-    /// `config_id` from `III_CONFIG_NAME`).
+    /// `config_id` from `III_CONFIG_NAME`), the 10 s reconcile age.
     pub fn new(url: impl Into<String>) -> BootOptions {
         BootOptions {
             url: url.into(),
@@ -79,9 +88,15 @@ impl BootOptions {
             standby_retry: DEFAULT_STANDBY_RETRY,
             config_id: CONFIG_ID.to_string(),
             name_confirm: NAME_CONFIRM_WINDOW,
+            reconcile_age: RECONCILE_AGE,
         }
     }
 }
+
+/// The default of [`BootOptions::reconcile_age`]: twice the 5 s the gate's
+/// hook binding gives the harness (§27.4).
+pub const RECONCILE_AGE: Duration =
+    Duration::from_millis(2 * crate::bindings::durable::HOOK_TIMEOUT_MS);
 
 /// `--standby-retry-ms` default.
 pub const DEFAULT_STANDBY_RETRY: Duration = Duration::from_millis(1000);
@@ -362,6 +377,9 @@ enum Attempt {
         /// The holder's worker id, as the engine named it.
         owner_worker_id: String,
     },
+    /// The connection closed before the name was confirmed (most likely a
+    /// refusal whose frame was lost); the client is shut down.
+    Dropped,
 }
 
 /// The SDK's error for a refused worker name, if `err` is one.
@@ -376,15 +394,32 @@ fn name_taken(err: &iii_sdk::Error) -> Option<String> {
     }
 }
 
-/// The SDK's fatal error if it comes within `window` (polled).
-async fn refusal_within(iii: &IIIClient, window: Duration) -> Option<iii_sdk::Error> {
+/// What a stretch of the confirmation window brought.
+enum Confirmation {
+    /// Nothing: the connection is still up and unrefused.
+    Quiet,
+    /// The SDK's fatal error (a refused name, or another refusal).
+    Refused(iii_sdk::Error),
+    /// The connection closed without a refusal reaching the SDK: the engine
+    /// closes a refused connection right after its refusal frame, and a
+    /// write under way meanwhile (the held calls' read) fails first, so the
+    /// SDK reconnects without having read it. The name is not confirmed.
+    Dropped,
+}
+
+/// Watches `iii` for `window` (polled): a refusal, or the connection
+/// closing.
+async fn refusal_within(iii: &IIIClient, window: Duration) -> Confirmation {
     let deadline = tokio::time::Instant::now() + window;
     loop {
         if let Some(err) = iii.fatal_error() {
-            return Some(err);
+            return Confirmation::Refused(err);
+        }
+        if iii.get_connection_state() != IIIConnectionState::Connected {
+            return Confirmation::Dropped;
         }
         if tokio::time::Instant::now() >= deadline {
-            return None;
+            return Confirmation::Quiet;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -404,14 +439,16 @@ async fn try_claim(
     let iii = new_client(url, otel);
     let early = match handshake(&iii, url, timeout).await {
         Ok(()) => refusal_within(&iii, early_refusal(window)).await,
-        Err(BootError::Rejected(err)) => Some(err),
+        Err(BootError::Rejected(err)) => Confirmation::Refused(err),
         Err(other) => {
             iii.shutdown_async().await;
             return Err(other);
         }
     };
-    if let Some(err) = early {
-        return refused(iii, err).await;
+    match early {
+        Confirmation::Quiet => {}
+        Confirmation::Refused(err) => return refused(iii, err).await,
+        Confirmation::Dropped => return dropped(iii).await,
     }
     // Nothing is announced before boot stores the real configuration.
     let config = Arc::new(ConfigCell::named(
@@ -424,8 +461,9 @@ async fn try_claim(
         pending.read_buckets()
     );
     match late {
-        Some(err) => refused(iii, err).await,
-        None => Ok(Attempt::Held(Box::new(Claimed {
+        Confirmation::Refused(err) => refused(iii, err).await,
+        Confirmation::Dropped => dropped(iii).await,
+        Confirmation::Quiet => Ok(Attempt::Held(Box::new(Claimed {
             iii,
             tenure: Tenure::default(),
             config,
@@ -433,6 +471,13 @@ async fn try_claim(
             read,
         }))),
     }
+}
+
+/// Closes an attempt whose connection closed inside the window (see
+/// [`Confirmation::Dropped`]): it is tried again like a refused one.
+async fn dropped(iii: IIIClient) -> Result<Attempt, BootError> {
+    iii.shutdown_async().await;
+    Ok(Attempt::Dropped)
 }
 
 /// Closes a refused attempt's client: a refused name is
@@ -497,6 +542,16 @@ pub(crate) async fn claim_name(
                 } else {
                     tracing::debug!(%owner_worker_id, refusals, "worker name still held");
                 }
+                tokio::time::sleep(retry).await;
+            }
+            Attempt::Dropped => {
+                // Counted as a refusal: the name was not this instance's
+                // at this attempt.
+                refusals += 1;
+                tracing::debug!(
+                    refusals,
+                    "the connection closed while the worker name was confirmed; trying again"
+                );
                 tokio::time::sleep(retry).await;
             }
         }
@@ -578,7 +633,13 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
             id: config.id().to_string(),
             source,
         })?;
-    let worker = Worker::new(engine.clone(), config, tenure, pending);
+    let worker = Worker::new(
+        engine.clone(),
+        config,
+        tenure,
+        pending,
+        options.reconcile_age,
+    );
     let inbox = Arc::downgrade(&worker);
     crate::metrics::count_held(Box::new(move || {
         inbox.upgrade().map(|w| w.pending.len() as u64)

@@ -66,7 +66,7 @@ mod worker;
 // Running the worker.
 pub use boot::{
     boot, standing_by, unbind, BootError, BootOptions, Running, DEFAULT_STANDBY_RETRY, DESCRIPTION,
-    NAME_CONFIRM_WINDOW, WORKER_NAME,
+    NAME_CONFIRM_WINDOW, RECONCILE_AGE, WORKER_NAME,
 };
 pub use config::{
     check_config_id, config_id_from_env, load_seed, ApprovalConfig, BadConfigName, BootstrapError,

@@ -31,12 +31,6 @@ pub(crate) use crate::bindings::{
 /// real engine, 8 at once slowed the gate's p99 about 13× during the pass
 /// (`architecture/performance.md` § Reconcile with the harness).
 const RECONCILE_CONCURRENCY: usize = 2;
-/// A record younger than this is left alone by a reconcile: the harness
-/// may not have parked its call yet (twice the hooks' 5 s timeout).
-const RECONCILE_MIN_AGE_MS: u64 = 10_000;
-/// How long after a `null` `harness::status` the session is read again
-/// before its records are acted on (twice the hooks' 5 s timeout, §27.4).
-const NULL_RECHECK: Duration = Duration::from_millis(RECONCILE_MIN_AGE_MS);
 /// How long a reconcile request waits before its pass starts: requests in
 /// that time join it. At boot the worker asks for a pass, and today's harness
 /// sends `harness::ready` at once to the binding boot just made: one pass,
@@ -223,9 +217,10 @@ async fn on_session_deleted(worker: &Worker, event: SessionDeleted) -> usize {
 /// harness cannot be holding — not listed, or listed as waiting on the
 /// sub-agent it spawned — leaves through the emit gate as `aborted` /
 /// `not_held`, unless it is `releasing` or younger than twice the hook
-/// timeout. A listed call is kept (it may be held) but is no proof of a hold.
+/// timeout (`Reconciles::age`: the harness may not have parked the call
+/// yet). A listed call is kept (it may be held) but is no proof of a hold.
 /// A `null` (no turn of the session) is acted on only after `harness::ready`
-/// and a second read [`NULL_RECHECK`] later. The brief's harness has no
+/// and a second read the same age later. The brief's harness has no
 /// `harness::status`: nothing is done. Bounded concurrency; never on the
 /// gate's path. Returns how many records left.
 async fn reconcile(worker: &Arc<Worker>) -> usize {
@@ -270,9 +265,10 @@ async fn reconcile(worker: &Arc<Worker>) -> usize {
 }
 
 /// A session `harness::status` answered `null` for: once the harness has
-/// said `ready`, read it again [`NULL_RECHECK`] later, and only a second
-/// `null` removes its records (as a turn that holds nothing would). Before
-/// `ready`, the records are kept; the pass `ready` asks for reads again.
+/// said `ready`, read it again `Reconciles::age` (twice the hook timeout)
+/// later, and only a second `null` removes its records (as a turn that
+/// holds nothing would). Before `ready`, the records are kept; the pass
+/// `ready` asks for reads again.
 fn recheck_later(worker: &Arc<Worker>, sid: String) {
     if !worker.reconciles.ready.load(Ordering::SeqCst) {
         tracing::debug!(session_id = %sid, "harness::status knows no turn of the session before harness::ready; records kept");
@@ -283,7 +279,7 @@ fn recheck_later(worker: &Arc<Worker>, sid: String) {
     }
     let worker = worker.clone();
     tokio::spawn(async move {
-        tokio::time::sleep(NULL_RECHECK).await;
+        tokio::time::sleep(worker.reconciles.age).await;
         let status = worker.engine.harness_status(&sid).await;
         worker.reconciles.rechecking().remove(&sid);
         match status {
@@ -301,6 +297,7 @@ fn recheck_later(worker: &Arc<Worker>, sid: String) {
 /// cannot be holding (`status` is the current turn, or a second `null`).
 async fn reconcile_session(worker: &Worker, sid: &str, status: &HarnessStatus) -> usize {
     let now = crate::time::now_ms();
+    let min_age = u64::try_from(worker.reconciles.age.as_millis()).unwrap_or(u64::MAX);
     let mut removed = 0;
     for (_, cid) in worker.pending.keys_of_session(sid) {
         if status.may_hold(&cid) {
@@ -310,7 +307,7 @@ async fn reconcile_session(worker: &Worker, sid: &str, status: &HarnessStatus) -
         let Some(record) = lock.get() else {
             continue;
         };
-        if record.pending_at + RECONCILE_MIN_AGE_MS > now {
+        if record.pending_at.saturating_add(min_age) > now {
             continue;
         }
         match lock

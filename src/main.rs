@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use approval_gate::{
     boot, config_id_from_env, load_seed, log_allowed, log_filter, manifest_json, render_table,
     signal, simulate_offline, standing_by, unbind, ApprovalConfig, BootOptions, RedactingStderr,
-    SimCall, DEFAULT_STANDBY_RETRY, NAME_CONFIRM_WINDOW,
+    SimCall, DEFAULT_STANDBY_RETRY, NAME_CONFIRM_WINDOW, RECONCILE_AGE,
 };
 
 /// Exit status when the engine refused this instance after boot: a
@@ -249,6 +249,8 @@ async fn main() -> ExitCode {
         // Never shorter for the binary: the engine's refusal of a taken
         // name can take ~100 ms to arrive (boot.rs, `NAME_CONFIRM_WINDOW`).
         name_confirm: NAME_CONFIRM_WINDOW,
+        // Twice the hook timeout the worker binds with (§27.4).
+        reconcile_age: RECONCILE_AGE,
     };
     // A standby may wait for hours: a stop signal ends the wait too.
     let booted = tokio::select! {

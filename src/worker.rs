@@ -64,6 +64,7 @@ impl Worker {
         config: Arc<ConfigCell>,
         tenure: Tenure,
         pending: Arc<PendingStore>,
+        reconcile_age: Duration,
     ) -> Arc<Worker> {
         let settings = Arc::new(SettingsStore::new(engine.clone(), config.clone()));
         let folders = Arc::new(Folders::new(engine.clone()));
@@ -91,7 +92,7 @@ impl Worker {
             config,
             commands: crate::shell::Reader::new(crate::shell::Limits::default()),
             lineage: crate::lineage::Lineage::default(),
-            reconciles: Reconciles::default(),
+            reconciles: Reconciles::new(reconcile_age),
             edits,
             in_flight: AtomicUsize::new(0),
         })
@@ -141,8 +142,12 @@ impl Tenure {
 /// The reconciles of a worker: one pass at a time, requests that arrive
 /// before a pass starts joining it, and the sessions `harness::status`
 /// answered `null` for, waiting for their second read.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Reconciles {
+    /// How old a record must be before a pass may remove it, and how long
+    /// after a first `null` the second read comes: twice the harness's hook
+    /// timeout (`BootOptions::reconcile_age`).
+    pub(crate) age: Duration,
     /// A pass is asked for and has not started.
     pub(crate) queued: std::sync::atomic::AtomicBool,
     /// One pass at a time.
@@ -156,6 +161,18 @@ pub(crate) struct Reconciles {
 }
 
 impl Reconciles {
+    /// No pass asked for yet, before `harness::ready`, records younger than
+    /// `age` left alone.
+    pub(crate) fn new(age: Duration) -> Reconciles {
+        Reconciles {
+            age,
+            queued: Default::default(),
+            running: Default::default(),
+            ready: Default::default(),
+            rechecking: Default::default(),
+        }
+    }
+
     pub(crate) fn rechecking(
         &self,
     ) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {

@@ -83,14 +83,18 @@ pub(crate) const WATCH: Spec = Spec {
     config: |_| watch_config(),
 };
 
+/// The `timeout_ms` both hook bindings give the harness (contract
+/// § Bindings); a reconcile's age is twice it (`boot::RECONCILE_AGE`).
+pub(crate) const HOOK_TIMEOUT_MS: u64 = 5000;
+
 /// The gate's binding config at a priority.
 pub(crate) fn config(priority: i64) -> Value {
-    json!({"timeout_ms": 5000, "on_error": "fail_closed", "priority": priority})
+    json!({"timeout_ms": HOOK_TIMEOUT_MS, "on_error": "fail_closed", "priority": priority})
 }
 
 /// The watch's binding config (only keys every harness generation accepts).
 pub(crate) fn watch_config() -> Value {
-    json!({"functions": ["shell::*", "coder::*"], "timeout_ms": 5000, "on_error": "fail_open"})
+    json!({"functions": ["shell::*", "coder::*"], "timeout_ms": HOOK_TIMEOUT_MS, "on_error": "fail_open"})
 }
 
 /// What the engine said about the binding at the last check.

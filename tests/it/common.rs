@@ -51,14 +51,32 @@ pub async fn start_in_process(engine: &EngineFixture) -> InProcess {
 /// engine the worker-name confirmation is the engine's short window
 /// ([`EngineFixture::name_confirm_window`]), not the 1 s a real engine
 /// needs: a boot waits ~0.2 s instead of 1 s, and a name still taken is
-/// still refused (the test engine refuses 60 ms after its greeting). The
-/// suite about the window (`standby`) runs the binary, which always waits
-/// the full window.
+/// still refused (the test engine refuses 60 ms after its greeting;
+/// `standby::a_short_name_confirmation_still_refuses_a_second_instance`).
+/// The suite about the window (`standby`) otherwise runs the binary, which
+/// always waits the full window.
 pub async fn start_in_process_with(engine: &EngineFixture, seed: Option<Value>) -> InProcess {
-    let window = engine
+    start_in_process_aged(engine, seed, approval_gate::RECONCILE_AGE).await
+}
+
+/// As [`start_in_process_with`], with the reconcile age `reconcile_age`
+/// (`BootOptions::reconcile_age`): twice the hook timeout of the harness
+/// the worker faces ([`reconcile_age_for`]).
+pub async fn start_in_process_aged(
+    engine: &EngineFixture,
+    seed: Option<Value>,
+    reconcile_age: Duration,
+) -> InProcess {
+    let name_confirm = engine
         .name_confirm_window()
         .unwrap_or(approval_gate::NAME_CONFIRM_WINDOW);
-    start_in_process_at(&engine.url(), window, seed).await
+    boot_in_process(BootOptions {
+        seed,
+        name_confirm,
+        reconcile_age,
+        ..in_process_options(&engine.url())
+    })
+    .await
 }
 
 /// Boots the worker in-process against `url` with the name confirmation
@@ -68,16 +86,41 @@ pub async fn start_in_process_at(
     name_confirm: Duration,
     seed: Option<Value>,
 ) -> InProcess {
-    let running = boot(BootOptions {
+    boot_in_process(BootOptions {
         seed,
-        connect_timeout: Duration::from_secs(15),
-        otel: false,
         name_confirm,
-        ..BootOptions::new(url)
+        ..in_process_options(url)
     })
     .await
-    .unwrap_or_else(|e| panic!("worker did not boot: {e}"));
+}
+
+/// The options every in-process boot starts from: OTel off, a 15 s
+/// connect timeout.
+pub fn in_process_options(url: &str) -> BootOptions {
+    BootOptions {
+        connect_timeout: Duration::from_secs(15),
+        otel: false,
+        ..BootOptions::new(url)
+    }
+}
+
+/// Boots the worker in-process with `options`; panics when it does not.
+pub async fn boot_in_process(options: BootOptions) -> InProcess {
+    let running = boot(options)
+        .await
+        .unwrap_or_else(|e| panic!("worker did not boot: {e}"));
     InProcess(Some(running))
+}
+
+/// The reconcile age a worker facing a harness with `options` keeps:
+/// twice the hook timeout that harness applies (§27.4), the default when
+/// it applies the binding's own.
+pub fn reconcile_age_for(options: &HarnessOptions) -> Duration {
+    options
+        .hook_timeout_ms
+        .map_or(approval_gate::RECONCILE_AGE, |ms| {
+            Duration::from_millis(2 * ms)
+        })
 }
 
 /// The worker booted in this process, disconnected when dropped.
@@ -251,6 +294,15 @@ pub fn message_of(err: &iii_sdk::Error) -> String {
     }
 }
 
+/// Wall-clock milliseconds since the epoch, as records and deadlines
+/// carry them.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
 /// How long a scenario watches for what must not happen once what it
 /// waited for has happened: a second event, a late write, a release run
 /// twice.
@@ -405,6 +457,9 @@ pub struct Scene {
     pub targets: TargetWorker,
     pub worker: Option<InProcess>,
     pub probe: IIIClient,
+    /// The worker's reconcile age ([`reconcile_age_for`] the harness's
+    /// options), kept for restarts.
+    pub reconcile_age: Duration,
 }
 
 /// Target functions every scene serves.
@@ -428,11 +483,12 @@ impl Scene {
         seed: Option<Value>,
     ) -> Scene {
         trace_in_process_worker();
+        let reconcile_age = reconcile_age_for(&options);
         let harness = HarnessDouble::start(&engine.url(), options).await;
         let sessions = SessionDouble::start(&engine.url()).await;
         let targets = TargetWorker::start(&engine.url(), TARGETS).await;
         let probe = engine.client("probe").await;
-        let worker = Some(start_in_process_with(&engine, seed).await);
+        let worker = Some(start_in_process_aged(&engine, seed, reconcile_age).await);
         let scene = Scene {
             engine,
             harness,
@@ -440,6 +496,7 @@ impl Scene {
             targets,
             worker,
             probe,
+            reconcile_age,
         };
         scene.wait_for_gate_binding().await;
         scene
@@ -491,7 +548,7 @@ impl Scene {
     /// Starts the in-process worker again.
     pub async fn restart_worker(&mut self) {
         self.stop_worker().await;
-        self.worker = Some(start_in_process(&self.engine).await);
+        self.worker = Some(start_in_process_aged(&self.engine, None, self.reconcile_age).await);
     }
 
     /// The inbox, all of it.
@@ -642,7 +699,7 @@ impl Scene {
 /// `approval_gate=debug`), the in-process workers' logs are printed through
 /// the test harness's capture, so a failing scenario shows them next to its
 /// panic. Installed once per test binary; without the variable, nothing.
-fn trace_in_process_worker() {
+pub fn trace_in_process_worker() {
     if let Ok(filter) = std::env::var("AG_IT_TRACE") {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::new(filter))

@@ -88,7 +88,7 @@ fn delivered(state: &Option<CallState>) -> (String, Value) {
     }
 }
 
-const TIMEOUT_TEXT: &str = "Approval timed out: no one approved demo::echo within 2 seconds, so it was not run. Ask the user to approve it, or try another way.";
+const TIMEOUT_TEXT: &str = "Approval timed out: no one approved demo::echo within 1 second, so it was not run. Ask the user to approve it, or try another way.";
 
 each_generation! {
     async fn expiry_denies_within_a_second_of_the_deadline_and_the_agent_reads_why(generation) {
@@ -110,7 +110,7 @@ each_generation! {
             assert!(plain.get("expires_at").is_none(), "{plain}");
             assert!(plain.get("escalate_at").is_none(), "{plain}");
 
-            set_deadlines(&mut scene, Some(2_000), None).await;
+            set_deadlines(&mut scene, Some(1_000), None).await;
             let evaluated = scene
                 .ok(
                     "approval::evaluate",
@@ -118,7 +118,7 @@ each_generation! {
                 )
                 .await;
             assert_eq!(evaluated["verdict"], "needs_approval");
-            assert_eq!(evaluated["deadline_ms"], 2_000);
+            assert_eq!(evaluated["deadline_ms"], 1_000);
             let denied = scene
                 .ok(
                     "approval::evaluate",
@@ -131,7 +131,7 @@ each_generation! {
             let record = held(&scene, "s_exp", "c1").await;
             let pending_at = record["pending_at"].as_u64().expect("pending_at");
             let expires_at = record["expires_at"].as_u64().expect("expires_at");
-            assert_eq!(expires_at, pending_at + 2_000);
+            assert_eq!(expires_at, pending_at + 1_000);
             assert!(record.get("escalate_at").is_none(), "{record}");
             let listed = scene.inbox().await;
             assert!(listed
@@ -146,7 +146,8 @@ each_generation! {
             );
 
             // Still held half-way.
-            tokio::time::sleep(Duration::from_millis(1_000)).await;
+            let half_way = pending_at + 500;
+            tokio::time::sleep(Duration::from_millis(half_way.saturating_sub(now_ms()))).await;
             assert!(scene.harness.state("s_exp", "c1").is_some_and(|s| s.is_held()));
             let state = settled(&scene, "s_exp", "c1", Duration::from_secs(5)).await;
             let seen_at = now_ms();

@@ -133,16 +133,29 @@ async fn fail_closed_a_hold_past_its_budget_is_denied_and_leaves_nothing() {
         let scene = Scene::start(engine).await;
         // Warm the session, so its settings read is not the stalled part.
         scene.ok("approval::evaluate", json!({"session_id": "s_slow", "function_id": "demo::echo"})).await;
-        let faults = scene.engine.test_engine().unwrap().faults();
+        let test_engine = scene.engine.test_engine().unwrap();
+        let faults = test_engine.faults();
+        // The session read gives up at its 1.5 s budget; the record's write
+        // is sent after it and answered 3.5 s later, past the hook's 4 s.
+        let set_stall = Duration::from_millis(3_500);
         faults.stall("session::get", Duration::from_secs(3), Some(1));
-        faults.stall("state::set", Duration::from_secs(8), Some(1));
+        faults.stall("state::set", set_stall, Some(1));
+        let sets = test_engine.invocations("state::set");
         let started = Instant::now();
-        let out = scene
-            .ok(
-                "approval::gate",
-                json!({"point": "pre_trigger", "session_id": "s_slow", "turn_id": "t", "call": {"id": "c_slow", "function_id": "demo::echo", "arguments": {}}}),
-            )
+        let gate = scene.ok(
+            "approval::gate",
+            json!({"point": "pre_trigger", "session_id": "s_slow", "turn_id": "t", "call": {"id": "c_slow", "function_id": "demo::echo", "arguments": {}}}),
+        );
+        // When the stalled write went out: its answer comes `set_stall` later.
+        let write_sent = async {
+            let sent = eventually(Duration::from_secs(10), || {
+                test_engine.invocations("state::set") > sets
+            })
             .await;
+            assert!(sent, "the hold never wrote its record");
+            Instant::now()
+        };
+        let (out, write_sent) = tokio::join!(gate, write_sent);
         let took = started.elapsed();
         assert_eq!(out["decision"], "deny", "{out}");
         assert!(out["reason"].as_str().unwrap_or("").contains("in time"), "{out}");
@@ -160,7 +173,8 @@ async fn fail_closed_a_hold_past_its_budget_is_denied_and_leaves_nothing() {
         assert!(left.is_empty(), "{left:?}");
         assert!(scene.inbox().await.is_empty());
         // And nothing lands later when the stalled answer finally arrives.
-        tokio::time::sleep(Duration::from_secs(6)).await;
+        tokio::time::sleep_until((write_sent + set_stall).into()).await;
+        stay_quiet().await;
         assert!(scene.pending_in_state().await.is_empty());
         assert!(scene.inbox().await.is_empty());
     })

@@ -86,16 +86,32 @@ async fn rule_20_a_slow_harness_answers_releasing_and_the_outcome_follows_once()
         let resolved = scene
             .sink("slow-release", "approval::pending-resolved", json!({}))
             .await;
+        // A decider waits half a second for the release's outcome, so a
+        // harness answering 3 s late is a slow one (the default wait is 8 s).
+        scene
+            .ok(
+                "configuration::set",
+                json!({"id": "approval-gate", "value": {"rules": ["!approval::*"], "resolve_wait_ms": 500}}),
+            )
+            .await;
+        assert!(
+            eventually(WAIT, || scene
+                .worker
+                .as_ref()
+                .is_some_and(|w| w.config().resolve_wait_ms == 500))
+            .await
+        );
         assert!(scene
             .harness
             .call(CallSpec::new("s_t", "t_t", "c_t", "demo::echo", json!({})))
             .await
             .is_held());
-        // The harness takes the release but answers 12 s later (an execute
+        // The harness takes the release but answers 3 s later (an execute
         // whose target runs long, or a slow link).
+        let stall = Duration::from_secs(3);
         scene.engine.test_engine().unwrap().faults().stall(
             "harness::function::resolve",
-            Duration::from_secs(12),
+            stall,
             Some(1),
         );
         let started = Instant::now();
@@ -106,7 +122,7 @@ async fn rule_20_a_slow_harness_answers_releasing_and_the_outcome_follows_once()
             )
             .await;
         assert_eq!(out, json!({"resolved": false, "releasing": true}));
-        assert!(started.elapsed() < Duration::from_secs(12));
+        assert!(started.elapsed() < stall);
         // The record says so; every other decision answers the same and
         // changes nothing.
         let shown = scene
@@ -126,6 +142,11 @@ async fn rule_20_a_slow_harness_answers_releasing_and_the_outcome_follows_once()
             )
             .await;
         assert_eq!(again, json!({"resolved": false, "releasing": true}));
+        assert!(
+            resolved.events().is_empty(),
+            "no outcome before the harness answered: {:?}",
+            resolved.events()
+        );
         // The harness's answer comes: one event, the decision's own.
         assert!(eventually(Duration::from_secs(20), || resolved.events().len() == 1).await);
         stay_quiet().await;

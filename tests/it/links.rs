@@ -566,6 +566,16 @@ each_generation! {
     async fn links_a_harness_failure_is_a_503_and_a_long_release_shows_running(generation) {
         on_test_engine(&label("links_harness_failures", generation), |engine| async move {
             let l = Links::start_on(engine, generation, json!(["!approval::*"]), None).await;
+            // A decider waits half a second for the release's outcome, so a
+            // harness answering 3 s late is a long release (the default wait
+            // is 8 s).
+            let mut value = config(&l.base, json!(["!approval::*"]), None);
+            value["resolve_wait_ms"] = json!(500);
+            l.scene
+                .ok("configuration::set", json!({"id": "approval-gate", "value": value}))
+                .await;
+            let w = l.scene.worker.as_ref().unwrap();
+            assert!(eventually(WAIT, || w.config().resolve_wait_ms == 500).await);
             let created = l
                 .scene
                 .sink("hf-created", "approval::pending-created", json!({}))
@@ -600,7 +610,7 @@ each_generation! {
                 .await;
             faults.stall(
                 "harness::function::resolve",
-                Duration::from_secs(12),
+                Duration::from_secs(3),
                 Some(1),
             );
             let r = l.decide(&url, json!({"decision": "allow"})).await;
@@ -621,6 +631,11 @@ each_generation! {
             assert!(
                 page.contains("Running") && !page.contains("data-decision"),
                 "{page}"
+            );
+            assert!(
+                resolved.events().is_empty(),
+                "no outcome before the harness answered: {:?}",
+                resolved.events()
             );
             assert!(eventually(Duration::from_secs(20), || resolved.events().len() == 1).await);
             assert_eq!(resolved.events()[0]["outcome"], "allow");

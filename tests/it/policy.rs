@@ -343,17 +343,20 @@ async fn policy_bounded_grants_are_used_up_expire_and_are_scoped_by_arguments() 
         // ttl_ms: the grant applies until expires_at, then not at all.
         scene.ok("approval::set-mode", json!({"session_id": "s_t", "mode": "auto"})).await;
         let out = scene
-            .ok("approval::add-always-allow", json!({"session_id": "s_t", "function_id": "coder::write", "ttl_ms": 1500}))
+            .ok("approval::add-always-allow", json!({"session_id": "s_t", "function_id": "coder::write", "ttl_ms": 1000}))
             .await;
         let entry = &out["settings"]["always_allow"][0];
         assert_eq!(
             entry["expires_at"].as_u64().unwrap() - entry["granted_at"].as_u64().unwrap(),
-            1500,
+            1000,
             "{out}"
         );
+        let expires_at = entry["expires_at"].as_u64().unwrap();
         let out = scene.harness.call(spec("s_t", "t1", "coder::write", json!({}))).await;
         assert!(completed(&out), "{out:?}");
-        tokio::time::sleep(Duration::from_millis(1600)).await;
+        // The instant it expires: not a moment later.
+        let now = now_ms();
+        tokio::time::sleep(Duration::from_millis(expires_at.saturating_sub(now) + 1)).await;
         let out = scene.harness.call(spec("s_t", "t2", "coder::write", json!({}))).await;
         assert!(out.is_held(), "an expired grant is ignored at once: {out:?}");
         scene.ok("approval::set-mode", json!({"session_id": "s_t", "mode": "auto"})).await;

@@ -620,3 +620,54 @@ async fn a_standby_stops_on_sigterm_without_having_registered_anything() {
     })
     .await;
 }
+
+/// The in-process worker's short name confirmation (the test engine's
+/// window, `BootOptions::name_confirm`) still refuses to serve beside a
+/// live instance of the same name: the second instance is refused at every
+/// attempt and stands by, registering nothing, until the first stops; then
+/// it takes over, one instance at a time.
+#[tokio::test]
+async fn a_short_name_confirmation_still_refuses_a_second_instance() {
+    on_test_engine("standby_short_window", |engine| async move {
+        trace_in_process_worker();
+        let window = engine
+            .name_confirm_window()
+            .expect("the test engine has a short window");
+        assert!(window < approval_gate::NAME_CONFIRM_WINDOW, "{window:?}");
+        let test_engine = engine.test_engine().expect("the test engine");
+        let probe = engine.client("probe").await;
+        let first = start_in_process_with(&engine, None).await;
+        assert_eq!(gate_workers(&probe).await.len(), 1);
+        let claims = || test_engine.invocations("engine::workers::register");
+        let before = claims();
+        let url = engine.url();
+        let second = tokio::spawn(async move {
+            boot_in_process(approval_gate::BootOptions {
+                name_confirm: window,
+                standby_retry: Duration::from_millis(50),
+                ..in_process_options(&url)
+            })
+            .await
+        });
+        // Three claims of the name, each confirmed within the short window:
+        // every one refused, so the second instance has not booted.
+        assert!(
+            eventually(TAKEOVER, || claims() >= before + 3).await,
+            "the second instance stopped claiming the name after {} claims",
+            claims() - before
+        );
+        assert!(
+            !second.is_finished(),
+            "the second instance booted beside the first"
+        );
+        assert_eq!(gate_workers(&probe).await.len(), 1, "one instance serves");
+        first.shutdown(Duration::from_secs(2)).await;
+        let second = tokio::time::timeout(TAKEOVER, second)
+            .await
+            .expect("the second instance never took over")
+            .expect("its boot did not panic");
+        assert!(second.was_standby(), "it stood by first");
+        assert_eq!(gate_workers(&probe).await.len(), 1, "one instance serves");
+    })
+    .await;
+}

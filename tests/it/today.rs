@@ -18,10 +18,11 @@ use crate::common::*;
 /// (`/w/<session>`) and its grants; the policy allows `shell::*` and
 /// `demo::*` except `demo::ask` and `shell::ask`, which hold.
 async fn today(engine: EngineFixture) -> Scene {
-    let options = HarnessOptions {
-        generation: Generation::G2,
-        ..HarnessOptions::default()
-    };
+    today_with(engine, HarnessOptions::generation(Generation::G2)).await
+}
+
+/// As [`today`] with the harness's `options`.
+async fn today_with(engine: EngineFixture, options: HarnessOptions) -> Scene {
     let scene = Scene::start_with(engine, options).await;
     scene
         .targets
@@ -255,13 +256,17 @@ async fn wait_not_releasing(scene: &Scene, sid: &str, cid: &str) -> bool {
 #[tokio::test]
 async fn rule_19_harness_ready_reconciles_records_of_calls_it_no_longer_holds() {
     on_test_engine("today_reconcile", |engine| async move {
-        let scene = today(engine).await;
+        let scene = today_with(engine, hooks_cut_short()).await;
+        let age = scene.reconcile_age;
         let resolved = scene
             .sink("rc-resolved", "approval::pending-resolved", json!({}))
             .await;
         let spec = |cid: &str| CallSpec::new("s5", "t_s5", cid, "demo::ask", json!({})).with_fs_root("/w/s5");
         assert!(scene.harness.call(spec("c1")).await.is_held());
         assert!(scene.harness.call(spec("c2")).await.is_held());
+        let held_at = pending(&scene, "s5", "c1").await["pending_at"]
+            .as_u64()
+            .expect("pending_at");
         // The harness answers c1 itself (another console): it no longer holds it.
         scene
             .ok(
@@ -270,12 +275,24 @@ async fn rule_19_harness_ready_reconciles_records_of_calls_it_no_longer_holds() 
                        "is_error": true, "content": [{"type": "text", "text": "answered elsewhere"}]}),
             )
             .await;
-        // Young records are left alone (the harness may not have parked them).
+        // Young records are left alone (the harness may not have parked them):
+        // the pass ready asks for reads the session and removes nothing.
+        let reads = scene.harness.status_reads("s5");
         scene.harness.announce_ready().await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(
+            eventually(WAIT, || scene.harness.status_reads("s5") > reads).await,
+            "ready asked for no reconcile"
+        );
+        let read_at = now_ms();
+        stay_quiet().await;
+        assert!(
+            read_at < held_at + u64::try_from(age.as_millis()).expect("a short age"),
+            "the pass came after the records had aged: the check saw nothing young"
+        );
         assert_eq!(scene.inbox().await.len(), 2, "young records are kept");
+        assert!(resolved.events().is_empty(), "{:?}", resolved.events());
         // Past twice the hook timeout, the next ready reconciles.
-        tokio::time::sleep(Duration::from_secs(10)).await;
+        until_older_than(held_at, age).await;
         scene.harness.announce_ready().await;
         assert!(eventually(WAIT, || resolved.events().len() == 1).await);
         let events = resolved.events();
@@ -286,6 +303,24 @@ async fn rule_19_harness_ready_reconciles_records_of_calls_it_no_longer_holds() 
         assert_eq!(left, vec![json!("c2")]);
     })
     .await;
+}
+
+/// Today's harness with its hooks cut to 2 s: the worker facing it
+/// reconciles with an age of 4 s (twice that, §27.4) instead of 10 s. No
+/// hold in these scenes takes near 2 s.
+fn hooks_cut_short() -> HarnessOptions {
+    HarnessOptions {
+        hook_timeout_ms: Some(2_000),
+        ..HarnessOptions::generation(Generation::G2)
+    }
+}
+
+/// Waits until `age` has passed since the wall-clock time `since_ms`: the
+/// instant a record written then stops being young to a reconcile.
+async fn until_older_than(since_ms: u64, age: Duration) {
+    let at = since_ms + u64::try_from(age.as_millis()).expect("a short age");
+    let now = now_ms();
+    tokio::time::sleep(Duration::from_millis(at.saturating_sub(now) + 1)).await;
 }
 
 /// A scene on `generation` serving `harness::spawn` and `harness::send`
@@ -617,13 +652,18 @@ async fn rule_27_4_boot_and_ready_reconcile_once_and_a_null_status_is_acted_on_o
     on_each_engine("today_null_status", |engine| async move {
         // The harness knows no turn of s_gone: harness::status answers null.
         seed_old_record(&engine, "s_gone", "c_g", "demo::ask").await;
-        let scene = Scene::start_with(engine, HarnessOptions::generation(Generation::G2)).await;
+        let scene = Scene::start_with(engine, hooks_cut_short()).await;
+        let age = scene.reconcile_age;
         let resolved = scene
             .sink("null-resolved", "approval::pending-resolved", json!({}))
             .await;
         // The boot's pass and the one the harness::ready the new binding got
         // at once asks for are one pass: one read.
         assert!(eventually(WAIT, || scene.harness.status_reads("s_gone") >= 1).await);
+        let first_read = std::time::Instant::now();
+        // A second pass would start a second after a request that missed
+        // the first: two seconds show none came (within the age, so the
+        // `null`'s own second read is not due yet).
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(
             scene.harness.status_reads("s_gone"),
@@ -635,12 +675,14 @@ async fn rule_27_4_boot_and_ready_reconcile_once_and_a_null_status_is_acted_on_o
         assert!(resolved.events().is_empty());
         // Read again, twice the hook timeout later: still null, so removed.
         assert!(
-            eventually(Duration::from_secs(15), || scene
-                .harness
-                .status_reads("s_gone")
-                >= 2)
-            .await,
+            eventually(age + WAIT, || scene.harness.status_reads("s_gone") >= 2).await,
             "no second read"
+        );
+        // Not before the age (the first read was seen at most a poll late).
+        let apart = first_read.elapsed();
+        assert!(
+            apart + Duration::from_millis(100) >= age,
+            "read again {apart:?} after the first, before the age {age:?}"
         );
         let events = resolved.wait_for(1, WAIT).await;
         assert_eq!(events[0]["function_call_id"], "c_g", "{events:?}");

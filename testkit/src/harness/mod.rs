@@ -211,6 +211,12 @@ pub struct HarnessOptions {
     /// Generation 2: what `harness::filesystem::info` reports as
     /// `default_root`.
     pub default_root: Option<String>,
+    /// Cuts every hook's timeout to this many milliseconds when its
+    /// binding asks for more (a harness configured with a shorter hook
+    /// timeout): a hook answer later than this fails the hook as a timeout.
+    /// A worker facing such a harness may shorten what it derives from the
+    /// hook timeout (`BootOptions::reconcile_age`, twice it).
+    pub hook_timeout_ms: Option<u64>,
 }
 
 impl Default for HarnessOptions {
@@ -223,6 +229,7 @@ impl Default for HarnessOptions {
             target_timeout_ms: 30_000,
             filesystem_boundary: BoundarySetting::Auto,
             default_root: None,
+            hook_timeout_ms: None,
         }
     }
 }

@@ -247,6 +247,15 @@ impl Core {
         chain::failure_verdict(config.on_error, &binding.function_id, &failure)
     }
 
+    /// The timeout one hook runs under: its binding's, cut to
+    /// [`HarnessOptions::hook_timeout_ms`](super::HarnessOptions::hook_timeout_ms)
+    /// when that is set.
+    fn hook_timeout_ms(&self, config: &HookConfig) -> u64 {
+        self.options
+            .hook_timeout_ms
+            .map_or(config.timeout_ms, |cut| cut.min(config.timeout_ms))
+    }
+
     /// Invokes one hook and journals the call; the reply, or why there is
     /// none.
     pub(super) async fn invoke_hook(
@@ -261,7 +270,7 @@ impl Core {
             &binding.function_id,
             input.clone(),
             None,
-            Some(config.timeout_ms),
+            Some(self.hook_timeout_ms(config)),
             binding.metadata.as_ref(),
             binding.namespace.as_deref(),
         );
