@@ -303,10 +303,12 @@ impl ProtectedPaths {
             .iter()
             .zip(&self.globs)
             .find_map(|(glob, (name, _))| {
-                intersects(&resolved, glob).then(|| ProtectedHit {
-                    glob: name.to_string(),
-                    path: render(&resolved),
-                    how: HitKind::Pattern,
+                (tails_agree(&resolved, glob) && intersects(&resolved, glob)).then(|| {
+                    ProtectedHit {
+                        glob: name.to_string(),
+                        path: render(&resolved),
+                        how: HitKind::Pattern,
+                    }
                 })
             })
     }
@@ -619,6 +621,27 @@ fn render(tokens: &[Token]) -> String {
         .collect()
 }
 
+/// The literal characters a pattern ends with, after its last wildcard.
+fn literal_tail(tokens: &[Token]) -> &[Token] {
+    let start = tokens
+        .iter()
+        .rposition(|t| !matches!(t, Token::Char(_)))
+        .map_or(0, |at| at + 1);
+    tokens.get(start..).unwrap_or(&[])
+}
+
+/// A necessary condition of [`intersects`], checked in one pass: a string
+/// both patterns match ends with both literal tails, so the shorter tail
+/// ends the longer. Most words of a command fail it against a glob such as
+/// `**/config/shell*.yaml` (a word that ends in anything but `.yaml`), and
+/// the product automaton, which costs `|a| × |b|` per word and glob, is
+/// then not built.
+fn tails_agree(a: &[Token], b: &[Token]) -> bool {
+    let (x, y) = (literal_tail(a), literal_tail(b));
+    let n = x.len().min(y.len());
+    x.get(x.len() - n..) == y.get(y.len() - n..)
+}
+
 /// Whether some string matches both patterns (a product of the two
 /// automata, explored breadth-first: at most `|a| × |b|` states).
 fn intersects(a: &[Token], b: &[Token]) -> bool {
@@ -812,5 +835,44 @@ mod tests {
         assert!(!yes("config/*.json"));
         assert!(!yes("$HOME/.bashrc"));
         assert!(!yes("*.yaml"), "a glob's * does not cross /");
+    }
+
+    fn token() -> impl proptest::strategy::Strategy<Value = Token> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => prop::sample::select(vec!['a', 'b', '/', '.']).prop_map(Token::Char),
+            1 => Just(Token::One),
+            1 => Just(Token::Segment),
+            1 => Just(Token::Any),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4_000))]
+
+        /// §29: the tails pre-check never turns away a word the product
+        /// automaton finds protected (it only spares building it).
+        #[test]
+        fn rule_29_tails_check_never_rejects_an_intersection(
+            a in proptest::collection::vec(token(), 0..8),
+            b in proptest::collection::vec(token(), 0..8),
+        ) {
+            if intersects(&a, &b) {
+                proptest::prop_assert!(tails_agree(&a, &b), "{a:?} ∩ {b:?}");
+            }
+        }
+    }
+
+    /// The pre-check can fail: a word that ends in another literal than
+    /// the glob's is turned away before the automaton.
+    #[test]
+    fn rule_29_tails_check_turns_away_other_endings() {
+        let glob = tokenize_glob("**/config/shell*.yaml");
+        let word = resolve_tokens(tokenize_word("$D/policy.rs"), None);
+        assert!(!tails_agree(&word, &glob));
+        assert!(!intersects(&word, &glob));
+        let word = resolve_tokens(tokenize_word("$D/shell-x.yaml"), None);
+        assert!(tails_agree(&word, &glob));
+        assert!(intersects(&word, &glob));
     }
 }

@@ -9,6 +9,7 @@ use std::cell::RefCell;
 use tree_sitter::{Node, ParseOptions, ParseState, Parser, Tree, TreeCursor};
 
 use super::argv::{Frame, Reading};
+use super::kinds::{self, Field, Kind};
 use super::word::{self, reduce};
 use super::{Assignment, OpaqueWhy, Redirect, Via, Word, WordKind};
 
@@ -322,83 +323,84 @@ fn walk_tree(reading: &mut Reading<'_>, text: &str, frame: &Frame, handled: &mut
         }
         let mut push_children = true;
         let mut child_ctx = ctx;
-        match node.kind() {
-            "string" | "translated_string" => gaps(reading, node, text, &ctxs[ctx], &here),
-            "program"
-            | "list"
-            | "pipeline"
-            | "subshell"
-            | "do_group"
-            | "if_statement"
-            | "elif_clause"
-            | "else_clause"
-            | "while_statement"
-            | "case_statement"
-            | "case_item"
-            | "negated_command"
-            | "for_statement"
-            | "concatenation"
-            | "array"
-            | "command_name"
-            | "herestring_redirect"
-            | "file_redirect"
-            | "binary_expression"
-            | "unary_expression"
-            | "postfix_expression"
-            | "ternary_expression"
-            | "parenthesized_expression"
-            | "brace_expression" => {
-                if ctxs[ctx].test && node.kind() == "binary_expression" {
+        let kind = kinds::kind(node);
+        match kind {
+            Kind::String | Kind::TranslatedString => gaps(reading, node, text, &ctxs[ctx], &here),
+            Kind::Program
+            | Kind::List
+            | Kind::Pipeline
+            | Kind::Subshell
+            | Kind::DoGroup
+            | Kind::IfStatement
+            | Kind::ElifClause
+            | Kind::ElseClause
+            | Kind::WhileStatement
+            | Kind::CaseStatement
+            | Kind::CaseItem
+            | Kind::NegatedCommand
+            | Kind::ForStatement
+            | Kind::Concatenation
+            | Kind::Array
+            | Kind::CommandName
+            | Kind::HerestringRedirect
+            | Kind::FileRedirect
+            | Kind::BinaryExpression
+            | Kind::UnaryExpression
+            | Kind::PostfixExpression
+            | Kind::TernaryExpression
+            | Kind::ParenthesizedExpression
+            | Kind::BraceExpression => {
+                if ctxs[ctx].test && kind == Kind::BinaryExpression {
                     test_arithmetic(reading, node, text, &here);
                 }
-                if ctxs[ctx].test && node.kind() == "unary_expression" {
+                if ctxs[ctx].test && kind == Kind::UnaryExpression {
                     test_variable(reading, node, text, &here);
                 }
             }
-            "comment"
-            | "heredoc_start"
-            | "heredoc_end"
-            | "file_descriptor"
-            | "test_operator"
-            | "special_variable_name" => push_children = false,
-            "raw_string" | "ansi_c_string" => push_children = false,
-            "number" => {
+            Kind::Comment
+            | Kind::HeredocStart
+            | Kind::HeredocEnd
+            | Kind::FileDescriptor
+            | Kind::TestOperator
+            | Kind::SpecialVariableName => push_children = false,
+            Kind::RawString | Kind::AnsiCString => push_children = false,
+            Kind::Number => {
                 if ctxs[ctx].arithmetic && node.named_child_count() > 0 {
                     arithmetic(reading, &mut arithmetic_seen, &here);
                 }
             }
-            "variable_name" => {
+            Kind::VariableName => {
                 if ctxs[ctx].arithmetic && !consumed {
                     arithmetic(reading, &mut arithmetic_seen, &here);
                 }
                 push_children = false;
             }
-            "simple_expansion" => {
+            Kind::SimpleExpansion => {
                 if ctxs[ctx].arithmetic {
                     arithmetic(reading, &mut arithmetic_seen, &here);
                 }
                 push_children = false;
             }
-            "string_content" | "heredoc_content" => push_children = false,
-            "word" | "regex" | "extglob_pattern" => {
+            Kind::StringContent | Kind::HeredocContent => push_children = false,
+            Kind::Word | Kind::Regex | Kind::ExtglobPattern => {
                 let raw = text.get(node.byte_range()).unwrap_or("");
-                if ctxs[ctx].arithmetic && node.kind() == "word" && !arithmetic_literal(raw) {
+                if ctxs[ctx].arithmetic && kind == Kind::Word && !arithmetic_literal(raw) {
                     arithmetic(reading, &mut arithmetic_seen, &here);
                 }
                 unread_substitutions(reading, raw, &ctxs[ctx], &here);
                 push_children = false;
             }
-            "command" => {
+            Kind::Command => {
                 command(reading, node, text, &ctxs[ctx], &here, handled);
                 push_consumed(&mut stack, &mut walk_cursor, node, ctx, true);
                 push_children = false;
             }
-            "declaration_command" | "unset_command" => {
+            Kind::DeclarationCommand | Kind::UnsetCommand => {
                 declaration(reading, node, text, &ctxs[ctx], &here);
                 push_consumed(&mut stack, &mut walk_cursor, node, ctx, true);
                 push_children = false;
             }
-            "variable_assignments" => {
+            Kind::VariableAssignments => {
                 let mut assignments = Vec::new();
                 let mut cursor = node.walk();
                 for child in node.named_children(&mut cursor) {
@@ -410,7 +412,7 @@ fn walk_tree(reading: &mut Reading<'_>, text: &str, frame: &Frame, handled: &mut
                 push_consumed(&mut stack, &mut walk_cursor, node, ctx, true);
                 push_children = false;
             }
-            "variable_assignment" => {
+            Kind::VariableAssignment => {
                 if !consumed {
                     let one = assignment(node, text, here.top);
                     reading.simple(Vec::new(), vec![one], ctxs[ctx].redirects.clone(), &here);
@@ -419,7 +421,7 @@ fn walk_tree(reading: &mut Reading<'_>, text: &str, frame: &Frame, handled: &mut
                 push_assignment(&mut stack, node, ctx);
                 push_children = false;
             }
-            "subscript" => {
+            Kind::Subscript => {
                 let mut cursor = node.walk();
                 let index = node.child_by_field_name("index");
                 let mut pushed = Vec::new();
@@ -445,14 +447,14 @@ fn walk_tree(reading: &mut Reading<'_>, text: &str, frame: &Frame, handled: &mut
                 stack.extend(pushed.into_iter().rev());
                 push_children = false;
             }
-            "expansion" => {
+            Kind::Expansion => {
                 expansion(reading, node, text, &mut ctxs, ctx, &mut stack, &here);
                 push_children = false;
             }
-            "arithmetic_expansion" | "c_style_for_statement" => {
+            Kind::ArithmeticExpansion | Kind::CStyleForStatement => {
                 let mut inner = ctxs[ctx].clone();
                 inner.arithmetic = true;
-                if node.kind() == "c_style_for_statement" {
+                if kind == Kind::CStyleForStatement {
                     // Its body is ordinary code: read it in the outer context.
                     if let Some(body) = node.child_by_field_name("body") {
                         stack.push(Visit {
@@ -482,7 +484,7 @@ fn walk_tree(reading: &mut Reading<'_>, text: &str, frame: &Frame, handled: &mut
                     child_ctx = ctxs.len() - 1;
                 }
             }
-            "compound_statement" => {
+            Kind::CompoundStatement => {
                 let opens_arithmetic = node
                     .child(0)
                     .is_some_and(|c| !c.is_named() && c.kind() == "((");
@@ -493,14 +495,14 @@ fn walk_tree(reading: &mut Reading<'_>, text: &str, frame: &Frame, handled: &mut
                     child_ctx = ctxs.len() - 1;
                 }
             }
-            "test_command" => {
+            Kind::TestCommand => {
                 test_command(reading, node, text, &ctxs[ctx], &here);
                 let mut inner = ctxs[ctx].clone();
                 inner.test = true;
                 ctxs.push(inner);
                 child_ctx = ctxs.len() - 1;
             }
-            "redirected_statement" => {
+            Kind::RedirectedStatement => {
                 let mut redirects = Vec::new();
                 let mut cursor = node.walk();
                 let body = node.child_by_field_name("body");
@@ -527,7 +529,7 @@ fn walk_tree(reading: &mut Reading<'_>, text: &str, frame: &Frame, handled: &mut
                 }
                 push_children = false;
             }
-            "heredoc_redirect" => {
+            Kind::HeredocRedirect => {
                 let quoted = node
                     .named_children(&mut node.walk())
                     .find(|c| c.kind() == "heredoc_start")
@@ -567,8 +569,8 @@ fn walk_tree(reading: &mut Reading<'_>, text: &str, frame: &Frame, handled: &mut
                 }
                 push_children = false;
             }
-            "heredoc_body" => gaps(reading, node, text, &ctxs[ctx], &here),
-            "function_definition" => {
+            Kind::HeredocBody => gaps(reading, node, text, &ctxs[ctx], &here),
+            Kind::FunctionDefinition => {
                 let name = node
                     .child_by_field_name("name")
                     .map(|n| reduce(n, text, false).text)
@@ -586,9 +588,9 @@ fn walk_tree(reading: &mut Reading<'_>, text: &str, frame: &Frame, handled: &mut
                 ctxs.push(inner);
                 child_ctx = ctxs.len() - 1;
             }
-            "command_substitution" | "process_substitution" => {
+            Kind::CommandSubstitution | Kind::ProcessSubstitution => {
                 let backtick = node.child(0).is_some_and(|c| c.kind() == "`");
-                let via = if node.kind() == "process_substitution" {
+                let via = if kind == Kind::ProcessSubstitution {
                     Via::ProcessSubstitution
                 } else {
                     Via::Substitution
@@ -622,10 +624,10 @@ fn walk_tree(reading: &mut Reading<'_>, text: &str, frame: &Frame, handled: &mut
                     child_ctx = ctxs.len() - 1;
                 }
             }
-            other => {
+            Kind::Other => {
                 reading.opaque(
                     OpaqueWhy::Unread {
-                        what: format!("`{other}`"),
+                        what: format!("`{}`", node.kind()),
                     },
                     &here,
                     here.span.clone(),
@@ -656,7 +658,7 @@ fn push_consumed<'t>(
         stack.push(Visit {
             node: child,
             ctx,
-            consumed: consumed && child.kind() == "variable_assignment",
+            consumed: consumed && kinds::kind(child) == Kind::VariableAssignment,
         });
     }
     stack[base..].reverse();
@@ -669,7 +671,7 @@ fn push_assignment<'t>(stack: &mut Vec<Visit<'t>>, node: Node<'t>, ctx: usize) {
     let mut cursor = node.walk();
     let children: Vec<Node<'t>> = node.children(&mut cursor).collect();
     for child in children.into_iter().rev() {
-        let is_name = Some(child.id()) == name && child.kind() == "variable_name";
+        let is_name = Some(child.id()) == name && kinds::kind(child) == Kind::VariableName;
         stack.push(Visit {
             node: child,
             ctx,
@@ -819,32 +821,47 @@ fn command(
     let mut has_program = false;
     let mut assignments = Vec::new();
     let mut redirects = ctx.redirects.clone();
+    // One cursor over the children: it knows each child's field, where
+    // `field_name_for_child` would walk the children again for each.
     let mut cursor = node.walk();
-    for (i, child) in node.children(&mut cursor).enumerate() {
-        let field = u32::try_from(i)
-            .ok()
-            .and_then(|i| node.field_name_for_child(i));
-        match (field, child.kind()) {
-            (Some("name"), _) => {
+    let mut more = cursor.goto_first_child();
+    let mut index = 0u32;
+    while more {
+        let child = cursor.node();
+        let field = kinds::field(&cursor);
+        debug_assert_eq!(
+            cursor
+                .field_name()
+                .filter(|f| ["name", "argument", "redirect"].contains(f)),
+            node.field_name_for_child(index)
+                .filter(|f| ["name", "argument", "redirect"].contains(f)),
+            "the cursor reads a command's fields as field_name_for_child does"
+        );
+        index = index.wrapping_add(1);
+        more = cursor.goto_next_sibling();
+        match field {
+            Some(Field::Name) => {
                 has_program = pieces.is_empty();
                 let word = reduce(child, text, here.top);
                 pieces.push((child.byte_range(), word, follows_word));
                 follows_word = true;
                 continue;
             }
-            (Some("argument"), _) => {
+            Some(Field::Argument) => {
                 let word = reduce(child, text, here.top);
                 pieces.push((child.byte_range(), word, follows_word));
                 follows_word = true;
                 continue;
             }
-            (Some("redirect"), _) => {
+            Some(Field::Redirect) => {
                 if let Some(r) = redirect(child, text, here.top) {
                     redirects.push(r);
                 }
             }
-            (_, "variable_assignment") => assignments.push(assignment(child, text, here.top)),
-            _ => {}
+            None if kinds::kind(child) == Kind::VariableAssignment => {
+                assignments.push(assignment(child, text, here.top))
+            }
+            None => {}
         }
         follows_word = false;
     }

@@ -24,6 +24,7 @@ mod argv;
 mod bash;
 mod clock;
 mod contain;
+mod kinds;
 mod prescan;
 mod tables;
 mod word;

@@ -1,6 +1,7 @@
 //! Words as bash reduces them: quotes removed, `$'…'` decoded, backslashes
 //! removed, and what bash still expands marked (§25.3).
 
+use super::kinds::{self, Kind};
 use super::{Word, WordKind};
 use tree_sitter::Node;
 
@@ -78,41 +79,41 @@ fn source<'s>(node: Node<'_>, src: &'s str) -> &'s str {
 
 fn piece(node: Node<'_>, src: &str, out: &mut Builder, first: bool) {
     let raw = source(node, src);
-    match node.kind() {
-        "word" | "command_name" if node.named_child_count() == 0 => {
+    match kinds::kind(node) {
+        Kind::Word | Kind::CommandName if node.named_child_count() == 0 => {
             let (text, kind) = unquoted(raw, first);
             out.push(&text, kind);
         }
-        "raw_string" => {
+        Kind::RawString => {
             let inner = raw
                 .strip_prefix('\'')
                 .and_then(|r| r.strip_suffix('\''))
                 .unwrap_or(raw);
             out.push(inner, WordKind::Literal);
         }
-        "ansi_c_string" => {
+        Kind::AnsiCString => {
             let inner = raw
                 .strip_prefix("$'")
                 .and_then(|r| r.strip_suffix('\''))
                 .unwrap_or(raw);
             out.push(&ansi_c(inner), WordKind::Literal);
         }
-        "string" | "translated_string" => double_quoted(node, src, out),
-        "number"
-        | "variable_name"
-        | "special_variable_name"
-        | "test_operator"
-        | "file_descriptor"
-        | "heredoc_start"
+        Kind::String | Kind::TranslatedString => double_quoted(node, src, out),
+        Kind::Number
+        | Kind::VariableName
+        | Kind::SpecialVariableName
+        | Kind::TestOperator
+        | Kind::FileDescriptor
+        | Kind::HeredocStart
             if node.named_child_count() == 0 =>
         {
             out.push(raw, WordKind::Literal);
         }
-        "regex" => {
+        Kind::Regex => {
             let (text, kind) = unquoted(raw, first);
             out.push(&text, kind);
         }
-        "concatenation" | "command_name" => {
+        Kind::Concatenation | Kind::CommandName => {
             let mut cursor = node.walk();
             let mut at = node.start_byte();
             let mut first_piece = first;
@@ -159,7 +160,7 @@ fn double_quoted(node: Node<'_>, src: &str, out: &mut Builder) {
             let gap = src.get(at..child.start_byte().min(end)).unwrap_or("");
             out.push(&dq_unescape(gap), WordKind::Literal);
         }
-        if child.kind() == "string_content" {
+        if kinds::kind(child) == Kind::StringContent {
             out.push(&dq_unescape(source(child, src)), WordKind::Literal);
         } else {
             out.push(source(child, src), WordKind::Dynamic);
