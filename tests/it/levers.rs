@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use approval_gate::{builtin_guard, owned_scopes, Family};
-use approval_gate_testkit::harness::CallSpec;
+use approval_gate_testkit::harness::{CallSpec, Generation, HarnessOptions};
 use iii_sdk::protocol::RegisterTriggerInput;
 use iii_sdk::RegisterFunction;
 use serde_json::{json, Value};
@@ -20,7 +20,15 @@ const PRE_TRIGGER: &str = "harness::hook::pre-trigger";
 /// A scene where session `s_agent` is in `full` mode with `*` approved and
 /// allowed always: the most any session's trust can be.
 async fn trusted_scene(engine: approval_gate_testkit::fixture::EngineFixture) -> Scene {
-    let scene = Scene::start(engine).await;
+    trusted_scene_with(engine, HarnessOptions::default()).await
+}
+
+/// As [`trusted_scene`], on the harness `options` describe.
+async fn trusted_scene_with(
+    engine: approval_gate_testkit::fixture::EngineFixture,
+    options: HarnessOptions,
+) -> Scene {
+    let scene = Scene::start_with(engine, options).await;
     for (function, payload) in [
         (
             "approval::set-mode",
@@ -176,7 +184,18 @@ async fn levers_an_agent_cannot_remove_the_gates_binding() {
         let before = scene.harness.bindings(PRE_TRIGGER);
         assert_eq!(before.len(), 1, "{before:?}");
         let id = before[0].id.clone();
-        agent_is_denied(&scene, "c1", "engine::unregister_trigger", json!({"id": id})).await;
+        // Today's harness makes an agent's unregister a subscription
+        // control: it removes only the session's own subscriptions, so the
+        // gate lets it through (§27.4) and the gate's binding is untouched.
+        let out = scene
+            .harness
+            .call(CallSpec::new("s_agent", "t_agent", "c1", "engine::unregister_trigger", json!({"id": id})))
+            .await;
+        assert_eq!(
+            out.result().map(|r| r["details"].clone()),
+            Some(json!({"removed": false})),
+            "{out:?}"
+        );
         agent_is_denied(
             &scene,
             "c2",
@@ -188,6 +207,39 @@ async fn levers_an_agent_cannot_remove_the_gates_binding() {
         assert_eq!(after.len(), 1, "{after:?}");
         assert_eq!(after[0].id, id);
         // And the gate still gates.
+        hold_in_victim(&scene, "c_after").await;
+    })
+    .await;
+}
+
+/// On a harness that hands an agent's binding calls to the engine
+/// (generation 1), both are human-only: the gate is the only fence.
+#[tokio::test]
+async fn levers_an_agent_cannot_remove_the_gates_binding_on_a_harness_that_hands_it_to_the_engine()
+{
+    on_each_engine("levers_unbind_g1", |engine| async move {
+        let options = HarnessOptions::generation(Generation::G1);
+        let scene = trusted_scene_with(engine, options).await;
+        let before = scene.harness.bindings(PRE_TRIGGER);
+        assert_eq!(before.len(), 1, "{before:?}");
+        let id = before[0].id.clone();
+        agent_is_denied(
+            &scene,
+            "c1",
+            "engine::unregister_trigger",
+            json!({"id": id}),
+        )
+        .await;
+        agent_is_denied(
+            &scene,
+            "c2",
+            "engine::register_trigger",
+            json!({"trigger_type": "cron", "function_id": "evil::allow-all", "config": {}}),
+        )
+        .await;
+        let after = scene.harness.bindings(PRE_TRIGGER);
+        assert_eq!(after.len(), 1, "{after:?}");
+        assert_eq!(after[0].id, id);
         hold_in_victim(&scene, "c_after").await;
     })
     .await;
