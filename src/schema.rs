@@ -6,6 +6,13 @@
 use schemars::JsonSchema;
 use serde_json::Value;
 
+/// Never skips: named as a field's `#[schemars(skip_serializing_if)]` where
+/// serde leaves the field out of the stored value while it holds its
+/// default, so the schema still states that default to a form.
+pub(crate) fn never<T>(_: &T) -> bool {
+    false
+}
+
 /// Draft-07 settings with every subschema inlined: tools that show a
 /// function's fields (`iii trigger <fn> --help`, consoles) do not follow
 /// `$ref`s into `definitions` and would show `any` for each referenced type.
