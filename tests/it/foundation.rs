@@ -79,6 +79,11 @@ async fn rule_26_2_the_engine_refuses_what_the_derived_schema_refuses() {
         call(&probe, "configuration::set", json!({"id": "approval-gate", "value": good}))
             .await
             .unwrap();
+        // The bounds reach the engine exactly: the largest safe priority is taken.
+        let edge = json!({"gate_priority": 9_007_199_254_740_991_i64});
+        call(&probe, "configuration::set", json!({"id": "approval-gate", "value": edge}))
+            .await
+            .unwrap();
     })
     .await;
 }

@@ -587,6 +587,17 @@ fn rule_26_2_every_good_value_of_the_table_is_one_the_worker_takes() {
 }
 
 #[test]
+fn rule_26_2_bounds_are_written_as_integers_an_engine_keeps_exactly() {
+    let schema = schema();
+    let gate = &schema["properties"]["gate_priority"];
+    assert_eq!(gate["maximum"], json!(9_007_199_254_740_991_i64));
+    assert_eq!(gate["minimum"], json!(-9_007_199_254_740_991_i64));
+    assert!(gate["maximum"].is_i64(), "{gate}");
+    let rule_timeout = schema_at(&schema, "rules[].timeout_ms");
+    assert!(rule_timeout["minimum"].is_u64(), "{rule_timeout}");
+}
+
+#[test]
 fn rule_9_the_golden_seed_file_fits_the_schema() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/seed.yaml");
     let seed = load_seed(&path).expect("the golden seed loads");
