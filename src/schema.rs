@@ -6,6 +6,13 @@
 use schemars::JsonSchema;
 use serde_json::Value;
 
+/// Never skips: named as a field's `#[schemars(skip_serializing_if)]` where
+/// serde leaves the field out of the stored value while it holds its
+/// default, so the schema still states that default to a form.
+pub(crate) fn never<T>(_: &T) -> bool {
+    false
+}
+
 /// Draft-07 settings with every subschema inlined: tools that show a
 /// function's fields (`iii trigger <fn> --help`, consoles) do not follow
 /// `$ref`s into `definitions` and would show `any` for each referenced type.
@@ -23,7 +30,36 @@ pub(crate) fn schema_of<T: JsonSchema>() -> Value {
         .into_root_schema_for::<T>();
     let mut value = serde_json::to_value(schema).unwrap_or(Value::Null);
     state_types(&mut value);
+    whole_bounds(&mut value);
     value
+}
+
+/// The largest integer a double holds exactly (2^53).
+const EXACT: f64 = 9_007_199_254_740_992.0;
+
+/// Writes every whole-number bound as a JSON integer. schemars states
+/// bounds as doubles (`1000.0`), and the real engine prints a stored double
+/// with fewer digits: the configuration's `gate_priority` bounds,
+/// ±(2^53 − 1), came back as ±9007199254740990 and would refuse values the
+/// worker takes.
+fn whole_bounds(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            for key in ["minimum", "maximum"] {
+                let Some(bound) = map.get(key).and_then(Value::as_f64) else {
+                    continue;
+                };
+                if bound.fract() == 0.0 && bound.abs() < EXACT {
+                    // Exact: a whole double below 2^53 in magnitude is an i64.
+                    #[allow(clippy::cast_possible_truncation)]
+                    map.insert(key.to_owned(), Value::from(bound as i64));
+                }
+            }
+            map.values_mut().for_each(whole_bounds);
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_bounds),
+        _ => {}
+    }
 }
 
 /// Adds `type` to every `oneOf` / `anyOf` whose alternatives all state one:

@@ -22,6 +22,8 @@ use crate::policy::MIN_DEADLINE_MS;
 /// `gate_priority` past it would be ordered differently by a harness that
 /// reads numbers as doubles.
 pub(super) const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+/// The smallest such integer, −(2^53 − 1): `gate_priority`'s floor.
+pub(super) const MIN_SAFE_INTEGER: i64 = -MAX_SAFE_INTEGER;
 
 /// Characters a command prefix must not hold: shell structure, quotes,
 /// expansions and globs (a prefix is words a command starts with, compared

@@ -129,24 +129,61 @@ fn decision_log<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DecisionLogCon
 }
 
 /// The whole configuration. Unknown keys are rejected.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// The entry's JSON schema ([`schema`]) is derived from here: each field's
+/// `schemars` attributes give the title, description, limits and examples
+/// the console's form shows an operator, and its default is the one serde
+/// fills in. `skip_serializing_if = "crate::schema::never"` keeps a default
+/// in the schema where the stored value leaves it out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(
+    title = "Approval gate",
+    description = "Policy for the approval gate: which agent function calls run, are denied, or wait for a human.",
+    example = "example_manual",
+    example = "example_rules"
+)]
 pub struct ApprovalConfig {
     /// Mode of sessions with no stored settings.
     #[serde(default = "default_mode")]
+    #[schemars(
+        title = "Default mode",
+        description = "Mode of sessions with no stored settings. manual: every call no rule covers waits for a human. auto: as manual, but the session's always-allow list is honoured. full: every call runs except the approval and configuration surfaces."
+    )]
     pub default_mode: Mode,
     /// First match wins; no match holds.
     #[serde(default = "default_rules")]
+    #[schemars(
+        title = "Rules",
+        description = "A string \"glob\" allows, \"!glob\" denies, \"?glob\" asks a human. An object can scope a rule to modes, constrain arguments and carry examples. Ask rules hold first; then, under first_match, the first allow or deny rule that matches wins; no match holds the call for a human. A value in which any rule does not compile, or any example fails, is refused whole: the previous configuration stays in force (with none, every call is held) and approval::health reports the errors."
+    )]
     pub rules: Vec<RuleSpec>,
     /// How the rules combine with the session's mode and grants.
     #[serde(default, skip_serializing_if = "is_first_match")]
+    #[schemars(
+        title = "Rule precedence",
+        description = "How rules combine with the session's mode and grants. first_match: the guard, then ask rules, then full mode, approved_always, always_allow (auto), then the first allow or deny rule that matches. deny_ask_allow: the guard, then any matching deny rule (it beats full mode, allow-lists and grants), then ask rules, full mode, approved_always, always_allow, then allow rules. No match holds.",
+        skip_serializing_if = "crate::schema::never",
+        example = "example_precedence"
+    )]
     pub rule_precedence: RulePrecedence,
     /// Grant-watch re-asks per held call (0 = never hold).
     #[serde(default = "default_reask")]
+    #[schemars(
+        title = "Folder-access re-ask limit",
+        description = "How many times the grant watch may ask about folders for one held call before standing down (0 = never ask)."
+    )]
     pub grant_reask_limit: u32,
     /// Function-id globs only a human may call, on top of the built-in
     /// guards (which nothing can remove).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        title = "Extra human-only functions",
+        description = "Function-id globs that only a human may call, in every mode and whatever the rules and allow-lists say. They add to the built-in guards (the approval and configuration surfaces, harness releases and folder grants, binding changes, and state calls on this worker's scopes), which cannot be removed. A glob that does not compile refuses the whole value (the previous configuration stays in force).",
+        inner(length(min = 1)),
+        skip_serializing_if = "crate::schema::never",
+        example = "example_human_only"
+    )]
     pub human_only_extra: Vec<String>,
     /// The `priority` of the gate's hook binding (the harness runs hooks in
     /// ascending priority).
@@ -154,11 +191,25 @@ pub struct ApprovalConfig {
         default = "default_gate_priority",
         skip_serializing_if = "is_default_gate_priority"
     )]
+    #[schemars(
+        title = "Gate priority",
+        description = "Priority of the gate's pre-trigger binding. The harness runs hooks in ascending priority and each sees the arguments as the previous one rewrote them, so the gate should run last: give every other pre-trigger hook a lower priority. A change replaces the binding (the new one is made before the old one is removed).",
+        range(min = "check::MIN_SAFE_INTEGER", max = "check::MAX_SAFE_INTEGER"),
+        skip_serializing_if = "crate::schema::never",
+        example = "example_gate_priority"
+    )]
     pub gate_priority: i64,
     /// How often the worker checks that the gate's binding still exists.
     #[serde(
         default = "default_binding_check_interval_ms",
         skip_serializing_if = "is_default_binding_check_interval_ms"
+    )]
+    #[schemars(
+        title = "Binding check interval (ms)",
+        description = "How often the worker checks that the gate's binding still exists, and makes it again if the engine lost it. While it is missing every check logs an ERROR.",
+        range(min = "MIN_DEADLINE_MS"),
+        skip_serializing_if = "crate::schema::never",
+        example = "example_binding_check_interval_ms"
     )]
     pub binding_check_interval_ms: u64,
     /// Approval links and the inbox page (`architecture/contract.md`
@@ -169,6 +220,12 @@ pub struct ApprovalConfig {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "links::deserialize"
     )]
+    #[schemars(
+        title = "Approval links",
+        description = "A signed link per held call, served through the engine's HTTP worker (iii-http) at <public_base_url>/approvals/<token>, where a human decides the call in a browser; records and pending-created events carry it as approval_url. Null: off. Also set the iii-http worker's cors.allowed_origins to the base URL's origin.",
+        skip_serializing_if = "crate::schema::never",
+        example = "example_links"
+    )]
     pub links: Option<LinksConfig>,
     /// Deny a held call no one answered within this many milliseconds
     /// (null: it waits until a human answers or its turn ends). New holds
@@ -177,6 +234,13 @@ pub struct ApprovalConfig {
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "deadline_ms"
+    )]
+    #[schemars(
+        title = "Pending timeout (ms)",
+        description = "Deny a held call that no one answered within this many milliseconds: the agent is told no one approved it in time, and approval::pending-resolved reports outcome timeout. null: held calls wait until a human answers or their turn ends. Applies to calls held after the change; an ask rule's own timeout_ms wins.",
+        range(min = "MIN_DEADLINE_MS"),
+        skip_serializing_if = "crate::schema::never",
+        example = "example_pending_timeout_ms"
     )]
     pub pending_timeout_ms: Option<u64>,
     /// Emit `approval::pending-escalated` for a held call no one answered
@@ -187,12 +251,26 @@ pub struct ApprovalConfig {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "deadline_ms"
     )]
+    #[schemars(
+        title = "Escalate after (ms)",
+        description = "Emit approval::pending-escalated, once, for a held call that no one answered within this many milliseconds (a notifier can then ask a second approver); the call stays held. null: never. Applies to calls held after the change; an ask rule's own escalate_after_ms wins.",
+        range(min = "MIN_DEADLINE_MS"),
+        skip_serializing_if = "crate::schema::never",
+        example = "example_escalate_after_ms"
+    )]
     pub escalate_after_ms: Option<u64>,
     /// How long a release waits for the harness's answer before asking the
     /// harness what became of the call.
     #[serde(
         default = "default_release_timeout_ms",
         skip_serializing_if = "is_default_release_timeout_ms"
+    )]
+    #[schemars(
+        title = "Release timeout (ms)",
+        description = "How long a decision waits for the harness's answer. Today's harness answers an allowed call only when it has run, which can take many minutes. Past this, the worker asks the harness what became of the call: still held, it is pending again; otherwise its outcome is unknown.",
+        range(min = "MIN_DEADLINE_MS"),
+        skip_serializing_if = "crate::schema::never",
+        example = "example_release_timeout_ms"
     )]
     pub release_timeout_ms: u64,
     /// How long a decider's call waits for the release's outcome; past it
@@ -201,6 +279,12 @@ pub struct ApprovalConfig {
     #[serde(
         default = "default_resolve_wait_ms",
         skip_serializing_if = "is_default_resolve_wait_ms"
+    )]
+    #[schemars(
+        title = "Resolve wait (ms)",
+        description = "How long approval::resolve (and a link's decision) waits for the release's outcome before answering {resolved: false, releasing: true}: the decision is taken and under way, and approval::pending-resolved follows when the harness answers. Keep it below the 10 s that consoles wait.",
+        skip_serializing_if = "crate::schema::never",
+        example = "example_resolve_wait_ms"
     )]
     pub resolve_wait_ms: u64,
     /// The automated reviewer asked about calls that would wait for a human
@@ -211,6 +295,12 @@ pub struct ApprovalConfig {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "reviewer::deserialize"
     )]
+    #[schemars(
+        title = "Reviewer",
+        description = "An automated reviewer asked about calls that would otherwise wait for a human only because no rule decided them (the default hold), in the listed modes. Never asked about an ask rule, a human-only function, a denied call or while the gate is in lockdown. Its allow lets the call run (unless the arguments it saw were clipped); its deny refuses it, led 'Denied by the reviewer:'; anything else (escalate, an error, a timeout, a malformed answer) holds the call for a human, and the record carries the review. Only a human may call the reviewer's function. Null: off.",
+        skip_serializing_if = "crate::schema::never",
+        example = "example_reviewer"
+    )]
     pub reviewer: Option<ReviewerConfig>,
     /// One record per gate verdict and per removal, sent to a function
     /// (absent or null: off). Its function id is a human-only target.
@@ -218,6 +308,12 @@ pub struct ApprovalConfig {
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "decision_log"
+    )]
+    #[schemars(
+        title = "Decision log",
+        description = "Send one record {decision, rule_id?, decided_by, session_id, function_call_id, function_id, at} per gate verdict (continue, deny, hold) and per held call that leaves the inbox to this function, fire-and-forget, from a queue of its own: the gate never waits for it. Ids only, no arguments, every string redacted. A full queue drops its oldest record (counted in approval::health). The function becomes a human-only target. Null: off.",
+        skip_serializing_if = "crate::schema::never",
+        example = "example_decision_log"
     )]
     pub decision_log: Option<DecisionLogConfig>,
     /// Commands (a program, or a program and its subcommand) a held call
@@ -227,12 +323,26 @@ pub struct ApprovalConfig {
         default = "default_suggest_prefixes",
         skip_serializing_if = "is_default_suggest_prefixes"
     )]
+    #[schemars(
+        title = "Suggested session grants",
+        description = "Commands (a program, or a program and its subcommand) for which a held call's page may offer \"Allow <prefix> … in this session\": only when the held command is one simple command an allow prefix could cover, never for shells, interpreters, build or test runners, package managers. Plain words separated by single spaces; an entry with shell structure, a quote, an expansion or a glob refuses the whole value.",
+        inner(length(min = 1)),
+        skip_serializing_if = "crate::schema::never",
+        example = "example_suggest_prefixes"
+    )]
     pub suggest_prefixes: Vec<String>,
     /// Path globs no call may touch without a human (contract §29.1); the
     /// running configuration id's entry is added in force.
     #[serde(
         default = "default_protected_paths",
         skip_serializing_if = "is_default_protected_paths"
+    )]
+    #[schemars(
+        title = "Protected paths",
+        description = "Path globs (* within a segment, ** across) that no call of the functions below may touch without a human, in every mode and whatever the grants say: the engine's configuration files by default. The running entry's own file (**/config/<id>.yaml) is always added. Add the engine's directory (e.g. /opt/iii/**) and the state adapter's files.",
+        inner(length(min = 1)),
+        skip_serializing_if = "crate::schema::never",
+        example = "example_protected_paths"
     )]
     pub protected_paths: Vec<String>,
     /// The functions whose paths are judged against `protected_paths`
@@ -241,13 +351,113 @@ pub struct ApprovalConfig {
         default = "default_protected_path_functions",
         skip_serializing_if = "is_default_protected_path_functions"
     )]
+    #[schemars(
+        title = "Functions judged for protected paths",
+        description = "Function-id globs whose calls are judged against the protected paths (every word of every command that can run, and every string argument).",
+        inner(length(min = 1)),
+        skip_serializing_if = "crate::schema::never",
+        example = "example_protected_path_functions"
+    )]
     pub protected_path_functions: Vec<String>,
     /// The longest an edit's one-shot grant lives (contract §28.1).
     #[serde(
         default = "default_edit_ttl_max_ms",
         skip_serializing_if = "is_default_edit_ttl_max_ms"
     )]
+    #[schemars(
+        title = "Longest life of an edit's grant (ms)",
+        description = "An edited call (\"Edit and allow\") becomes a one-shot grant for the edited arguments; its ttl_ms (default 600000) is capped at this.",
+        range(min = "MIN_DEADLINE_MS"),
+        skip_serializing_if = "crate::schema::never",
+        example = "example_edit_ttl_max_ms"
+    )]
     pub edit_ttl_max_ms: u64,
+}
+
+// The schema's examples, one per field that shows one, and two whole values.
+
+fn example_manual() -> Value {
+    serde_json::json!({
+        "default_mode": "manual",
+        "rules": ["!approval::*", {"function": "state::get", "action": "allow", "modes": ["auto"]}],
+        "grant_reask_limit": 3
+    })
+}
+
+fn example_rules() -> Value {
+    serde_json::json!({
+        "default_mode": "auto",
+        "rule_precedence": "deny_ask_allow",
+        "rules": [
+            "!approval::*",
+            {"function": "shell::exec", "action": "deny", "rule_id": "no-force-push",
+             "args": {"command": {"matches": "push .*--force"}},
+             "examples": {"match": [{"function_id": "shell::exec", "arguments": {"command": "git push --force"}}],
+                          "no_match": [{"function_id": "shell::exec", "arguments": {"command": "git push"}}]}},
+            {"function": "deploy::*", "action": "ask", "timeout_ms": 1_800_000, "escalate_after_ms": 600_000},
+            {"function": "shell::*", "action": "allow", "modes": ["auto"]}
+        ]
+    })
+}
+
+fn example_precedence() -> RulePrecedence {
+    RulePrecedence::DenyAskAllow
+}
+
+fn example_human_only() -> [&'static str; 2] {
+    ["deploy::prod*", "billing::*"]
+}
+
+fn example_gate_priority() -> i64 {
+    1000
+}
+
+fn example_binding_check_interval_ms() -> u64 {
+    30_000
+}
+
+fn example_links() -> Value {
+    serde_json::json!({"secret": "${APPROVAL_LINK_SECRET}", "public_base_url": "https://approvals.example.com"})
+}
+
+fn example_pending_timeout_ms() -> u64 {
+    1_800_000
+}
+
+fn example_escalate_after_ms() -> u64 {
+    600_000
+}
+
+fn example_release_timeout_ms() -> u64 {
+    1_800_000
+}
+
+fn example_resolve_wait_ms() -> u64 {
+    8_000
+}
+
+fn example_reviewer() -> Value {
+    serde_json::json!({"function_id": "review::call", "modes": ["auto"], "timeout_ms": 2000})
+}
+
+fn example_decision_log() -> Value {
+    serde_json::json!({"function_id": "audit::approval-decision"})
+}
+
+fn example_suggest_prefixes() -> [&'static str; 4] {
+    ["git status", "git log", "ls", "cat"]
+}
+
+fn example_protected_paths() -> [&'static str; 2] {
+    ["**/config/approval-gate*.yaml", "/opt/iii/**"]
+}
+
+fn example_protected_path_functions() -> [&'static str; 3] {
+    ["shell::*", "coder::*", "fp::*"]
+}
+
+fn example_edit_ttl_max_ms() -> u64 {
+    3_600_000
 }
 
 fn strings(list: &[&str]) -> Vec<String> {

@@ -59,10 +59,15 @@ pub fn default_rules() -> Vec<RuleSpec> {
 /// (`"<glob>"` allows, `"!<glob>"` denies, `"?<glob>"` asks) or a rule object.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(untagged)]
+#[schemars(description = "A shorthand string or a rule object.")]
 pub enum RuleSpec {
     /// `"<glob>"` allows, `"!<glob>"` denies, `"?<glob>"` asks a human; the
     /// rule id is the string as written.
-    Shorthand(String),
+    #[schemars(
+        title = "Shorthand",
+        description = "\"glob\" allows matching functions; \"!glob\" denies them; \"?glob\" holds them for a human."
+    )]
+    Shorthand(#[schemars(length(min = 1))] String),
     /// A rule with an explicit action and optional id, modes and argument constraints.
     Object(RuleObject),
 }
@@ -100,37 +105,122 @@ impl<'de> Deserialize<'de> for RuleSpec {
     }
 }
 
-/// A rule object.
+/// A rule object. Its configuration schema is derived from here: the
+/// attributes give what an operator reads in the console's form.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(
+    title = "Rule",
+    description = "A rule with an explicit action; optionally an id, the modes it applies in, argument constraints, an ask rule's deadlines and examples."
+)]
 pub struct RuleObject {
     /// The function id or glob the rule applies to (`*` spans `::`).
+    #[schemars(
+        title = "Function",
+        description = "Function id or glob (*, ?, [..], {a,b}).",
+        length(min = 1)
+    )]
     pub function: String,
     /// What a match does.
+    #[schemars(
+        title = "Action",
+        description = "allow runs the call, deny refuses it, ask holds it for a human. Ask rules are a floor: checked before full mode and the allow-lists, wherever they stand in the list."
+    )]
     pub action: RuleAction,
     /// Shown in deny reasons and envelopes; defaults to the shorthand form
     /// (`"<function>"` for allow, `"!<function>"` for deny).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        title = "Rule id",
+        description = "Name shown in deny reasons and evaluations.",
+        with = "String"
+    )]
     pub rule_id: Option<String>,
     /// The session modes the rule applies in; absent = every mode, `[]` = never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        title = "Modes",
+        description = "Apply only in these modes (absent: every mode; empty: never).",
+        with = "Vec<Mode>"
+    )]
     pub modes: Option<Vec<Mode>>,
     /// Argument constraints, all of which must hold. A key is a top-level
     /// argument name, or a JSON Pointer when it starts with `/`. A rule with
     /// `args` never matches a call whose arguments are absent or not an object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        title = "Argument constraints",
+        description = "All must hold. Keys are top-level argument names or JSON Pointers starting with /.",
+        with = "BTreeMap<String, ArgConstraint>"
+    )]
     pub args: Option<BTreeMap<String, ArgConstraint>>,
     /// Ask rules only: how long a hold this rule causes may wait for a human
     /// (ms, at least 1000); wins over the global `pending_timeout_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        title = "Hold timeout (ms)",
+        description = "Ask rules only: how long a call this rule holds may wait for a human before it is denied. Wins over the global pending timeout. Default: the global setting.",
+        range(min = "MIN_DEADLINE_MS"),
+        skip_serializing_if = "crate::schema::never",
+        example = "example_timeout_ms"
+    )]
     pub timeout_ms: Option<u64>,
     /// Ask rules only: when a hold this rule causes is escalated (ms, at
     /// least 1000); wins over the global `escalate_after_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        title = "Escalate after (ms)",
+        description = "Ask rules only: when a call this rule holds is escalated to a second approver. Wins over the global setting. Default: the global setting.",
+        range(min = "MIN_DEADLINE_MS"),
+        skip_serializing_if = "crate::schema::never",
+        example = "example_escalate_after_ms"
+    )]
     pub escalate_after_ms: Option<u64>,
     /// Calls the rule must and must not match, checked at every compile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        title = "Examples",
+        description = "Calls the rule must match and must not match, checked against the rule alone (its function glob and args, not its modes) every time the policy loads. A failed example is a rule error: the rule set falls back to empty and the error is logged and shown by approval::evaluate and approval::health.",
+        with = "RuleExamples",
+        default = "no_examples",
+        skip_serializing_if = "crate::schema::never",
+        example = "example_examples"
+    )]
     pub examples: Option<RuleExamples>,
+}
+
+fn example_timeout_ms() -> u64 {
+    1_800_000
+}
+
+fn example_escalate_after_ms() -> u64 {
+    600_000
+}
+
+/// What an absent `examples` means (shown as the schema's default).
+fn no_examples() -> Option<RuleExamples> {
+    Some(RuleExamples::default())
+}
+
+fn example_match() -> Vec<Probe> {
+    vec![Probe {
+        function_id: "shell::exec".into(),
+        arguments: Some(serde_json::json!({"command": "git push --force"})),
+    }]
+}
+
+fn example_no_match() -> Vec<Probe> {
+    vec![Probe {
+        function_id: "shell::exec".into(),
+        arguments: Some(serde_json::json!({"command": "git push"})),
+    }]
+}
+
+fn example_examples() -> RuleExamples {
+    RuleExamples {
+        matching: example_match(),
+        no_match: example_no_match(),
+    }
 }
 
 /// A rule's examples: calls its function glob and `args` must match, and
@@ -140,21 +230,56 @@ pub struct RuleObject {
 pub struct RuleExamples {
     /// Calls the rule must match.
     #[serde(rename = "match", default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        title = "Must match",
+        description = "Calls the rule must match.",
+        skip_serializing_if = "crate::schema::never",
+        example = "example_match"
+    )]
     pub matching: Vec<Probe>,
     /// Calls the rule must not match.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        title = "Must not match",
+        description = "Calls the rule must not match.",
+        skip_serializing_if = "crate::schema::never",
+        example = "example_no_match"
+    )]
     pub no_match: Vec<Probe>,
 }
 
 /// One example call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(
+    title = "Example call",
+    description = "A call to check the rule against: its function id and, optionally, its arguments."
+)]
 pub struct Probe {
     /// The call's function id.
+    #[schemars(
+        title = "Function id",
+        description = "The example call's function id.",
+        length(min = 1),
+        example = "example_probe_function"
+    )]
     pub function_id: String,
     /// The call's arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        title = "Arguments",
+        description = "The example call's arguments (any JSON; a rule with args matches objects only). Default: none.",
+        example = "example_probe_arguments"
+    )]
     pub arguments: Option<serde_json::Value>,
+}
+
+fn example_probe_function() -> &'static str {
+    "shell::exec"
+}
+
+fn example_probe_arguments() -> serde_json::Value {
+    serde_json::json!({"command": "git push --force"})
 }
 
 /// What a matching rule does.

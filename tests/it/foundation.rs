@@ -49,6 +49,45 @@ async fn config_fresh_engine_gets_the_defaults_and_the_schema_rejects_unknown_ke
     .await;
 }
 
+/// The engine checks `configuration::set` with the schema derived from the
+/// configuration types: a rule object's deadline under a second, an action
+/// it does not know, an empty suggested prefix or a gate priority past the
+/// safe integers is refused before it is stored; a rule object with every
+/// field, `runs` included, is taken.
+#[tokio::test]
+async fn rule_26_2_the_engine_refuses_what_the_derived_schema_refuses() {
+    on_each_engine("config_derived_schema", |engine| async move {
+        let probe = engine.client("probe").await;
+        let _worker = start_in_process(&engine).await;
+        for value in [
+            json!({"rules": [{"function": "deploy::*", "action": "ask", "timeout_ms": 999}]}),
+            json!({"rules": [{"function": "deploy::*", "action": "maybe"}]}),
+            json!({"rules": [{"function": "a", "action": "allow", "examples": {"match": [{"function_id": ""}]}}]}),
+            json!({"suggest_prefixes": [""]}),
+            json!({"gate_priority": 9_007_199_254_740_992_i64}),
+        ] {
+            let err = call(&probe, "configuration::set", json!({"id": "approval-gate", "value": value}))
+                .await
+                .unwrap_err();
+            assert_eq!(code_of(&err), "SCHEMA_INVALID", "{value}");
+        }
+        let good = json!({"rules": ["!approval::*", {
+            "function": "shell::exec", "action": "ask", "rule_id": "no-rm", "modes": ["auto", "full"],
+            "args": {"command": {"runs": "rm"}}, "timeout_ms": 1000, "escalate_after_ms": null,
+            "examples": {"match": [{"function_id": "shell::exec", "arguments": {"command": "rm -rf /tmp/x"}}],
+                         "no_match": [{"function_id": "shell::exec", "arguments": {"command": "ls"}}]}}]});
+        call(&probe, "configuration::set", json!({"id": "approval-gate", "value": good}))
+            .await
+            .unwrap();
+        // The bounds reach the engine exactly: the largest safe priority is taken.
+        let edge = json!({"gate_priority": 9_007_199_254_740_991_i64});
+        call(&probe, "configuration::set", json!({"id": "approval-gate", "value": edge}))
+            .await
+            .unwrap();
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn config_operator_value_survives_a_worker_restart() {
     on_each_engine("config_operator_value_survives", |engine| async move {
