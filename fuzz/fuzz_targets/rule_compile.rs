@@ -493,7 +493,12 @@ fn agree(
             assert_eq!(policy.rules()[*index].action(), RuleAction::Ask);
             Verdict::Hold
         }
-        Basis::NoMatch | Basis::Lockdown | Basis::WideningRoot { .. } => Verdict::Hold,
+        Basis::NoMatch
+        | Basis::Lockdown
+        | Basis::WideningRoot { .. }
+        | Basis::ProtectedPath { .. } => Verdict::Hold,
+        // Judged as on a harness that mediates no subscription.
+        Basis::Subscription { .. } => panic!("a subscription basis without mediation: {d:?}"),
         Basis::Seed { rule, .. } => {
             assert_eq!(policy.rules()[*rule].action(), RuleAction::Allow);
             Verdict::Allow
