@@ -693,6 +693,14 @@ fn run(u: &mut Unstructured) -> Result<()> {
             .all(|e| e.granted_by == GrantedBy::Seed));
         let snapshot = Snapshot::compile(config);
         assert!(snapshot.rule_errors.is_empty());
+        if snapshot.lockdown {
+            // Configuration all or nothing (§26.2): a field that does not
+            // check (a `human_only_extra` glob that does not compile) refuses
+            // the whole value, and with nothing before it that is the
+            // lockdown, compared above.
+            assert!(!snapshot.refused.is_empty(), "lockdown without a reason");
+            return Ok(());
+        }
         assert_eq!(snapshot.rules.len(), specs.len());
         assert_eq!(snapshot.rules.precedence(), snapshot.config.rule_precedence);
         assert_eq!(snapshot.default_settings, defaults);
