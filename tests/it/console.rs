@@ -455,6 +455,12 @@ async fn rule_27_1_browser_form_approvals_page_and_chip_drive_the_worker() {
                 "the edit's denial did not reach the harness: {:?}",
                 host.calls_to("approval::resolve").last()
             );
+            // The host notes a call when its answer is back, which can come
+            // after the release reached the harness.
+            assert!(
+                eventually(WAIT, || host.calls_to("approval::resolve").iter().any(|c| c.payload["function_call_id"] == "c_late")).await,
+                "the page's resolve was not noted"
+            );
             let sent = host.calls_to("approval::resolve").into_iter().find(|c| c.payload["function_call_id"] == "c_late").expect("the page's resolve");
             assert_eq!(sent.payload["decision"], "edit");
             assert_eq!(sent.payload["arguments"], json!({"n": 5}));
