@@ -99,7 +99,7 @@ pub(crate) fn read<'a>(
         family: Family::Bindings,
         matched,
     };
-    let Some(Value::Object(obj)) = arguments else {
+    let Some(request @ Value::Object(obj)) = arguments else {
         return Err(refuse(control));
     };
     if control == CONTROLS[1] {
@@ -118,20 +118,16 @@ pub(crate) fn read<'a>(
         return Err(refuse(namespace));
     }
     let mut targets = Vec::new();
-    let explicit = match (
-        arguments.and_then(|a| a.pointer("/target/function_id")),
-        obj.get("function_id"),
-    ) {
-        (Some(t), _) | (None, Some(t)) => Some(t),
-        (None, None) => None,
-    };
+    let explicit = request
+        .pointer("/target/function_id")
+        .or_else(|| obj.get("function_id"));
     if let Some(target) = explicit {
         let Some(function_id) = target.as_str() else {
             return Err(refuse(control));
         };
-        let payload = arguments
-            .and_then(|a| a.pointer("/target/payload"))
-            .or_else(|| arguments.and_then(|a| a.pointer("/metadata/payload")))
+        let payload = request
+            .pointer("/target/payload")
+            .or_else(|| request.pointer("/metadata/payload"))
             .cloned()
             .unwrap_or_else(|| json!({}));
         targets.push(Target {
