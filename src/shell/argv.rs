@@ -190,7 +190,17 @@ impl<'l> Reading<'l> {
     }
 
     /// Run the reading to its end.
-    pub(super) fn run(mut self, source: Source<'_>) -> Model {
+    pub(super) fn run(self, source: Source<'_>) -> Model {
+        let len = match source {
+            Source::Bash(text) | Source::Words(text) => text.len(),
+            Source::Argv(_) => 0,
+        };
+        let mut model = self.read_all(source);
+        bound_spans(&mut model, len);
+        model
+    }
+
+    fn read_all(mut self, source: Source<'_>) -> Model {
         match source {
             Source::Bash(text) => {
                 let frame = Frame::top(text.len());
@@ -1685,6 +1695,37 @@ impl<'l> Reading<'l> {
 }
 
 /// The options of a wrapper, read.
+/// Every span within the top-level source: a bash value is read with a
+/// newline after it (`bash::closed`), and a construct the grammar ends at
+/// that newline must not point past the value.
+fn bound_spans(model: &mut Model, len: usize) {
+    let bound = |span: &mut Range<usize>| {
+        span.end = span.end.min(len);
+        span.start = span.start.min(span.end);
+    };
+    let bound_word = |word: &mut Word| {
+        if let Some(span) = word.span.as_mut() {
+            span.end = span.end.min(len);
+            span.start = span.start.min(span.end);
+        }
+    };
+    for command in &mut model.commands {
+        bound(&mut command.span);
+        command.words.iter_mut().for_each(bound_word);
+        for assignment in &mut command.assignments {
+            bound_word(&mut assignment.value);
+        }
+        for redirect in &mut command.redirects {
+            if let Some(target) = redirect.target.as_mut() {
+                bound_word(target);
+            }
+        }
+    }
+    for opaque in &mut model.opaque {
+        bound(&mut opaque.span);
+    }
+}
+
 struct Parsed {
     /// The index of the first word after the options and operands.
     next: usize,

@@ -1309,3 +1309,90 @@ fn rule_25_10_non_ascii_input_cannot_crash_the_reader() {
     // A NUL byte ends a C string: opaque.
     assert!(bash("ls\0; rm x").is_opaque());
 }
+
+/// A bash value read with a newline after it (`bash::closed`, the grammar's
+/// fast way to the end of a value) gives the model the value gives read as
+/// it is: over every bash reading of the command corpus, its ASCII-case and
+/// nested-shell forms, 2,000 generated values and each of those with the
+/// statement forms the grammar ends slowly (pipelines, lists, a trailing
+/// comment or here-document). Values ending in a newline or a backslash are
+/// never closed, and stay in the set to show it. Past a parse error both
+/// readings are opaque (`Parse`), whatever each recovered.
+#[test]
+fn rule_25_10_a_value_read_closed_by_a_newline_reads_as_the_value() {
+    use approval_gate_testkit::commands::{generate, load, Reading as CorpusReading};
+    let corpus = load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/commands"
+    )))
+    .expect("the command corpus loads");
+    let mut values: Vec<String> = Vec::new();
+    for case in &corpus {
+        for reading in case.readings() {
+            if let CorpusReading::Bash(text) = reading {
+                values.push(text);
+            }
+        }
+    }
+    values.extend(generate(1025, 2_000).into_iter().map(|g| g.text));
+    let ends = [
+        " | sort | head -3",
+        " | a | b | c | d",
+        " && b || c",
+        " & wait",
+        " # a comment",
+        "\ncat <<EOF\nbody $(id)\nEOF",
+        " 2>&1 | tee log",
+        "\\",
+        "\n",
+    ];
+    let first = values.len().min(600);
+    for i in 0..first {
+        for end in ends {
+            values.push(format!("{}{end}", values[i]));
+        }
+    }
+    let (mut differ, mut closed_count, mut recovered) = (Vec::new(), 0usize, 0usize);
+    for value in &values {
+        let closed = bash(value);
+        bash::UNCLOSED.with(|u| u.set(true));
+        let open = bash(value);
+        bash::UNCLOSED.with(|u| u.set(false));
+        if !value.ends_with('\n') && !value.ends_with('\\') && !value.is_empty() {
+            closed_count += 1;
+        }
+        let parse_error = |m: &Model| m.opaque.iter().any(|o| o.why == OpaqueWhy::Parse);
+        if parse_error(&open) || parse_error(&closed) {
+            // Past a parse error the grammar's recovery reads what it can,
+            // and may recover differently; both readings are opaque for it.
+            if !(parse_error(&open) && parse_error(&closed)) {
+                differ.push(format!(
+                    "{value:?}\n  closed: {closed:?}\n  as is: {open:?}"
+                ));
+            }
+            recovered += usize::from(closed != open);
+        } else if closed != open {
+            differ.push(format!(
+                "{value:?}\n  closed: {closed:?}\n  as is: {open:?}"
+            ));
+        }
+        for command in &closed.commands {
+            assert!(command.span.end <= value.len(), "{value:?}: {command:?}");
+        }
+    }
+    println!(
+        "{} values, {closed_count} read closed, {} read differently, \
+         {recovered} parse errors recovered from differently",
+        values.len(),
+        differ.len()
+    );
+    assert!(
+        closed_count > 5_000,
+        "the set closes values: {closed_count}"
+    );
+    assert!(
+        differ.is_empty(),
+        "{}",
+        differ[..differ.len().min(5)].join("\n")
+    );
+}
