@@ -100,6 +100,10 @@ pub struct Sandbox {
     timeout: PathBuf,
     nice: PathBuf,
     limit: Duration,
+    /// strace stops a process only at the calls it traces (`--seccomp-bpf`,
+    /// strace ≥ 5.3): what it records is the same, at about half the cost
+    /// of a run. Off when this strace cannot.
+    seccomp: bool,
 }
 
 impl Sandbox {
@@ -114,11 +118,22 @@ impl Sandbox {
             timeout: find("timeout")?,
             nice: find("nice")?,
             limit: Duration::from_secs(5),
+            seccomp: true,
         };
-        let trace = sandbox.run(&Reading::Argv(vec!["true".into()]));
+        let probe = Reading::Argv(vec!["true".into()]);
+        let shows = |trace: &Trace| trace.execs.iter().any(|e| e.program() == "true");
+        let trace = sandbox.run(&probe);
+        if trace.error.is_none() && shows(&trace) {
+            return Ok(sandbox);
+        }
+        let sandbox = Sandbox {
+            seccomp: false,
+            ..sandbox
+        };
+        let trace = sandbox.run(&probe);
         match trace.error {
             Some(error) => Err(Unavailable(error)),
-            None if trace.execs.iter().any(|e| e.program() == "true") => Ok(sandbox),
+            None if shows(&trace) => Ok(sandbox),
             None => Err(Unavailable(
                 "bubblewrap or strace ran but showed no program starting".into(),
             )),
@@ -152,6 +167,7 @@ impl Sandbox {
             .args(["--unshare-all", "--die-with-parent", "--new-session"])
             .args(["--chdir", "/root"])
             .arg(&self.strace)
+            .args(self.seccomp.then_some("--seccomp-bpf"))
             .args(["-f", "-qq", "-e", "signal=none"])
             .args(["-e", "trace=execve,clone,clone3,fork,vfork"])
             .args(["-s", "4096", "-o", "/run/oracle/trace", "--"])
