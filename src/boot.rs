@@ -303,17 +303,26 @@ impl Running {
     /// down). The SDK never reconnects after that, so nothing this instance
     /// registered will serve again; the binary exits non-zero on it.
     pub async fn stopped(&self) -> iii_sdk::Error {
-        loop {
-            if let Some(err) = self.iii.fatal_error() {
-                return err;
-            }
-            tokio::time::sleep(FATAL_POLL).await;
-        }
+        fatal_error(&self.iii, FATAL_POLL).await
     }
 }
 
 /// How often [`Running::stopped`] looks at the SDK's fatal error.
 const FATAL_POLL: Duration = Duration::from_millis(100);
+
+/// How often boot looks at the SDK's fatal error while it starts.
+const FATAL_POLL_AT_BOOT: Duration = Duration::from_millis(20);
+
+/// Resolves with the SDK's fatal error once it has one, looked at `every`
+/// (the SDK offers no event).
+async fn fatal_error(iii: &IIIClient, every: Duration) -> iii_sdk::Error {
+    loop {
+        if let Some(err) = iii.fatal_error() {
+            return err;
+        }
+        tokio::time::sleep(every).await;
+    }
+}
 
 /// Connects an SDK client named `approval-gate` (or `III_WORKER_NAME`) and
 /// waits for the engine's handshake. Nothing is registered on it.
@@ -493,7 +502,8 @@ async fn refused(iii: IIIClient, err: iii_sdk::Error) -> Result<Attempt, BootErr
 /// Claims the worker name, standing by while another live instance holds
 /// it: every `retry`, a fresh client tries again (the SDK never retries a
 /// refused name itself). Logs once when it starts standing by, then every
-/// [`STANDBY_NOTICE_EVERY`]; each retry at DEBUG.
+/// [`STANDBY_NOTICE_EVERY`]; each retry at DEBUG. `stood_by_since`: when a
+/// refusal after an earlier attempt's window made this instance stand by.
 pub(crate) async fn claim_name(
     url: &str,
     otel: bool,
@@ -501,9 +511,10 @@ pub(crate) async fn claim_name(
     retry: Duration,
     window: Duration,
     config_id: &str,
+    stood_by_since: Option<Instant>,
 ) -> Result<Claimed, BootError> {
-    let started = Instant::now();
-    let mut refusals: u64 = 0;
+    let started = stood_by_since.unwrap_or_else(Instant::now);
+    let mut refusals: u64 = u64::from(stood_by_since.is_some());
     let mut noticed = Instant::now();
     loop {
         match try_claim(url, otel, timeout, window, config_id).await? {
@@ -574,18 +585,53 @@ pub(crate) struct Claimed {
 /// holds it), configuration, held calls, functions, bindings, ready.
 pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
     config::check_config_id(&options.config_id)?;
-    let claimed = claim_name(
-        &options.url,
-        options.otel,
-        options.connect_timeout,
-        options.standby_retry,
-        options.name_confirm,
-        &options.config_id,
-    )
-    .await?;
-    let iii = claimed.iii.clone();
     let (options_url, options_otel) = (options.url.clone(), options.otel);
-    match start(claimed, options).await {
+    // Set when a refusal came after the window: this instance stands by.
+    let mut stood_by_since: Option<Instant> = None;
+    let (iii, started) = loop {
+        let claimed = claim_name(
+            &options.url,
+            options.otel,
+            options.connect_timeout,
+            options.standby_retry,
+            options.name_confirm,
+            &options.config_id,
+            stood_by_since,
+        )
+        .await?;
+        let iii = claimed.iii.clone();
+        // A refusal can still come after the window (a slow engine or
+        // machine): the SDK then stops for good, and every call of the rest
+        // of boot would wait out its timeout. Boot stops at once instead;
+        // nothing it made is served (its client is shut down, and nothing is
+        // spawned before boot's last step), and it stands by again.
+        let started = tokio::select! {
+            started = start(claimed, options.clone()) => started,
+            err = fatal_error(&iii, FATAL_POLL_AT_BOOT) => Err(BootError::Rejected(err)),
+        };
+        // The SDK fails the calls under way with the refusal too, so any
+        // error of boot is looked at with the SDK's fatal error.
+        let refusal = started
+            .is_err()
+            .then(|| iii.fatal_error())
+            .flatten()
+            .filter(|err| name_taken(err).is_some());
+        match refusal {
+            Some(err) => {
+                iii.shutdown_async().await;
+                STANDING_BY.store(true, Ordering::Relaxed);
+                stood_by_since.get_or_insert_with(Instant::now);
+                tracing::warn!(
+                    error = %err,
+                    window_ms = options.name_confirm.as_millis() as u64,
+                    "the engine refused the worker name after the confirmation window; standing by again"
+                );
+                tokio::time::sleep(options.standby_retry).await;
+            }
+            None => break (iii, started),
+        }
+    };
+    match started {
         // After the ready line: holds whose deadline passed while the
         // worker was down are acted on at once.
         Ok(worker) => {

@@ -671,3 +671,58 @@ async fn a_short_name_confirmation_still_refuses_a_second_instance() {
     })
     .await;
 }
+
+/// A refusal of the worker name that comes after the confirmation window
+/// (here a window shorter than the engine's refusal delay; on a real
+/// engine, a slow engine or machine) stops the rest of boot at once, and
+/// the instance stands by again instead of waiting out its calls'
+/// timeouts: the engine holds back every `configuration::get` answer, so
+/// the refusal reaches each attempt in the middle of its boot; the instance
+/// keeps claiming the name while the first serves, and takes over when the
+/// first stops.
+#[tokio::test]
+async fn a_refusal_after_the_window_stands_by_again() {
+    on_test_engine("standby_late_refusal", |engine| async move {
+        trace_in_process_worker();
+        let late = approval_gate_testkit::engine::TestEngine::name_refusal_delay() / 6;
+        let test_engine = engine.test_engine().expect("the test engine");
+        let probe = engine.client("probe").await;
+        let first = start_in_process_with(&engine, None).await;
+        assert_eq!(gate_workers(&probe).await.len(), 1);
+        let claims = || test_engine.invocations("engine::workers::register");
+        let before = claims();
+        test_engine
+            .faults()
+            .stall("configuration::get", Duration::from_secs(120), None);
+        let url = engine.url();
+        let second = tokio::spawn(async move {
+            boot_in_process(approval_gate::BootOptions {
+                name_confirm: late,
+                standby_retry: Duration::from_millis(50),
+                ..in_process_options(&url)
+            })
+            .await
+        });
+        // Each claim passes the short window, and each is refused after it:
+        // boot stops and claims again.
+        assert!(
+            eventually(TAKEOVER, || claims() >= before + 3).await,
+            "the second instance stopped claiming the name after {} claims",
+            claims() - before
+        );
+        assert!(
+            !second.is_finished(),
+            "the second instance booted beside the first"
+        );
+        assert_eq!(gate_workers(&probe).await.len(), 1, "one instance serves");
+        test_engine.faults().clear("configuration::get");
+        first.shutdown(Duration::from_secs(2)).await;
+        let second = tokio::time::timeout(TAKEOVER, second)
+            .await
+            .expect("the second instance never took over")
+            .expect("its boot did not panic");
+        assert!(second.was_standby(), "it stood by first");
+        assert_eq!(gate_workers(&probe).await.len(), 1, "one instance serves");
+    })
+    .await;
+}

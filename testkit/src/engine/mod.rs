@@ -198,6 +198,12 @@ impl TestEngine {
         NAME_REFUSAL_DELAY * 3
     }
 
+    /// How long after a worker's greeting this engine refuses a name
+    /// another live worker holds (fixed, 60 ms).
+    pub fn name_refusal_delay() -> Duration {
+        NAME_REFUSAL_DELAY
+    }
+
     /// Starts an engine on a free loopback port, and its HTTP worker (the
     /// `http` trigger type) on another, with `timeout` as its
     /// `default_timeout` (the real engine's is [`HTTP_DEFAULT_TIMEOUT`]).
