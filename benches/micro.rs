@@ -626,6 +626,9 @@ fn bench_shell_read(c: &mut Criterion) {
         .iter()
         .map(|size| (format!("typical/{size}"), typical_command(*size)))
         .collect();
+    // The e2e bench's line: a list ending in a three-stage pipeline.
+    let line = common::command_line("cd /workspace/project-123", 200);
+    inputs.push((format!("line/{}", line.len()), line));
     let nest = format!("echo {}x{}; ", "\"$(".repeat(30), ")\"".repeat(30));
     inputs.push((
         "adversarial/nesting".into(),

@@ -193,3 +193,26 @@ pub async fn start_in_process_with(url: &str, seed: Option<Value>) -> Running {
     .await
     .unwrap_or_else(|e| panic!("worker did not boot: {e}"))
 }
+
+/// A developer's command line of about `size` bytes starting with `head`:
+/// lists, pipelines, quotes (one holds the word `rm`), a substitution, a
+/// wrapper, redirections; nothing the default protected paths (§29) hold
+/// (`find … | xargs` would be: its paths cannot be known). At 200 B it
+/// ends in a three-stage pipeline. The e2e bench's `shell::exec` commands; the micro
+/// bench reads one (`shell/read/line/…`).
+pub fn command_line(head: &str, size: usize) -> String {
+    const TAIL: [&str; 4] = [
+        "cargo test --lib policy:: 2>&1 | tail -20",
+        "git log --oneline -n 5 | grep \"fix: $(date +%Y)\" > /dev/null",
+        "timeout 60 npm test -- --grep 'rm stale' || echo failed",
+        "wc -l src/*.rs | sort -n | tail -3",
+    ];
+    let mut out = head.to_string();
+    let mut i = 0;
+    while out.len() < size {
+        out.push_str(" && ");
+        out.push_str(TAIL[i % TAIL.len()]);
+        i += 1;
+    }
+    out
+}

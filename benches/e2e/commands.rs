@@ -23,6 +23,7 @@ use approval_gate_testkit::fixture::{call, EngineKind};
 use futures_util::stream::{self, StreamExt};
 use serde_json::{json, Value};
 
+use crate::common::command_line;
 use crate::{
     env_usize, fmt_dur, percentile, rate, seed, start_world, World, CONCURRENCY, ECHO, NOOP,
     PHASE_LIMIT, SESSIONS,
@@ -46,27 +47,6 @@ fn config() -> Value {
         }
     }
     value
-}
-
-/// A developer's command line of about `size` bytes starting with `head`:
-/// lists, pipelines, quotes (one holds the word `rm`), a substitution, a
-/// wrapper, redirections; nothing the default protected paths (§29) hold
-/// (`find … | xargs` would be: its paths cannot be known).
-fn command(head: &str, size: usize) -> String {
-    const TAIL: [&str; 4] = [
-        "cargo test --lib policy:: 2>&1 | tail -20",
-        "git log --oneline -n 5 | grep \"fix: $(date +%Y)\" > /dev/null",
-        "timeout 60 npm test -- --grep 'rm stale' || echo failed",
-        "wc -l src/*.rs | sort -n | tail -3",
-    ];
-    let mut out = head.to_string();
-    let mut i = 0;
-    while out.len() < size {
-        out.push_str(" && ");
-        out.push_str(TAIL[i % TAIL.len()]);
-        i += 1;
-    }
-    out
 }
 
 /// One measured case.
@@ -135,7 +115,7 @@ fn input(case: Case, n: u64, size: usize) -> Value {
         "depth": 0,
         "metadata": {"working_dir": "/workspace/project"},
         "call": {"id": format!("cmd-{n}"), "function_id": function_id, "arguments": {
-            "command": command(&head, size), "cwd": "/workspace/project", "timeout_ms": 30000}},
+            "command": command_line(&head, size), "cwd": "/workspace/project", "timeout_ms": 30000}},
     })
 }
 
