@@ -310,6 +310,10 @@ impl Running {
 /// How often [`Running::stopped`] looks at the SDK's fatal error.
 const FATAL_POLL: Duration = Duration::from_millis(100);
 
+/// How long a failed boot waits for the SDK to record a refusal of the
+/// worker name that failed its calls.
+const REFUSAL_GRACE: Duration = Duration::from_millis(500);
+
 /// How often boot looks at the SDK's fatal error while it starts.
 const FATAL_POLL_AT_BOOT: Duration = Duration::from_millis(20);
 
@@ -609,13 +613,16 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
             started = start(claimed, options.clone()) => started,
             err = fatal_error(&iii, FATAL_POLL_AT_BOOT) => Err(BootError::Rejected(err)),
         };
-        // The SDK fails the calls under way with the refusal too, so any
-        // error of boot is looked at with the SDK's fatal error.
-        let refusal = started
-            .is_err()
-            .then(|| iii.fatal_error())
-            .flatten()
-            .filter(|err| name_taken(err).is_some());
+        // The SDK fails the calls under way with the refusal too, and can
+        // do so a moment before it records its fatal error: any error of
+        // boot is looked at with the SDK's fatal error, waited for briefly.
+        let refusal = match &started {
+            Ok(_) => None,
+            Err(_) => tokio::time::timeout(REFUSAL_GRACE, fatal_error(&iii, FATAL_POLL_AT_BOOT))
+                .await
+                .ok()
+                .filter(|err| name_taken(err).is_some()),
+        };
         match refusal {
             Some(err) => {
                 iii.shutdown_async().await;
