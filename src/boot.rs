@@ -642,6 +642,12 @@ pub async fn boot(options: BootOptions) -> Result<Running, BootError> {
         // After the ready line: holds whose deadline passed while the
         // worker was down are acted on at once.
         Ok(worker) => {
+            // The held-calls gauge reads this worker (set once per process,
+            // so only by a boot that started).
+            let inbox = Arc::downgrade(&worker);
+            crate::metrics::count_held(Box::new(move || {
+                inbox.upgrade().map(|w| w.pending.len() as u64)
+            }));
             // Releases under way when the worker stopped are settled from
             // what the harness says, off the ready path.
             tokio::spawn(recover::at_boot(worker.releaser.clone()));
@@ -693,10 +699,6 @@ async fn start(claimed: Claimed, options: BootOptions) -> Result<Arc<Worker>, Bo
         pending,
         options.reconcile_age,
     );
-    let inbox = Arc::downgrade(&worker);
-    crate::metrics::count_held(Box::new(move || {
-        inbox.upgrade().map(|w| w.pending.len() as u64)
-    }));
     let read = read
         .map_err(|err| tracing::warn!(error = %err, "held calls not read while the name was confirmed; reading again"))
         .ok();

@@ -162,6 +162,13 @@ async fn rule_27_5_the_engine_lists_the_gates_metrics_and_no_label_names_a_sessi
             !points(&listed, "approval_gate.gate.latency").is_empty(),
             "{text}"
         );
+        // The held-calls gauge reads the running worker's inbox (no point
+        // when it reads none): both holds have ended.
+        let held = points(&listed, "approval_gate.held");
+        assert!(
+            held.iter().any(|(_, v)| *v == 0.0),
+            "the held-calls gauge does not read the worker: {held:?} in {text}"
+        );
         assert!(
             !points(&listed, "approval_gate.decision.time").is_empty(),
             "{text}"
