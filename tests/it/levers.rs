@@ -83,6 +83,20 @@ async fn agent_is_denied(scene: &Scene, call_id: &str, function_id: &str, argume
     assert_eq!(ev["rule_id"], "human_only_function", "{ev}");
 }
 
+/// The id of the gate's one pre-trigger binding on the harness.
+fn the_gate_binding(scene: &Scene) -> String {
+    let bindings = scene.harness.bindings(PRE_TRIGGER);
+    assert_eq!(bindings.len(), 1, "{bindings:?}");
+    bindings[0].id.clone()
+}
+
+/// The gate's binding is still the one pre-trigger binding, `id`, and the
+/// gate still gates (a call in `s_victim` is held).
+async fn the_gate_binding_stands(scene: &Scene, id: &str) {
+    assert_eq!(the_gate_binding(scene), id);
+    hold_in_victim(scene, "c_after").await;
+}
+
 /// Holds a call in `s_victim` (manual by default) and returns its record.
 async fn hold_in_victim(scene: &Scene, call_id: &str) -> Value {
     let out = scene
@@ -181,9 +195,7 @@ async fn levers_an_agent_cannot_grant_itself_a_folder() {
 async fn levers_an_agent_cannot_remove_the_gates_binding() {
     on_each_engine("levers_unbind", |engine| async move {
         let scene = trusted_scene(engine).await;
-        let before = scene.harness.bindings(PRE_TRIGGER);
-        assert_eq!(before.len(), 1, "{before:?}");
-        let id = before[0].id.clone();
+        let id = the_gate_binding(&scene);
         // Today's harness makes an agent's unregister a subscription
         // control: it removes only the session's own subscriptions, so the
         // gate lets it through (§27.4) and the gate's binding is untouched.
@@ -203,11 +215,7 @@ async fn levers_an_agent_cannot_remove_the_gates_binding() {
             json!({"trigger_type": PRE_TRIGGER, "function_id": "evil::allow-all", "config": {"priority": -1}}),
         )
         .await;
-        let after = scene.harness.bindings(PRE_TRIGGER);
-        assert_eq!(after.len(), 1, "{after:?}");
-        assert_eq!(after[0].id, id);
-        // And the gate still gates.
-        hold_in_victim(&scene, "c_after").await;
+        the_gate_binding_stands(&scene, &id).await;
     })
     .await;
 }
@@ -220,9 +228,7 @@ async fn levers_an_agent_cannot_remove_the_gates_binding_on_a_harness_that_hands
     on_each_engine("levers_unbind_g1", |engine| async move {
         let options = HarnessOptions::generation(Generation::G1);
         let scene = trusted_scene_with(engine, options).await;
-        let before = scene.harness.bindings(PRE_TRIGGER);
-        assert_eq!(before.len(), 1, "{before:?}");
-        let id = before[0].id.clone();
+        let id = the_gate_binding(&scene);
         agent_is_denied(
             &scene,
             "c1",
@@ -237,10 +243,7 @@ async fn levers_an_agent_cannot_remove_the_gates_binding_on_a_harness_that_hands
             json!({"trigger_type": "cron", "function_id": "evil::allow-all", "config": {}}),
         )
         .await;
-        let after = scene.harness.bindings(PRE_TRIGGER);
-        assert_eq!(after.len(), 1, "{after:?}");
-        assert_eq!(after[0].id, id);
-        hold_in_victim(&scene, "c_after").await;
+        the_gate_binding_stands(&scene, &id).await;
     })
     .await;
 }

@@ -629,45 +629,13 @@ async fn a_standby_stops_on_sigterm_without_having_registered_anything() {
 #[tokio::test]
 async fn a_short_name_confirmation_still_refuses_a_second_instance() {
     on_test_engine("standby_short_window", |engine| async move {
-        trace_in_process_worker();
         let window = engine
             .name_confirm_window()
             .expect("the test engine has a short window");
         assert!(window < approval_gate::NAME_CONFIRM_WINDOW, "{window:?}");
-        let test_engine = engine.test_engine().expect("the test engine");
-        let probe = engine.client("probe").await;
-        let first = start_in_process_with(&engine, None).await;
-        assert_eq!(gate_workers(&probe).await.len(), 1);
-        let claims = || test_engine.invocations("engine::workers::register");
-        let before = claims();
-        let url = engine.url();
-        let second = tokio::spawn(async move {
-            boot_in_process(approval_gate::BootOptions {
-                name_confirm: window,
-                standby_retry: Duration::from_millis(50),
-                ..in_process_options(&url)
-            })
-            .await
-        });
         // Three claims of the name, each confirmed within the short window:
         // every one refused, so the second instance has not booted.
-        assert!(
-            eventually(TAKEOVER, || claims() >= before + 3).await,
-            "the second instance stopped claiming the name after {} claims",
-            claims() - before
-        );
-        assert!(
-            !second.is_finished(),
-            "the second instance booted beside the first"
-        );
-        assert_eq!(gate_workers(&probe).await.len(), 1, "one instance serves");
-        first.shutdown(Duration::from_secs(2)).await;
-        let second = tokio::time::timeout(TAKEOVER, second)
-            .await
-            .expect("the second instance never took over")
-            .expect("its boot did not panic");
-        assert!(second.was_standby(), "it stood by first");
-        assert_eq!(gate_workers(&probe).await.len(), 1, "one instance serves");
+        second_instance_stands_by_then_takes_over(engine, window, false).await;
     })
     .await;
 }
@@ -683,46 +651,63 @@ async fn a_short_name_confirmation_still_refuses_a_second_instance() {
 #[tokio::test]
 async fn a_refusal_after_the_window_stands_by_again() {
     on_test_engine("standby_late_refusal", |engine| async move {
-        trace_in_process_worker();
         let late = approval_gate_testkit::engine::TestEngine::name_refusal_delay() / 6;
-        let test_engine = engine.test_engine().expect("the test engine");
-        let probe = engine.client("probe").await;
-        let first = start_in_process_with(&engine, None).await;
-        assert_eq!(gate_workers(&probe).await.len(), 1);
-        let claims = || test_engine.invocations("engine::workers::register");
-        let before = claims();
+        // Each claim passes the short window, and each is refused after it:
+        // boot stops and claims again.
+        second_instance_stands_by_then_takes_over(engine, late, true).await;
+    })
+    .await;
+}
+
+/// Boots a first in-process worker, then a second with the name
+/// confirmation `window` beside it: the second keeps claiming the name (at
+/// least three claims) without booting while one instance serves, and
+/// takes over, as a standby, once the first stops. With `stall_config`, the
+/// engine holds back every `configuration::get` answer until then.
+async fn second_instance_stands_by_then_takes_over(
+    engine: EngineFixture,
+    window: Duration,
+    stall_config: bool,
+) {
+    trace_in_process_worker();
+    let test_engine = engine.test_engine().expect("the test engine");
+    let probe = engine.client("probe").await;
+    let first = start_in_process_with(&engine, None).await;
+    assert_eq!(gate_workers(&probe).await.len(), 1);
+    let claims = || test_engine.invocations("engine::workers::register");
+    let before = claims();
+    if stall_config {
         test_engine
             .faults()
             .stall("configuration::get", Duration::from_secs(120), None);
-        let url = engine.url();
-        let second = tokio::spawn(async move {
-            boot_in_process(approval_gate::BootOptions {
-                name_confirm: late,
-                standby_retry: Duration::from_millis(50),
-                ..in_process_options(&url)
-            })
-            .await
-        });
-        // Each claim passes the short window, and each is refused after it:
-        // boot stops and claims again.
-        assert!(
-            eventually(TAKEOVER, || claims() >= before + 3).await,
-            "the second instance stopped claiming the name after {} claims",
-            claims() - before
-        );
-        assert!(
-            !second.is_finished(),
-            "the second instance booted beside the first"
-        );
-        assert_eq!(gate_workers(&probe).await.len(), 1, "one instance serves");
+    }
+    let url = engine.url();
+    let second = tokio::spawn(async move {
+        boot_in_process(approval_gate::BootOptions {
+            name_confirm: window,
+            standby_retry: Duration::from_millis(50),
+            ..in_process_options(&url)
+        })
+        .await
+    });
+    assert!(
+        eventually(TAKEOVER, || claims() >= before + 3).await,
+        "the second instance stopped claiming the name after {} claims",
+        claims() - before
+    );
+    assert!(
+        !second.is_finished(),
+        "the second instance booted beside the first"
+    );
+    assert_eq!(gate_workers(&probe).await.len(), 1, "one instance serves");
+    if stall_config {
         test_engine.faults().clear("configuration::get");
-        first.shutdown(Duration::from_secs(2)).await;
-        let second = tokio::time::timeout(TAKEOVER, second)
-            .await
-            .expect("the second instance never took over")
-            .expect("its boot did not panic");
-        assert!(second.was_standby(), "it stood by first");
-        assert_eq!(gate_workers(&probe).await.len(), 1, "one instance serves");
-    })
-    .await;
+    }
+    first.shutdown(Duration::from_secs(2)).await;
+    let second = tokio::time::timeout(TAKEOVER, second)
+        .await
+        .expect("the second instance never took over")
+        .expect("its boot did not panic");
+    assert!(second.was_standby(), "it stood by first");
+    assert_eq!(gate_workers(&probe).await.len(), 1, "one instance serves");
 }
