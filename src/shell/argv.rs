@@ -191,12 +191,14 @@ impl<'l> Reading<'l> {
 
     /// Run the reading to its end.
     pub(super) fn run(self, source: Source<'_>) -> Model {
-        let len = match source {
-            Source::Bash(text) | Source::Words(text) => text.len(),
-            Source::Argv(_) => 0,
+        let closed = match source {
+            Source::Bash(text) => Some(text.len()),
+            Source::Argv(_) | Source::Words(_) => None,
         };
         let mut model = self.read_all(source);
-        bound_spans(&mut model, len);
+        if let Some(len) = closed {
+            bound_spans(&mut model, len);
+        }
         model
     }
 
@@ -1695,20 +1697,16 @@ impl<'l> Reading<'l> {
 }
 
 /// The options of a wrapper, read.
-/// Every span within the top-level source: a bash value is read with a
-/// newline after it (`bash::closed`), and a construct the grammar ends at
-/// that newline must not point past the value.
+/// Every span within a top-level bash value: it is read with a newline
+/// after it (`bash::closed`), and a construct the grammar ends at that
+/// newline must not point past the value. (Only a top-level bash value has
+/// spans of its own text; nested readings carry their outer span.)
 fn bound_spans(model: &mut Model, len: usize) {
     let bound = |span: &mut Range<usize>| {
         span.end = span.end.min(len);
         span.start = span.start.min(span.end);
     };
-    let bound_word = |word: &mut Word| {
-        if let Some(span) = word.span.as_mut() {
-            span.end = span.end.min(len);
-            span.start = span.start.min(span.end);
-        }
-    };
+    let bound_word = |word: &mut Word| word.span.as_mut().into_iter().for_each(bound);
     for command in &mut model.commands {
         bound(&mut command.span);
         command.words.iter_mut().for_each(bound_word);
